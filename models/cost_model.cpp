@@ -1,0 +1,105 @@
+#include "cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace trainsim {
+
+CostModel::CostModel(const HardwareProfile& hw, Precision p) : hw_(hw), precision_(p) {
+  const std::string want = to_string(p);
+  if (auto it = hw_.gemm.find(want); it != hw_.gemm.end() && !it->second.empty()) {
+    table_ = &it->second;
+  } else if (auto b = hw_.gemm.find("bf16"); b != hw_.gemm.end() && !b->second.empty()) {
+    table_ = &b->second;
+    if (hw_.peak(want) > 0 && hw_.peak("bf16") > 0) table_scale_ = hw_.peak(want) / hw_.peak("bf16");
+  }
+}
+
+double CostModel::peak_flops() const {
+  const double p = hw_.peak(to_string(precision_));
+  return (p > 0 ? p : hw_.peak("bf16")) * 1e12;
+}
+
+double CostModel::gemm_rate_tflops(double m, double n, double k) const {
+  if (!table_) {
+    auto it = hw_.measured_tflops.find("bf16");
+    return (it != hw_.measured_tflops.end() ? it->second : 0.7 * hw_.peak("bf16")) * table_scale_;
+  }
+  const GemmPoint* best = nullptr;
+  double best_d = 1e300;
+  for (const auto& p : *table_) {
+    const double d = std::fabs(std::log(m / p.m)) + std::fabs(std::log(n / p.n)) + std::fabs(std::log(k / p.k));
+    if (d < best_d) { best_d = d; best = &p; }
+  }
+  return best->tflops * table_scale_;
+}
+
+double CostModel::gemm_time_s(double m, double n, double k) const {
+  if (m <= 0 || n <= 0 || k <= 0) return 0.0;
+  const double flops = 2.0 * m * n * k;
+  const double compute = flops / (gemm_rate_tflops(m, n, k) * 1e12);
+  const double bytes = activation_bytes(precision_) * (m * k + k * n + m * n);
+  return launch_s() + std::max(compute, bytes / (hw_.memory_bandwidth_GBps * 1e9));
+}
+
+double CostModel::memory_time_s(double bytes) const {
+  if (bytes <= 0) return 0.0;
+  double bw = hw_.memory_bandwidth_GBps;
+  const auto& pts = hw_.memory_bound;
+  if (!pts.empty()) {
+    // Piecewise-linear in log(bytes); flat beyond the measured ends.
+    if (bytes <= pts.front().bytes) bw = pts.front().GBps;
+    else if (bytes >= pts.back().bytes) bw = pts.back().GBps;
+    else
+      for (std::size_t i = 1; i < pts.size(); ++i)
+        if (bytes <= pts[i].bytes) {
+          const double x = (std::log(bytes) - std::log(pts[i - 1].bytes)) / (std::log(pts[i].bytes) - std::log(pts[i - 1].bytes));
+          bw = pts[i - 1].GBps + x * (pts[i].GBps - pts[i - 1].GBps);
+          break;
+        }
+  }
+  return launch_s() + bytes / (bw * 1e9);
+}
+
+double CostModel::op_time_s(const Op& op) const {
+  switch (op.kind) {
+    case OpKind::gemm: return gemm_time_s(op.m, op.n, op.k);
+    case OpKind::attention: {
+      const bool bwd = op.name.find(".bwd") != std::string::npos;
+      const double frac = bwd ? hw_.attention_bwd_fraction : hw_.attention_fwd_fraction;
+      const double rate = (frac > 0 ? frac : 0.5) * hw_.peak("bf16") * 1e12;
+      return launch_s() + std::max(op.flops / rate, op.bytes / (hw_.memory_bandwidth_GBps * 1e9));
+    }
+    case OpKind::memory: return memory_time_s(op.bytes);
+  }
+  return 0.0;
+}
+
+double CostModel::adam_time_s(double params) const { return memory_time_s(28.0 * params); }
+
+double CostModel::compression_time_s(const Compression& c, double bytes) const {
+  switch (c.kind) {
+    case Compression::Kind::none: return 0.0;
+    case Compression::Kind::fp16: return memory_time_s(bytes * 1.5);  // read fp32, write fp16
+    case Compression::Kind::int8: {
+      const double bw = hw_.int8_quantize_GBps > 0 ? hw_.int8_quantize_GBps : hw_.memory_bandwidth_GBps / 2;
+      return 2.0 * launch_s() + 2.0 * bytes / (bw * 1e9);  // quantize, then dequantize the result
+    }
+    case Compression::Kind::topk: {
+      const double bw = hw_.topk_select_GBps > 0 ? hw_.topk_select_GBps : hw_.memory_bandwidth_GBps / 8;
+      // Selection with error feedback (add the residual, select, keep the rest) and the scatter-add
+      // of the gathered sparse values.
+      return 2.0 * launch_s() + bytes / (bw * 1e9) + memory_time_s(2.0 * bytes);
+    }
+    case Compression::Kind::powersgd: {
+      // Two thin GEMMs per matrix (P = M Q, Q = M^T P) over the gradient viewed as a square-ish
+      // matrix, plus orthogonalisation: costed as GEMMs of the bucket's elements times the rank.
+      const double elems = bytes / 4.0;
+      const double side = std::sqrt(elems);
+      return 2.0 * gemm_time_s(side, c.powersgd_rank, side) + memory_time_s(2.0 * bytes);
+    }
+  }
+  return 0.0;
+}
+
+}  // namespace trainsim

@@ -1,0 +1,38 @@
+#pragma once
+#include "hardware_profile.h"
+#include "layer_ops.h"
+#include "layout.h"
+#include "precision.h"
+
+namespace trainsim {
+
+// Times of work on one GPU from a hardware profile: GEMMs from the achieved-rate table (nearest
+// measured shape in log space, capped by the roofline), attention from its achieved fraction of
+// peak, memory-bound kernels from bytes over the achieved bandwidth at that size, plus a launch
+// overhead per kernel.
+class CostModel {
+ public:
+  CostModel(const HardwareProfile& hw, Precision p);
+
+  double op_time_s(const Op& op) const;
+  double gemm_time_s(double m, double n, double k) const;
+  double memory_time_s(double bytes) const;
+  // Mixed-precision Adam over `params` parameters: reads fp32 master, momentum, variance and the
+  // gradient, writes the first three and the bf16 weights (4+4+4+2 read, 4+4+4+2 written, bytes).
+  double adam_time_s(double params) const;
+  // Kernel time to compress `bytes` of gradients and to decompress the received result.
+  double compression_time_s(const Compression& c, double bytes) const;
+  double gemm_rate_tflops(double m, double n, double k) const;
+
+  const HardwareProfile& hardware() const { return hw_; }
+  double launch_s() const { return hw_.kernel_launch_us * 1e-6; }
+  double peak_flops() const;  // dense peak of the training dtype, FLOP/s
+
+ private:
+  const HardwareProfile& hw_;
+  Precision precision_;
+  const std::vector<GemmPoint>* table_ = nullptr;
+  double table_scale_ = 1.0;  // fp8 without an fp8 table: bf16 table times the peak ratio
+};
+
+}  // namespace trainsim

@@ -1,0 +1,288 @@
+#include "hardware_profile.h"
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "input_error.h"
+#include "json_fields.h"
+
+#ifndef TRAINSIM_PROFILE_DIR
+#define TRAINSIM_PROFILE_DIR "models/hardware"
+#endif
+
+namespace trainsim {
+
+using nlohmann::json;
+
+double HardwareProfile::peak(const std::string& dtype) const {
+  auto it = peak_tflops.find(dtype);
+  return it == peak_tflops.end() ? 0.0 : it->second;
+}
+
+std::string default_profile_dir() {
+  if (const char* env = std::getenv("TRAINSIM_PROFILES")) return env;
+  return TRAINSIM_PROFILE_DIR;
+}
+
+namespace {
+
+Provenance read_provenance(JsonFields& parent, const std::string& key, bool required) {
+  Provenance p;
+  if (!parent.has(key)) {
+    if (required) throw InputError(parent.path(key), "required key is missing (where the numbers come from)");
+    return p;
+  }
+  JsonFields f = parent.object(key);
+  p.source = f.string("source");
+  if (p.source != "measured" && p.source != "imported" && p.source != "datasheet" && p.source != "derived")
+    throw InputError(f.path("source"), "expected \"measured\", \"imported\", \"datasheet\" or \"derived\", found \"" +
+                                           p.source + "\"");
+  p.device = f.string("device", "");
+  p.device_count = f.integer("device_count", 0, 0, 1 << 20);
+  p.driver = f.string("driver", "");
+  p.cuda = f.string("cuda", "");
+  p.nccl = f.string("nccl", "");
+  p.date = f.string("date", "");
+  p.command = f.string("command", "");
+  p.reference = f.string("reference", "");
+  f.finish();
+  if (p.source == "measured" && (p.device.empty() || p.date.empty() || p.command.empty()))
+    throw InputError(f.path(), "a measured table must record device, date and command");
+  if (p.source != "measured" && p.reference.empty())
+    throw InputError(f.path("reference"), "a " + p.source + " table must cite its source or rule in \"reference\"");
+  return p;
+}
+
+std::map<std::string, double> read_rates(JsonFields& parent, const std::string& key) {
+  std::map<std::string, double> out;
+  if (!parent.has(key)) return out;
+  JsonFields f = parent.object(key);
+  for (const char* d : {"bf16", "fp16", "fp8", "tf32", "fp32"})
+    if (f.has(d)) out[d] = f.number(d, std::nullopt, 0.0, 1e6);
+  f.finish();
+  return out;
+}
+
+// A table of rows given as arrays under the named columns.
+std::vector<std::vector<double>> read_rows(const json& arr, const std::string& path, std::size_t columns) {
+  if (!arr.is_array()) throw InputError(path, "expected an array of rows, found " + json_excerpt(arr));
+  std::vector<std::vector<double>> rows;
+  for (std::size_t i = 0; i < arr.size(); ++i) {
+    const std::string p = path + "[" + std::to_string(i) + "]";
+    if (!arr[i].is_array() || arr[i].size() != columns)
+      throw InputError(p, "expected a row of " + std::to_string(columns) + " numbers, found " + json_excerpt(arr[i]));
+    std::vector<double> row;
+    for (std::size_t j = 0; j < columns; ++j)
+      row.push_back(json_number(arr[i][j], p + "[" + std::to_string(j) + "]", 0.0, 1e30));
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+void read_gpu(JsonFields& top, HardwareProfile& hp, bool derived) {
+  JsonFields g = top.object("gpu");
+  hp.memory_bytes = g.number("memory_bytes", std::nullopt, 1.0, 1e15);
+  hp.peak_tflops = read_rates(g, "peak_tflops");
+  if (!hp.peak_tflops.count("bf16"))
+    throw InputError(g.path("peak_tflops.bf16"), "required key is missing (the vendor's dense bf16 rate)");
+  hp.measured_tflops = read_rates(g, "measured_tflops");
+  hp.memory_bandwidth_GBps = g.number("memory_bandwidth_GBps", derived ? std::optional<double>(0.0) : std::nullopt, 0.0, 1e6);
+  hp.datasheet_memory_bandwidth_GBps = g.number("datasheet_memory_bandwidth_GBps", 0.0, 0.0, 1e6);
+  hp.kernel_launch_us = g.number("kernel_launch_us", derived ? std::optional<double>(0.0) : std::nullopt, 0.0, 1e4);
+  if (g.has("gemm_tflops")) {
+    JsonFields t = g.object("gemm_tflops");
+    const json& cols = t.required("columns");
+    if (cols != json::array({"m", "n", "k", "tflops"}))
+      throw InputError(t.path("columns"), "expected [\"m\", \"n\", \"k\", \"tflops\"], found " + json_excerpt(cols));
+    for (const char* d : {"bf16", "fp16", "fp8", "tf32"}) {
+      const json* rows = t.find(d);
+      if (!rows) continue;
+      for (const auto& r : read_rows(*rows, t.path(d), 4)) hp.gemm[d].push_back({r[0], r[1], r[2], r[3]});
+    }
+    t.finish();
+  }
+  if (g.has("attention")) {
+    JsonFields a = g.object("attention");
+    hp.attention_fwd_fraction = a.number("forward_fraction_of_peak", std::nullopt, 0.01, 1.0);
+    hp.attention_bwd_fraction = a.number("backward_fraction_of_peak", std::nullopt, 0.01, 1.0);
+    a.finish();
+  }
+  if (g.has("memory_bound")) {
+    JsonFields m = g.object("memory_bound");
+    const json& cols = m.required("columns");
+    if (cols != json::array({"bytes", "GBps"}))
+      throw InputError(m.path("columns"), "expected [\"bytes\", \"GBps\"], found " + json_excerpt(cols));
+    for (const auto& r : read_rows(m.required("points"), m.path("points"), 2)) hp.memory_bound.push_back({r[0], r[1]});
+    m.finish();
+  }
+  hp.compute_provenance = read_provenance(g, "provenance", false);
+  g.finish();
+}
+
+void read_links(JsonFields& top, HardwareProfile& hp) {
+  if (top.has("host_link")) {
+    JsonFields h = top.object("host_link");
+    hp.h2d_GBps = h.number("h2d_GBps", std::nullopt, 0.0, 1e5);
+    hp.d2h_GBps = h.number("d2h_GBps", std::nullopt, 0.0, 1e5);
+    read_provenance(h, "provenance", false);
+    h.finish();
+  }
+  JsonFields in = top.object("intra_node");
+  hp.intra_link = in.string("link");
+  hp.gpus_per_node = in.integer("gpus_per_node", std::nullopt, 1, 1024);
+  hp.intra_link_GBps = in.number("link_GBps", std::nullopt, 0.001, 1e5);
+  hp.intra_busbw_GBps = in.number("busbw_GBps", std::nullopt, 0.001, 1e5);
+  hp.intra_latency_us = in.number("latency_us", std::nullopt, 0.0, 1e5);
+  if (const json* cs = in.find("collectives")) {
+    if (!cs->is_array()) throw InputError(in.path("collectives"), "expected an array, found " + json_excerpt(*cs));
+    for (std::size_t i = 0; i < cs->size(); ++i) {
+      JsonFields c((*cs)[i], in.path("collectives") + "[" + std::to_string(i) + "]");
+      CollectiveFit fit;
+      fit.collective = c.string("collective");
+      fit.gpus = c.integer("gpus", std::nullopt, 2, 1 << 20);
+      fit.alpha_us = c.number("alpha_us", std::nullopt, 0.0, 1e7);
+      fit.busbw_GBps = c.number("busbw_GBps", std::nullopt, 1e-6, 1e6);
+      fit.r2 = c.number("r2", 0.0, -1e9, 1.0);
+      fit.provenance = read_provenance(c, "provenance", false);
+      c.finish();
+      hp.intra_collectives.push_back(fit);
+    }
+  }
+  hp.intra_provenance = read_provenance(in, "provenance", true);
+  in.finish();
+
+  JsonFields net = top.object("inter_node");
+  hp.nics_per_node = net.integer("nics_per_node", std::nullopt, 1, 64);
+  hp.nic_Gbps = net.number("nic_Gbps", std::nullopt, 0.1, 1e5);
+  hp.nic_efficiency = net.number("efficiency", std::nullopt, 0.01, 1.0);
+  hp.inter_latency_us = net.number("latency_us", std::nullopt, 0.0, 1e5);
+  hp.inter_provenance = read_provenance(net, "provenance", true);
+  net.finish();
+
+  if (top.has("compression")) {
+    JsonFields c = top.object("compression");
+    hp.int8_quantize_GBps = c.number("int8_quantize_GBps", std::nullopt, 0.001, 1e6);
+    hp.topk_select_GBps = c.number("topk_select_GBps", std::nullopt, 0.001, 1e6);
+    read_provenance(c, "provenance", false);
+    c.finish();
+  }
+  if (top.has("interference")) {
+    JsonFields c = top.object("interference");
+    hp.comm_compute_interference = c.number("gemm_slowdown_with_comm", std::nullopt, 0.0, 10.0);
+    read_provenance(c, "provenance", false);
+    c.finish();
+  }
+}
+
+// Rule for parts that cannot be measured here: a calibrated part's efficiency carries over as the
+// same fraction of the vendor's peak (GEMM, attention) and of the datasheet memory bandwidth
+// (memory-bound kernels), with the same launch overhead and interference.
+void carry_over(HardwareProfile& hp, const HardwareProfile& base, double datasheet_bw, double base_datasheet_bw,
+                const std::string& where) {
+  const double peak_ratio = hp.peak("bf16") / base.peak("bf16");
+  if (datasheet_bw <= 0 || base_datasheet_bw <= 0)
+    throw InputError(where, "derive_from needs gpu.datasheet_memory_bandwidth_GBps in both profiles");
+  const double bw_ratio = datasheet_bw / base_datasheet_bw;
+  if (hp.gemm.empty()) {
+    hp.gemm = base.gemm;
+    for (auto& [d, pts] : hp.gemm) {
+      const double r = (hp.peak(d) > 0 && base.peak(d) > 0) ? hp.peak(d) / base.peak(d) : peak_ratio;
+      for (auto& p : pts) p.tflops *= r;
+    }
+  }
+  if (hp.measured_tflops.empty())
+    for (const auto& [d, v] : base.measured_tflops)
+      hp.measured_tflops[d] = v * ((hp.peak(d) > 0 && base.peak(d) > 0) ? hp.peak(d) / base.peak(d) : peak_ratio);
+  if (hp.attention_fwd_fraction == 0) {
+    hp.attention_fwd_fraction = base.attention_fwd_fraction;
+    hp.attention_bwd_fraction = base.attention_bwd_fraction;
+  }
+  if (hp.memory_bandwidth_GBps == 0) hp.memory_bandwidth_GBps = base.memory_bandwidth_GBps * bw_ratio;
+  if (hp.memory_bound.empty()) {
+    hp.memory_bound = base.memory_bound;
+    for (auto& p : hp.memory_bound) p.GBps *= bw_ratio;
+  }
+  if (hp.kernel_launch_us == 0) hp.kernel_launch_us = base.kernel_launch_us;
+  if (hp.int8_quantize_GBps == 0) hp.int8_quantize_GBps = base.int8_quantize_GBps * bw_ratio;
+  if (hp.topk_select_GBps == 0) hp.topk_select_GBps = base.topk_select_GBps * bw_ratio;
+  if (hp.comm_compute_interference == 0) hp.comm_compute_interference = base.comm_compute_interference;
+  if (hp.h2d_GBps == 0) { hp.h2d_GBps = base.h2d_GBps; hp.d2h_GBps = base.d2h_GBps; }
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError(path, "cannot open hardware profile");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+HardwareProfile parse_impl(const std::string& text, const std::string& file, const std::string& dir, int depth,
+                           double* datasheet_bw_out) {
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw InputError(file, std::string("not valid JSON: ") + e.what());
+  }
+  HardwareProfile hp;
+  JsonFields top(doc, "");
+  try {
+    const int version = top.integer("schema_version", std::nullopt, 0, 1000);
+    if (version != 1)
+      throw InputError("schema_version", "this build reads hardware profile schema 1, found " + std::to_string(version));
+    hp.name = top.string("name");
+    hp.description = top.string("description", "");
+    hp.provenance = read_provenance(top, "provenance", true);
+    const std::string base_name = top.string("derive_from", "");
+    const bool derived = !base_name.empty();
+    read_gpu(top, hp, derived);
+    const double datasheet_bw = hp.datasheet_memory_bandwidth_GBps;
+    if (datasheet_bw_out) *datasheet_bw_out = datasheet_bw;
+    read_links(top, hp);
+    top.finish();
+    if (derived) {
+      if (depth > 2) throw InputError("derive_from", "profiles derive from each other too deeply");
+      double base_bw = 0;
+      const std::string base_file = dir + "/" + base_name + ".json";
+      HardwareProfile base = parse_impl(read_file(base_file), base_file, dir, depth + 1, &base_bw);
+      carry_over(hp, base, datasheet_bw, base_bw, "derive_from");
+    }
+    if (hp.gemm.empty() && hp.measured_tflops.empty())
+      throw InputError("gpu.gemm_tflops", "no GEMM table and nothing to derive it from (add derive_from)");
+    if (hp.memory_bandwidth_GBps <= 0) throw InputError("gpu.memory_bandwidth_GBps", "must be positive");
+  } catch (const InputError& e) {
+    throw InputError(file, e.what());
+  }
+  return hp;
+}
+
+}  // namespace
+
+HardwareProfile parse_hardware_profile(const std::string& json_text, const std::string& file,
+                                       const std::string& profile_dir) {
+  return parse_impl(json_text, file, profile_dir, 0, nullptr);
+}
+
+HardwareProfile load_hardware_profile(const std::string& name_or_path, const std::string& profile_dir) {
+  std::string path = name_or_path;
+  if (name_or_path.find('/') == std::string::npos && name_or_path.find(".json") == std::string::npos)
+    path = profile_dir + "/" + name_or_path + ".json";
+  if (!std::filesystem::exists(path)) {
+    std::string msg = "no hardware profile \"" + name_or_path + "\" (looked for " + path + ")";
+    std::vector<std::string> names;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(profile_dir, ec))
+      if (e.path().extension() == ".json") names.push_back(e.path().stem().string());
+    const std::string near = closest_match(name_or_path, names);
+    if (!near.empty()) msg += "; did you mean \"" + near + "\"?";
+    throw InputError("hardware", msg);
+  }
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
+  return parse_hardware_profile(read_file(path), path, dir);
+}
+
+}  // namespace trainsim

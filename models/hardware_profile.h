@@ -1,0 +1,96 @@
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+namespace trainsim {
+
+// Where a number came from: measured here, imported from someone's published measurement,
+// a vendor datasheet, or derived from another part by a stated rule.
+struct Provenance {
+  std::string source;  // measured | imported | datasheet | derived
+  std::string device;
+  int device_count = 0;
+  std::string driver, cuda, nccl, date, command;
+  std::string reference;  // citation or rule, for imported / datasheet / derived
+};
+
+struct GemmPoint {
+  double m = 0, n = 0, k = 0;
+  double tflops = 0;
+};
+
+// Achieved bandwidth of a memory-bound kernel at one working-set size.
+struct BandwidthPoint {
+  double bytes = 0;
+  double GBps = 0;
+};
+
+// One collective's fitted alpha-beta model for a group size: t(S) = alpha + S * factor / busbw.
+struct CollectiveFit {
+  std::string collective;  // all_reduce | all_gather | reduce_scatter | all_to_all | send_recv
+  int gpus = 0;
+  double alpha_us = 0;
+  double busbw_GBps = 0;
+  double r2 = 0;
+  Provenance provenance;
+};
+
+struct HardwareProfile {
+  std::string name;
+  std::string description;
+  Provenance provenance;
+
+  // Compute.
+  double memory_bytes = 0;
+  std::map<std::string, double> peak_tflops;      // vendor dense figures by dtype
+  std::map<std::string, double> measured_tflops;  // best rate calibration achieved
+  double memory_bandwidth_GBps = 0;               // achieved device copy, read + write
+  double datasheet_memory_bandwidth_GBps = 0;     // vendor figure
+  double kernel_launch_us = 0;
+  std::map<std::string, std::vector<GemmPoint>> gemm;  // achieved rate by shape, per dtype
+  double attention_fwd_fraction = 0;  // achieved attention forward FLOP rate / bf16 peak
+  double attention_bwd_fraction = 0;
+  std::vector<BandwidthPoint> memory_bound;  // elementwise kernels: achieved GB/s by bytes moved
+  Provenance compute_provenance;
+
+  // Host link.
+  double h2d_GBps = 0, d2h_GBps = 0;
+
+  // Inside a node.
+  std::string intra_link;  // nvlink3 | nvlink4 | pcie4 | pcie5 ...
+  int gpus_per_node = 8;
+  double intra_link_GBps = 0;     // per GPU, per direction, datasheet
+  double intra_busbw_GBps = 0;    // achievable ring bus bandwidth (the per-GPU port capacity the
+                                  // simulator uses)
+  double intra_latency_us = 0;    // per ring step
+  std::vector<CollectiveFit> intra_collectives;
+  Provenance intra_provenance;
+
+  // Between nodes.
+  int nics_per_node = 8;
+  double nic_Gbps = 0;
+  double nic_efficiency = 0;   // achievable fraction of line rate for NCCL traffic
+  double inter_latency_us = 0; // per step across the network
+  Provenance inter_provenance;
+
+  // Compression kernels: achieved throughput over the fp32/bf16 gradient bytes they read.
+  double int8_quantize_GBps = 0;
+  double topk_select_GBps = 0;
+  // Fractional GEMM slowdown while a communication kernel runs beside it (0.05 = 5% slower).
+  double comm_compute_interference = 0;
+  // Adam update: achieved bandwidth over the bytes it moves (the memory-bound table otherwise).
+
+  double peak(const std::string& dtype) const;
+};
+
+// Loads and validates a profile; `name_or_path` is either a name resolved in `profile_dir`
+// (NAME.json) or a path to a file. Profiles may say `"derive_from": "other-name"` to carry over
+// efficiency tables from a calibrated part (rule: same fraction of peak), which is resolved here.
+HardwareProfile load_hardware_profile(const std::string& name_or_path, const std::string& profile_dir);
+HardwareProfile parse_hardware_profile(const std::string& json_text, const std::string& file,
+                                       const std::string& profile_dir);
+// The default directory of shipped profiles (set at build time, overridable by TRAINSIM_PROFILES).
+std::string default_profile_dir();
+
+}  // namespace trainsim

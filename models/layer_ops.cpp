@@ -1,0 +1,189 @@
+#include "layer_ops.h"
+
+namespace trainsim {
+namespace {
+
+// Forward GEMM y[M,N] = x[M,K] w[K,N] and its backward pair: dgrad dx[M,K] = dy[M,N] w^T and
+// wgrad dw[K,N] = x^T dy, each with the same 2MNK FLOPs.
+Op gemm(const std::string& name, double m, double n, double k, double elem) {
+  Op op;
+  op.name = name;
+  op.kind = OpKind::gemm;
+  op.m = m; op.n = n; op.k = k;
+  op.flops = 2.0 * m * n * k;
+  op.bytes = elem * (m * k + k * n + m * n);
+  return op;
+}
+
+Op memory_op(const std::string& name, double bytes) {
+  Op op;
+  op.name = name;
+  op.kind = OpKind::memory;
+  op.bytes = bytes;
+  return op;
+}
+
+Op with_comm(Op op, TpComm comm, double bytes) {
+  op.comm = comm;
+  op.comm_bytes = bytes;
+  return op;
+}
+
+
+}  // namespace
+
+const char* to_string(TpComm c) {
+  switch (c) {
+    case TpComm::none: return "none";
+    case TpComm::all_reduce: return "all_reduce";
+    case TpComm::all_gather: return "all_gather";
+    case TpComm::reduce_scatter: return "reduce_scatter";
+  }
+  return "?";
+}
+
+double total_flops(const std::vector<Op>& ops) {
+  double f = 0;
+  for (const auto& op : ops) f += op.flops;
+  return f;
+}
+
+LayerOps transformer_layer_ops(const OpContext& c) {
+  const ModelConfig& m = c.model;
+  const double e = activation_bytes(c.precision);
+  const double t = c.tp;
+  const double tokens = static_cast<double>(c.micro_batch) * m.seq_len;
+  const double h = m.hidden, f = m.ffn_hidden, kv = m.kv_hidden();
+  const double s = m.seq_len, b = c.micro_batch, a = m.heads;
+  const bool gpt = m.family == Family::gpt;
+  const bool sp = c.sequence_parallel && c.tp > 1;
+  // Elementwise ops outside the TP regions run on the full sequence, or on 1/t of it with SP.
+  const double rep = sp ? tokens / t : tokens;
+  const double act = tokens * h * e;  // one full hidden-state activation, bytes
+
+  // Collectives around the two TP regions (Megatron-LM): without SP an all-reduce after each row-
+  // parallel GEMM; with SP an all-gather before each column-parallel GEMM and a reduce-scatter after
+  // each row-parallel one. Backward mirrors them.
+  const bool tpc = c.tp > 1;
+  const TpComm enter_fwd = (tpc && sp) ? TpComm::all_gather : TpComm::none;
+  const TpComm exit_fwd = !tpc ? TpComm::none : (sp ? TpComm::reduce_scatter : TpComm::all_reduce);
+
+  LayerOps L;
+  auto& F = L.forward;
+  const double norm_bytes = 2.0 * rep * h * e;  // read x, write y
+  F.push_back(with_comm(memory_op(gpt ? "ln1" : "rmsnorm1", norm_bytes), enter_fwd, act));
+  Op qkv = gemm("qkv", tokens, (h + 2.0 * kv) / t, h, e);
+  F.push_back(qkv);
+  if (!gpt) F.push_back(memory_op("rope", 2.0 * tokens * (h + kv) / t * e));
+  Op attn;
+  attn.name = "attention";
+  attn.kind = OpKind::attention;
+  // QK^T and AV: 2 * 2*b*s*s*(h/t) FLOPs; a causal mask skips half the blocks.
+  attn.flops = 0.5 * 4.0 * b * s * s * h / t;
+  attn.bytes = e * tokens * (2.0 * h + 2.0 * kv) / t;  // read Q, K, V, write O
+  F.push_back(attn);
+  Op proj = gemm("attn_out", tokens, h, h / t, e);
+  F.push_back(with_comm(proj, exit_fwd, act));
+  if (gpt) F.push_back(memory_op("dropout_residual1", rep * h * (3.0 * e + 1.0)));
+  else F.push_back(memory_op("residual1", 3.0 * rep * h * e));
+  F.push_back(with_comm(memory_op(gpt ? "ln2" : "rmsnorm2", norm_bytes), enter_fwd, act));
+  Op fc1 = gemm(gpt ? "fc1" : "gate_up", tokens, (gpt ? f : 2.0 * f) / t, h, e);
+  F.push_back(fc1);
+  if (gpt) F.push_back(memory_op("gelu", 2.0 * tokens * f / t * e));
+  else F.push_back(memory_op("swiglu", 3.0 * tokens * f / t * e));
+  Op fc2 = gemm(gpt ? "fc2" : "down", tokens, h, f / t, e);
+  F.push_back(with_comm(fc2, exit_fwd, act));
+  if (gpt) F.push_back(memory_op("dropout_residual2", rep * h * (3.0 * e + 1.0)));
+  else F.push_back(memory_op("residual2", 3.0 * rep * h * e));
+
+  // Backward in reverse order. The activation-gradient collectives: without SP an all-reduce after
+  // the column-parallel dgrads (qkv, fc1); with SP a reduce-scatter there and an all-gather of the
+  // saved norm output before the row-parallel region's wgrad.
+  auto& B = L.backward;
+  const TpComm exit_bwd = exit_fwd;
+  const TpComm enter_bwd = enter_fwd;
+  B.push_back(memory_op(gpt ? "dropout_residual2.bwd" : "residual2.bwd", rep * h * (3.0 * e + (gpt ? 1.0 : 0.0))));
+  {
+    Op g = gemm("fc2.dgrad", fc2.m, fc2.k, fc2.n, e);
+    B.push_back(with_comm(g, enter_bwd, act));
+    B.push_back(gemm("fc2.wgrad", fc2.k, fc2.n, fc2.m, e));
+  }
+  B.push_back(memory_op(gpt ? "gelu.bwd" : "swiglu.bwd", (gpt ? 3.0 : 5.0) * tokens * f / t * e));
+  {
+    Op g = gemm(fc1.name + ".dgrad", fc1.m, fc1.k, fc1.n, e);
+    B.push_back(with_comm(g, exit_bwd, act));
+    B.push_back(gemm(fc1.name + ".wgrad", fc1.k, fc1.n, fc1.m, e));
+  }
+  B.push_back(memory_op(gpt ? "ln2.bwd" : "rmsnorm2.bwd", 2.0 * norm_bytes));
+  B.push_back(memory_op(gpt ? "dropout_residual1.bwd" : "residual1.bwd", rep * h * (3.0 * e + (gpt ? 1.0 : 0.0))));
+  {
+    Op g = gemm("attn_out.dgrad", proj.m, proj.k, proj.n, e);
+    B.push_back(with_comm(g, enter_bwd, act));
+    B.push_back(gemm("attn_out.wgrad", proj.k, proj.n, proj.m, e));
+  }
+  Op attn_b = attn;
+  attn_b.name = "attention.bwd";
+  // FlashAttention-2 backward: five block matmuls against the forward's two (recomputes QK^T).
+  attn_b.flops = attn.flops * 2.5;
+  attn_b.bytes = attn.bytes * 2.0;
+  B.push_back(attn_b);
+  if (!gpt) B.push_back(memory_op("rope.bwd", 2.0 * tokens * (h + kv) / t * e));
+  {
+    Op g = gemm("qkv.dgrad", qkv.m, qkv.k, qkv.n, e);
+    B.push_back(with_comm(g, exit_bwd, act));
+    B.push_back(gemm("qkv.wgrad", qkv.k, qkv.n, qkv.m, e));
+  }
+  B.push_back(memory_op(gpt ? "ln1.bwd" : "rmsnorm1.bwd", 2.0 * norm_bytes));
+
+  if (c.recompute == Recompute::full) {
+    L.recompute = F;
+    for (auto& op : L.recompute) op.name += ".recompute";
+  } else if (c.recompute == Recompute::selective) {
+    Op r = attn;
+    r.name = "attention.recompute";
+    L.recompute.push_back(r);
+  }
+  (void)a;
+  return L;
+}
+
+LayerOps embedding_ops(const OpContext& c) {
+  const ModelConfig& m = c.model;
+  const double e = activation_bytes(c.precision);
+  const double tokens = static_cast<double>(c.micro_batch) * m.seq_len;
+  const double h = m.hidden;
+  LayerOps L;
+  // Vocabulary-parallel lookup writes the full activation on every TP rank, then an all-reduce (or
+  // reduce-scatter with SP) combines the partial lookups.
+  const bool tpc = c.tp > 1;
+  const TpComm comm = !tpc ? TpComm::none : (c.sequence_parallel ? TpComm::reduce_scatter : TpComm::all_reduce);
+  L.forward.push_back(with_comm(memory_op("embedding", 2.0 * tokens * h * e), comm, tokens * h * e));
+  L.backward.push_back(memory_op("embedding.bwd", 2.0 * tokens * h * e));
+  return L;
+}
+
+LayerOps head_ops(const OpContext& c) {
+  const ModelConfig& m = c.model;
+  const double e = activation_bytes(c.precision);
+  const double t = c.tp;
+  const double tokens = static_cast<double>(c.micro_batch) * m.seq_len;
+  const double h = m.hidden, v = m.vocab;
+  const bool sp = c.sequence_parallel && c.tp > 1;
+  const double rep = sp ? tokens / t : tokens;
+  LayerOps L;
+  const TpComm enter = (c.tp > 1 && sp) ? TpComm::all_gather : TpComm::none;
+  L.forward.push_back(with_comm(memory_op("final_norm", 2.0 * rep * h * e), enter, tokens * h * e));
+  Op logits = gemm("logits", tokens, v / t, h, e);
+  L.forward.push_back(logits);
+  // Cross-entropy reads the logits, converts to fp32 and writes the softmax (vocab-parallel).
+  L.forward.push_back(memory_op("cross_entropy", tokens * v / t * (e + 4.0)));
+  L.backward.push_back(memory_op("cross_entropy.bwd", tokens * v / t * (4.0 + e)));
+  Op dg = gemm("logits.dgrad", logits.m, logits.k, logits.n, e);
+  const TpComm exit = c.tp <= 1 ? TpComm::none : (sp ? TpComm::reduce_scatter : TpComm::all_reduce);
+  L.backward.push_back(with_comm(dg, exit, tokens * h * e));
+  L.backward.push_back(gemm("logits.wgrad", logits.k, logits.n, logits.m, e));
+  L.backward.push_back(memory_op("final_norm.bwd", 4.0 * rep * h * e));
+  return L;
+}
+
+}  // namespace trainsim

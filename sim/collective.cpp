@@ -1,0 +1,212 @@
+#include "collective.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <stdexcept>
+
+namespace trainsim::sim {
+
+const char* to_string(CollectiveKind k) {
+  switch (k) {
+    case CollectiveKind::all_reduce: return "all_reduce";
+    case CollectiveKind::all_gather: return "all_gather";
+    case CollectiveKind::reduce_scatter: return "reduce_scatter";
+    case CollectiveKind::all_to_all: return "all_to_all";
+    case CollectiveKind::send_recv: return "send_recv";
+  }
+  return "?";
+}
+
+const char* to_string(Algorithm a) {
+  switch (a) {
+    case Algorithm::automatic: return "auto";
+    case Algorithm::ring: return "ring";
+    case Algorithm::tree: return "tree";
+    case Algorithm::hierarchical: return "hierarchical";
+    case Algorithm::direct: return "direct";
+  }
+  return "?";
+}
+
+Algorithm parse_algorithm(const std::string& s) {
+  for (Algorithm a : {Algorithm::automatic, Algorithm::ring, Algorithm::tree, Algorithm::hierarchical, Algorithm::direct})
+    if (s == to_string(a)) return a;
+  throw std::invalid_argument("unknown collective algorithm " + s);
+}
+
+double busbw_factor(CollectiveKind k, int n) {
+  const double d = n;
+  switch (k) {
+    case CollectiveKind::all_reduce: return 2.0 * (d - 1) / d;
+    case CollectiveKind::all_gather:
+    case CollectiveKind::reduce_scatter:
+    case CollectiveKind::all_to_all: return (d - 1) / d;
+    case CollectiveKind::send_recv: return 1.0;
+  }
+  return 1.0;
+}
+
+namespace {
+
+bool spans_nodes(const std::vector<int>& g, const PlacementInfo& w) {
+  for (int x : g)
+    if (w.node_of(x) != w.node_of(g.front())) return true;
+  return false;
+}
+
+// Members per node (the channel count NCCL's rings use across nodes).
+int members_per_node(const std::vector<int>& g, const PlacementInfo& w) {
+  std::map<int, int> count;
+  int best = 0;
+  for (int x : g) best = std::max(best, ++count[w.node_of(x)]);
+  return best;
+}
+
+// Ring over the group with `steps` algorithm steps, each edge carrying `edge_bytes` in total.
+Phase ring_phase(const std::vector<int>& g, double edge_bytes, int steps, const PlacementInfo& w) {
+  Phase p;
+  const int n = static_cast<int>(g.size());
+  const bool cross = spans_nodes(g, w);
+  p.latency_s = steps * (cross ? w.inter_alpha_s : w.intra_alpha_s);
+  if (!cross) {
+    for (int i = 0; i < n; ++i) p.flows.push_back({g[i], g[(i + 1) % n], edge_bytes});
+    return p;
+  }
+  // Group the members by node (keeping ring order), then build k channels; channel c rotates the
+  // order inside every node by c so that a different member leaves the node in each channel.
+  std::vector<std::vector<int>> by_node;
+  for (int x : g) {
+    if (by_node.empty() || w.node_of(by_node.back().front()) != w.node_of(x)) by_node.push_back({});
+    by_node.back().push_back(x);
+  }
+  const int k = members_per_node(g, w);
+  for (int c = 0; c < k; ++c) {
+    std::vector<int> order;
+    for (const auto& seg : by_node) {
+      const int m = static_cast<int>(seg.size());
+      for (int i = 0; i < m; ++i) order.push_back(seg[(i + c) % m]);
+    }
+    for (int i = 0; i < n; ++i) p.flows.push_back({order[i], order[(i + 1) % n], edge_bytes / k});
+  }
+  return p;
+}
+
+CollectivePlan ring(CollectiveKind kind, double S, const std::vector<int>& g, const PlacementInfo& w) {
+  const int n = static_cast<int>(g.size());
+  CollectivePlan plan;
+  plan.algorithm = Algorithm::ring;
+  const double per_edge = S * busbw_factor(kind, n);
+  const int steps = kind == CollectiveKind::all_reduce ? 2 * (n - 1) : n - 1;
+  plan.phases.push_back(ring_phase(g, per_edge, steps, w));
+  return plan;
+}
+
+// Binary tree (heap order over the group): the reduction flows up and the broadcast flows down,
+// pipelined, so both directions of every tree edge carry the whole buffer concurrently.
+CollectivePlan tree(double S, const std::vector<int>& g, const PlacementInfo& w) {
+  const int n = static_cast<int>(g.size());
+  CollectivePlan plan;
+  plan.algorithm = Algorithm::tree;
+  Phase p;
+  const int depth = static_cast<int>(std::ceil(std::log2(static_cast<double>(n))));
+  p.latency_s = 2.0 * depth * (spans_nodes(g, w) ? w.inter_alpha_s : w.intra_alpha_s);
+  for (int i = 1; i < n; ++i) {
+    const int parent = (i - 1) / 2;
+    p.flows.push_back({g[i], g[parent], S});
+    p.flows.push_back({g[parent], g[i], S});
+  }
+  plan.phases.push_back(p);
+  return plan;
+}
+
+CollectivePlan direct(CollectiveKind kind, double S, const std::vector<int>& g, const PlacementInfo& w) {
+  CollectivePlan plan;
+  plan.algorithm = Algorithm::direct;
+  Phase p;
+  const int n = static_cast<int>(g.size());
+  p.latency_s = spans_nodes(g, w) ? w.inter_alpha_s : w.intra_alpha_s;
+  if (kind == CollectiveKind::send_recv) {
+    p.flows.push_back({g.front(), g.back(), S});
+  } else {
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < n; ++j)
+        if (i != j) p.flows.push_back({g[i], g[j], S / n});
+  }
+  plan.phases.push_back(p);
+  return plan;
+}
+
+// Hierarchical all-reduce: reduce-scatter inside each node, all-reduce of the 1/k shard across
+// nodes among the GPUs of the same local index (one rail each), all-gather inside each node.
+CollectivePlan hierarchical(double S, const std::vector<int>& g, const PlacementInfo& w) {
+  std::map<int, std::vector<int>> by_node;
+  for (int x : g) by_node[w.node_of(x)].push_back(x);
+  const int k = static_cast<int>(by_node.begin()->second.size());
+  for (const auto& [node, members] : by_node)
+    if (static_cast<int>(members.size()) != k) return ring(CollectiveKind::all_reduce, S, g, w);
+  CollectivePlan plan;
+  plan.algorithm = Algorithm::hierarchical;
+  Phase rs, ar, ag;
+  for (const auto& [node, members] : by_node) {
+    if (k > 1) {
+      Phase a = ring_phase(members, S * busbw_factor(CollectiveKind::reduce_scatter, k), k - 1, w);
+      rs.latency_s = a.latency_s;
+      rs.flows.insert(rs.flows.end(), a.flows.begin(), a.flows.end());
+    }
+  }
+  const int nodes = static_cast<int>(by_node.size());
+  for (int local = 0; local < k; ++local) {
+    std::vector<int> rail;
+    for (const auto& [node, members] : by_node) rail.push_back(members[local]);
+    Phase a = ring_phase(rail, (S / k) * busbw_factor(CollectiveKind::all_reduce, nodes), 2 * (nodes - 1), w);
+    ar.latency_s = a.latency_s;
+    ar.flows.insert(ar.flows.end(), a.flows.begin(), a.flows.end());
+  }
+  ag = rs;
+  if (k > 1) plan.phases.push_back(rs);
+  plan.phases.push_back(ar);
+  if (k > 1) plan.phases.push_back(ag);
+  return plan;
+}
+
+}  // namespace
+
+double idle_time_s(const CollectivePlan& plan, const PlacementInfo& w) {
+  double t = 0;
+  for (const auto& p : plan.phases) {
+    // Per-GPU outgoing bytes by link class; the slower class bounds the phase.
+    std::map<int, double> intra_out, inter_out;
+    for (const auto& f : p.flows) {
+      if (w.node_of(f.src) == w.node_of(f.dst)) intra_out[f.src] += f.bytes;
+      else inter_out[f.src] += f.bytes;
+    }
+    double worst = 0;
+    for (const auto& [gpu, b] : intra_out) worst = std::max(worst, b / w.intra_Bps);
+    for (const auto& [gpu, b] : inter_out) worst = std::max(worst, b / w.inter_Bps);
+    t += p.latency_s + worst;
+  }
+  return t;
+}
+
+CollectivePlan plan_collective(CollectiveKind kind, Algorithm algo, double bytes, const std::vector<int>& group,
+                               const PlacementInfo& w) {
+  if (group.size() < 2 && kind != CollectiveKind::send_recv) return CollectivePlan{Algorithm::direct, {}};
+  if (kind == CollectiveKind::send_recv || kind == CollectiveKind::all_to_all) return direct(kind, bytes, group, w);
+  if (kind != CollectiveKind::all_reduce) return ring(kind, bytes, group, w);
+  switch (algo) {
+    case Algorithm::ring: return ring(kind, bytes, group, w);
+    case Algorithm::tree: return tree(bytes, group, w);
+    case Algorithm::hierarchical: return hierarchical(bytes, group, w);
+    case Algorithm::direct: return ring(kind, bytes, group, w);
+    case Algorithm::automatic: {
+      CollectivePlan r = ring(kind, bytes, group, w);
+      if (!spans_nodes(group, w)) return r;
+      CollectivePlan t = tree(bytes, group, w);
+      return idle_time_s(t, w) < idle_time_s(r, w) ? t : r;
+    }
+  }
+  return ring(kind, bytes, group, w);
+}
+
+}  // namespace trainsim::sim

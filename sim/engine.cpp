@@ -1,0 +1,248 @@
+#include "engine.h"
+
+#include <algorithm>
+#include <limits>
+#include <queue>
+#include <stdexcept>
+
+namespace trainsim::sim {
+
+namespace {
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+struct Event {
+  double time;
+  std::uint64_t seq;
+  TaskId task;
+  bool operator>(const Event& o) const { return time != o.time ? time > o.time : seq > o.seq; }
+};
+}  // namespace
+
+void Engine::reserve(std::size_t tasks, std::size_t edges) {
+  tasks_.reserve(tasks);
+  edges_.reserve(edges);
+}
+
+StreamId Engine::add_stream() {
+  stream_last_.push_back(-1);
+  return static_cast<StreamId>(stream_last_.size() - 1);
+}
+
+LinkId Engine::add_link(double capacity_Bps) {
+  if (!(capacity_Bps > 0)) throw std::invalid_argument("link capacity must be positive");
+  link_capacity_.push_back(capacity_Bps);
+  return static_cast<LinkId>(link_capacity_.size() - 1);
+}
+
+TaskId Engine::add_task(const TaskSpec& spec) {
+  if (spec.duration_s < 0) throw std::invalid_argument("task duration must not be negative");
+  Task t;
+  t.spec = spec;
+  t.flows_begin = t.flows_end = static_cast<std::int32_t>(flows_.size());
+  tasks_.push_back(t);
+  const TaskId id = static_cast<TaskId>(tasks_.size() - 1);
+  if (spec.stream >= 0) {
+    TaskId& last = stream_last_.at(spec.stream);
+    if (last >= 0) add_dependency(last, id);
+    last = id;
+  }
+  return id;
+}
+
+void Engine::add_dependency(TaskId before, TaskId after) {
+  edges_.push_back({after, tasks_[before].succ_head});
+  tasks_[before].succ_head = static_cast<std::int32_t>(edges_.size() - 1);
+  tasks_[after].pending++;
+}
+
+void Engine::add_flow(TaskId task, double bytes, const LinkId* path, int path_len) {
+  Task& t = tasks_[task];
+  if (t.flows_end != static_cast<std::int32_t>(flows_.size()))
+    throw std::logic_error("flows of a task must be added together, right after the task");
+  Flow f;
+  f.bytes = bytes;
+  f.path_begin = static_cast<std::int32_t>(paths_.size());
+  paths_.insert(paths_.end(), path, path + path_len);
+  f.path_end = static_cast<std::int32_t>(paths_.size());
+  flows_.push_back(f);
+  flow_task_.push_back(task);
+  t.flows_end = static_cast<std::int32_t>(flows_.size());
+}
+
+void Engine::recompute_rates() {
+  ++rate_updates_;
+  // Progressive filling: repeatedly find the most constrained link (least capacity left per
+  // unfrozen flow), give each of its unfrozen flows that share, and remove them.
+  const std::size_t nl = link_capacity_.size();
+  if (cap_left_.size() != nl) {
+    cap_left_.assign(nl, 0.0);
+    unfrozen_on_link_.assign(nl, 0);
+  }
+  std::vector<LinkId> touched;
+  for (std::int32_t f : active_) {
+    for (std::int32_t p = flows_[f].path_begin; p < flows_[f].path_end; ++p) {
+      const LinkId l = paths_[p];
+      if (unfrozen_on_link_[l]++ == 0) {
+        cap_left_[l] = link_capacity_[l];
+        touched.push_back(l);
+      }
+    }
+  }
+  // Flows crossing each touched link (CSR built on the fly).
+  std::sort(touched.begin(), touched.end());
+  std::vector<std::int32_t> offset(touched.size() + 1, 0);
+  auto slot = [&](LinkId l) { return static_cast<std::size_t>(std::lower_bound(touched.begin(), touched.end(), l) - touched.begin()); };
+  for (std::size_t i = 0; i < touched.size(); ++i) offset[i + 1] = offset[i] + unfrozen_on_link_[touched[i]];
+  std::vector<std::int32_t> fill(offset.begin(), offset.end() - 1);
+  std::vector<std::int32_t> members(offset.back());
+  for (std::size_t ai = 0; ai < active_.size(); ++ai) {
+    const std::int32_t f = active_[ai];
+    for (std::int32_t p = flows_[f].path_begin; p < flows_[f].path_end; ++p) members[fill[slot(paths_[p])]++] = static_cast<std::int32_t>(ai);
+  }
+  frozen_.assign(active_.size(), 0);
+  std::size_t left = 0;
+  for (std::size_t ai = 0; ai < active_.size(); ++ai) {
+    const std::int32_t f = active_[ai];
+    if (flows_[f].path_begin == flows_[f].path_end) {
+      rate_[ai] = kInf;
+      frozen_[ai] = 1;
+    } else {
+      ++left;
+    }
+  }
+  while (left > 0) {
+    std::size_t best = touched.size();
+    double best_share = kInf;
+    for (std::size_t i = 0; i < touched.size(); ++i) {
+      const LinkId l = touched[i];
+      if (unfrozen_on_link_[l] == 0) continue;
+      const double share = cap_left_[l] / unfrozen_on_link_[l];
+      if (share < best_share) { best_share = share; best = i; }
+    }
+    if (best == touched.size()) break;
+    for (std::int32_t k = offset[best]; k < offset[best + 1]; ++k) {
+      const std::int32_t ai = members[k];
+      if (frozen_[ai]) continue;
+      frozen_[ai] = 1;
+      --left;
+      rate_[ai] = std::max(best_share, 0.0);
+      const std::int32_t f = active_[ai];
+      for (std::int32_t p = flows_[f].path_begin; p < flows_[f].path_end; ++p) {
+        const LinkId l = paths_[p];
+        cap_left_[l] -= best_share;
+        unfrozen_on_link_[l]--;
+      }
+    }
+  }
+  for (LinkId l : touched) unfrozen_on_link_[l] = 0;
+}
+
+void Engine::run() {
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> heap;
+  std::uint64_t seq = 0;
+  double now = 0;
+  std::vector<TaskId> ready;
+  std::size_t done = 0;
+  bool rates_dirty = false;
+
+  auto schedule_start = [&](TaskId id) {
+    Task& t = tasks_[id];
+    t.start = now;
+    if (t.spec.duration_s > 0) {
+      heap.push({now + t.spec.duration_s, seq++, id});
+    } else {
+      ready.push_back(id);  // latency phase is empty: go straight to flows or completion
+    }
+  };
+  // Moves a task past its fixed phase: starts its flows, or completes it.
+  auto after_fixed = [&](TaskId id, std::vector<TaskId>& completed) {
+    Task& t = tasks_[id];
+    if (t.flows_end > t.flows_begin) {
+      t.flows_left = t.flows_end - t.flows_begin;
+      for (std::int32_t f = t.flows_begin; f < t.flows_end; ++f) {
+        active_.push_back(f);
+        remaining_.push_back(flows_[f].bytes);
+        rate_.push_back(0.0);
+      }
+      rates_dirty = true;
+    } else {
+      completed.push_back(id);
+    }
+  };
+
+  std::vector<TaskId> completed;
+  auto finish_task = [&](TaskId id) {
+    Task& t = tasks_[id];
+    t.finish = now;
+    makespan_ = std::max(makespan_, now);
+    ++done;
+    ++events_;
+    for (std::int32_t e = t.succ_head; e >= 0; e = edges_[e].next) {
+      Task& s = tasks_[edges_[e].to];
+      if (--s.pending == 0) {
+        s.binding = id;
+        s.ready_at = now;
+        schedule_start(edges_[e].to);
+      }
+    }
+  };
+
+  for (std::size_t i = 0; i < tasks_.size(); ++i)
+    if (tasks_[i].pending == 0) schedule_start(static_cast<TaskId>(i));
+
+  while (true) {
+    // Settle everything that happens at `now` without time passing.
+    while (!ready.empty() || !completed.empty()) {
+      while (!ready.empty()) {
+        const TaskId id = ready.back();
+        ready.pop_back();
+        after_fixed(id, completed);
+      }
+      while (!completed.empty()) {
+        const TaskId id = completed.back();
+        completed.pop_back();
+        finish_task(id);
+      }
+    }
+    if (rates_dirty) {
+      recompute_rates();
+      rates_dirty = false;
+    }
+    double next = heap.empty() ? kInf : heap.top().time;
+    for (std::size_t ai = 0; ai < active_.size(); ++ai) {
+      const double t = rate_[ai] == kInf ? now : now + remaining_[ai] / rate_[ai];
+      next = std::min(next, t);
+    }
+    if (next == kInf) break;
+    const double dt = next - now;
+    for (std::size_t ai = 0; ai < active_.size(); ++ai)
+      remaining_[ai] = rate_[ai] == kInf ? 0.0 : remaining_[ai] - rate_[ai] * dt;
+    now = next;
+    while (!heap.empty() && heap.top().time <= now) {
+      const TaskId id = heap.top().task;
+      heap.pop();
+      after_fixed(id, completed);
+    }
+    // Flows that have delivered their bytes (relative tolerance against rounding).
+    std::size_t w = 0;
+    for (std::size_t ai = 0; ai < active_.size(); ++ai) {
+      const std::int32_t f = active_[ai];
+      if (remaining_[ai] <= 1e-9 * flows_[f].bytes + 1e-9) {
+        Task& t = tasks_[flow_task_[f]];
+        if (--t.flows_left == 0) completed.push_back(flow_task_[f]);
+        rates_dirty = true;
+      } else {
+        active_[w] = f;
+        remaining_[w] = remaining_[ai];
+        rate_[w] = rate_[ai];
+        ++w;
+      }
+    }
+    active_.resize(w);
+    remaining_.resize(w);
+    rate_.resize(w);
+  }
+  if (done != tasks_.size()) throw std::logic_error("task graph has a dependency cycle or an unreachable task");
+}
+
+}  // namespace trainsim::sim

@@ -1,0 +1,63 @@
+#include "pipeline_schedule.h"
+
+#include <algorithm>
+
+namespace trainsim::sim {
+
+namespace {
+
+// Megatron-LM's mapping from the k-th virtual micro-batch of a stage to (micro-batch, chunk).
+PipeOp interleaved_op(int k, int pp, int vpp, bool forward) {
+  const int group = pp * vpp;
+  int chunk = (k % group) / pp;
+  if (!forward) chunk = vpp - 1 - chunk;
+  const int mb = (k / group) * pp + k % pp;
+  return PipeOp{forward, mb, chunk};
+}
+
+}  // namespace
+
+std::vector<PipeOp> pipeline_order(PipelineKind kind, int pp, int vpp, int m, int stage) {
+  std::vector<PipeOp> out;
+  switch (kind) {
+    case PipelineKind::gpipe:
+      for (int i = 0; i < m; ++i) out.push_back({true, i, 0});
+      for (int i = 0; i < m; ++i) out.push_back({false, i, 0});
+      break;
+    case PipelineKind::one_f_one_b: {
+      const int warm = std::min(pp - stage - 1, m);
+      int f = 0, b = 0;
+      for (; f < warm; ++f) out.push_back({true, f, 0});
+      while (f < m) {
+        out.push_back({true, f++, 0});
+        out.push_back({false, b++, 0});
+      }
+      while (b < m) out.push_back({false, b++, 0});
+      break;
+    }
+    case PipelineKind::interleaved: {
+      const int total = m * vpp;
+      const int warm = std::min(2 * (pp - stage - 1) + (vpp - 1) * pp, total);
+      int f = 0, b = 0;
+      for (; f < warm; ++f) out.push_back(interleaved_op(f, pp, vpp, true));
+      while (f < total) {
+        out.push_back(interleaved_op(f++, pp, vpp, true));
+        out.push_back(interleaved_op(b++, pp, vpp, false));
+      }
+      while (b < total) out.push_back(interleaved_op(b++, pp, vpp, false));
+      break;
+    }
+  }
+  return out;
+}
+
+int max_inflight(const std::vector<PipeOp>& order) {
+  int cur = 0, best = 0;
+  for (const auto& op : order) {
+    cur += op.forward ? 1 : -1;
+    best = std::max(best, cur);
+  }
+  return best;
+}
+
+}  // namespace trainsim::sim

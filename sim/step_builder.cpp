@@ -1,0 +1,665 @@
+#include "step_builder.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <stdexcept>
+
+#include "engine.h"
+#include "layer_ops.h"
+#include "memory_model.h"
+#include "pipeline_schedule.h"
+
+namespace trainsim::sim {
+
+const char* category_name(int c) {
+  static const char* names[kCategories] = {"compute", "recompute", "tp_comm", "pp_comm", "dp_comm", "bubble", "optimizer", "data_wait"};
+  return (c >= 0 && c < kCategories) ? names[c] : "?";
+}
+
+namespace {
+
+// Maps a flow between GPUs to the engine links it crosses.
+class PathProvider {
+ public:
+  virtual ~PathProvider() = default;
+  virtual bool simulated(int gpu) const = 0;
+  // `group_nodes_per_leaf`: for ring collectives, how many of the group's nodes share a leaf (0 for
+  // point-to-point transfers).
+  virtual void path(int src, int dst, int group_nodes_per_leaf, std::vector<LinkId>& out) = 0;
+};
+
+class FullPaths : public PathProvider {
+ public:
+  FullPaths(Engine& e, const ClusterShape& s) : topo_(s) { topo_.install(e); }
+  bool simulated(int) const override { return true; }
+  void path(int src, int dst, int, std::vector<LinkId>& out) override {
+    const auto& r = topo_.route(src, dst);
+    out.assign(r.begin(), r.end());
+  }
+
+ private:
+  Topology topo_;
+};
+
+// One representative GPU per pipeline stage. Every other GPU does the same work at the same time,
+// so each representative gets the per-GPU share of what it shares: its own NVLink port, 1/G of its
+// node's NIC capacity (G GPUs per node, all active), and over an oversubscribed fabric the per-GPU
+// share of its leaf's uplink for the traffic that leaves the leaf.
+class SymmetricPaths : public PathProvider {
+ public:
+  SymmetricPaths(Engine& e, const ClusterShape& s, const std::vector<int>& reps) : e_(e), s_(s) {
+    nic_share_ = s.nics_per_node * s.nic_Bps / s.gpus_per_node;
+    for (int g : reps) {
+      Links l;
+      l.nvl_out = e.add_link(s.nvlink_Bps);
+      l.nvl_in = e.add_link(s.nvlink_Bps);
+      l.nic_out = e.add_link(nic_share_);
+      l.nic_in = e.add_link(nic_share_);
+      links_[g] = l;
+    }
+  }
+  bool simulated(int gpu) const override { return links_.count(gpu) != 0; }
+  void path(int src, int dst, int group_nodes_per_leaf, std::vector<LinkId>& out) override {
+    out.clear();
+    // A ring neighbour that is not simulated behaves like the source itself.
+    const int to = simulated(dst) ? dst : src;
+    Links& a = links_.at(src);
+    Links& b = links_.at(to);
+    if (s_.node_of(src) == s_.node_of(dst)) {
+      out = {a.nvl_out, b.nvl_in};
+      return;
+    }
+    out = {a.nic_out, b.nic_in};
+    const int per_leaf = s_.nodes_per_leaf();
+    if (s_.oversubscription > 1.0 && s_.nodes > per_leaf) {
+      const bool p2p_crosses = group_nodes_per_leaf == 0 && s_.node_of(src) / per_leaf != s_.node_of(dst) / per_leaf;
+      const bool ring_crosses = group_nodes_per_leaf > 0;
+      if (p2p_crosses || ring_crosses) {
+        // A ring with L of its nodes in a leaf sends 1/L of its node-crossing traffic up the leaf.
+        const int L = ring_crosses ? group_nodes_per_leaf : 1;
+        auto key = std::make_pair(src, L);
+        auto it = uplink_.find(key);
+        if (it == uplink_.end()) it = uplink_.emplace(key, e_.add_link(nic_share_ * L / s_.oversubscription)).first;
+        out.push_back(it->second);
+      }
+    }
+  }
+
+ private:
+  struct Links {
+    LinkId nvl_out = 0, nvl_in = 0, nic_out = 0, nic_in = 0;
+  };
+  Engine& e_;
+  ClusterShape s_;
+  double nic_share_ = 0;
+  std::map<int, Links> links_;
+  std::map<std::pair<int, int>, LinkId> uplink_;
+};
+
+struct CommTotals {
+  double bytes[3] = {0, 0, 0};  // all_reduce, all_gather, reduce_scatter
+  int count[3] = {0, 0, 0};
+  bool empty() const { return count[0] + count[1] + count[2] == 0; }
+};
+
+void add_comm(CommTotals& t, const Op& op, double times) {
+  if (op.comm == TpComm::none) return;
+  const int k = op.comm == TpComm::all_reduce ? 0 : op.comm == TpComm::all_gather ? 1 : 2;
+  t.bytes[k] += op.comm_bytes * times;
+  t.count[k] += static_cast<int>(times);
+}
+
+// Work of one model chunk (the layers of one virtual stage) for one micro-batch on one rank.
+struct ChunkWork {
+  int layers = 0;
+  double fwd_s = 0, bwd_s = 0, recompute_s = 0;
+  CommTotals tp_fwd, tp_bwd, tp_recompute;
+  double layer_bwd_s = 0;       // one layer's backward (for bucketed last backward)
+  CommTotals tp_layer_bwd;
+  double extra_bwd_s = 0;       // embedding / head backward on top of the layers
+  CommTotals tp_extra_bwd;
+  double grad_bytes_per_layer = 0;  // fp32 gradients of one layer on one rank
+  double extra_grad_bytes = 0;      // embedding / head gradients
+  double params_per_rank = 0;       // for ZeRO-3 gathers
+};
+
+double ops_time(const CostModel& c, const std::vector<Op>& ops) {
+  double t = 0;
+  for (const auto& op : ops) t += c.op_time_s(op);
+  return t;
+}
+
+class Builder {
+ public:
+  explicit Builder(const StepInput& in) : in_(in), L_(in.layout), m_(*in.model), cost_(*in.cost) {}
+
+  StepResult run();
+
+ private:
+  struct RankQueues {
+    TaskId compute = -1;
+    TaskId comm = -1;
+  };
+
+  int gpu_of(int t, int d, int s) const { return t + L_.tp * (d + L_.dp * s); }
+  std::vector<int> tp_group(int gpu) const {
+    const int d = (gpu / L_.tp) % L_.dp, s = gpu / (L_.tp * L_.dp);
+    std::vector<int> g;
+    for (int t = 0; t < L_.tp; ++t) g.push_back(gpu_of(t, d, s));
+    return g;
+  }
+  std::vector<int> dp_group(int gpu) const {
+    const int t = gpu % L_.tp, s = gpu / (L_.tp * L_.dp);
+    std::vector<int> g;
+    for (int d = 0; d < L_.dp; ++d) g.push_back(gpu_of(t, d, s));
+    return g;
+  }
+  // Nodes of the group per leaf switch when the group spans several leaves, else 0.
+  int group_nodes_per_leaf(const std::vector<int>& g) const {
+    const auto& sh = in_.net.shape;
+    std::map<int, int> leaves, nodes;
+    for (int x : g) {
+      leaves[sh.node_of(x) / sh.nodes_per_leaf()] = 1;
+      nodes[sh.node_of(x)] = 1;
+    }
+    if (leaves.size() < 2) return 0;
+    return std::max(1, static_cast<int>(nodes.size() / leaves.size()));
+  }
+  std::int32_t label(const std::string& s) {
+    if (!in_.record_timeline) return 0;
+    labels_.push_back(s);
+    return static_cast<std::int32_t>(labels_.size() - 1);
+  }
+
+  void prepare_chunks();
+  TaskId compute_task(int gpu, double dur, int cat, const std::string& name, TaskId extra_dep = -1);
+  // A collective (one task per phase) over `members`; it waits for `triggers` and the members'
+  // previous task on the chosen queue, and becomes the new tail of that queue for each member.
+  TaskId collective(const std::vector<int>& members, CollectiveKind kind, Algorithm algo, double bytes, int count,
+                    double extra_latency_s, int cat, bool on_compute_queue, const std::vector<TaskId>& triggers,
+                    const std::string& name, double* bytes_sent_by_first = nullptr);
+  TaskId tp_collectives(int gpu, const CommTotals& t, int cat, const std::string& name);
+  void grad_collective(int gpu, double bytes, int bucket_index);
+  std::vector<TaskId> compute_tails(const std::vector<int>& group);
+  void build_stage(int stage, const std::vector<int>& gpus);
+  void breakdown(StepResult& r);
+
+  const StepInput& in_;
+  const Layout& L_;
+  const ModelConfig& m_;
+  const CostModel& cost_;
+  Engine e_;
+  std::unique_ptr<PathProvider> paths_;
+  PlacementInfo place_;
+  std::vector<ChunkWork> chunks_;  // [stage * vpp + chunk]
+  std::vector<int> sim_gpus_;
+  std::map<int, RankQueues> q_;
+  std::vector<std::string> labels_;
+  std::vector<int> lane_stream_;  // per task: stream kind
+  int microbatches_ = 1;
+  int vpp_ = 1;
+  // Cross-rank hand-offs: the task that delivers activation / gradient of (virtual stage, mb).
+  std::map<std::tuple<int, int, int>, TaskId> fwd_done_, bwd_done_;  // (gpu, vstage, mb) -> task on that gpu
+  std::map<std::tuple<int, int, int>, TaskId> fwd_recv_, bwd_recv_;  // (gpu, vstage, mb) -> arrival on gpu
+  std::vector<TaskId> gpu0_compute_;
+  std::vector<TaskId> gpu0_comm_;
+  double dp_bytes_gpu0_ = 0, tp_bytes_gpu0_ = 0;
+  std::vector<LinkId> scratch_;
+};
+
+void Builder::prepare_chunks() {
+  const int pp = L_.pp;
+  vpp_ = L_.schedule == Schedule::interleaved ? L_.vpp : 1;
+  OpContext ctx{m_, L_.tp, L_.sequence_parallel && L_.tp > 1, L_.recompute, L_.micro_batch, in_.precision};
+  const LayerOps layer = transformer_layer_ops(ctx);
+  const LayerOps emb = embedding_ops(ctx);
+  const LayerOps head = head_ops(ctx);
+  const double lf = ops_time(cost_, layer.forward), lb = ops_time(cost_, layer.backward), lr = ops_time(cost_, layer.recompute);
+  CommTotals cf, cb, cr;
+  for (const auto& op : layer.forward) add_comm(cf, op, 1);
+  for (const auto& op : layer.backward) add_comm(cb, op, 1);
+  for (const auto& op : layer.recompute) add_comm(cr, op, 1);
+  const ParamCount pc = count_params(m_);
+  const double h = m_.hidden;
+  const double norm = m_.family == Family::gpt ? 6.0 * h : 2.0 * h;
+  const double layer_params = (pc.per_layer - norm) / L_.tp + norm;
+  chunks_.assign(pp * vpp_, {});
+  for (int s = 0; s < pp; ++s)
+    for (int c = 0; c < vpp_; ++c) {
+      const int vs = c * pp + s;
+      ChunkWork& w = chunks_[s * vpp_ + c];
+      w.layers = layers_on_stage(m_.layers, pp * vpp_, vs);
+      w.fwd_s = w.layers * lf;
+      w.bwd_s = w.layers * lb;
+      w.recompute_s = w.layers * lr;
+      for (int i = 0; i < 3; ++i) {
+        w.tp_fwd.bytes[i] = cf.bytes[i] * w.layers; w.tp_fwd.count[i] = cf.count[i] * w.layers;
+        w.tp_bwd.bytes[i] = cb.bytes[i] * w.layers; w.tp_bwd.count[i] = cb.count[i] * w.layers;
+        w.tp_recompute.bytes[i] = cr.bytes[i] * w.layers; w.tp_recompute.count[i] = cr.count[i] * w.layers;
+        w.tp_layer_bwd.bytes[i] = cb.bytes[i]; w.tp_layer_bwd.count[i] = cb.count[i];
+      }
+      w.layer_bwd_s = lb;
+      w.grad_bytes_per_layer = 4.0 * layer_params;
+      w.params_per_rank = layer_params * w.layers;
+      auto add_extra = [&](const LayerOps& x, double params) {
+        const double f = ops_time(cost_, x.forward), b = ops_time(cost_, x.backward);
+        w.fwd_s += f;
+        w.bwd_s += b;
+        w.extra_bwd_s += b;
+        for (const auto& op : x.forward) add_comm(w.tp_fwd, op, 1);
+        for (const auto& op : x.backward) { add_comm(w.tp_bwd, op, 1); add_comm(w.tp_extra_bwd, op, 1); }
+        w.extra_grad_bytes += 4.0 * params;
+        w.params_per_rank += params;
+      };
+      if (vs == 0) add_extra(emb, static_cast<double>(pc.embedding) / L_.tp);
+      if (vs == pp * vpp_ - 1) {
+        double head_params = static_cast<double>(pc.final_norm);
+        if (!m_.tied_embeddings) head_params += static_cast<double>(pc.lm_head) / L_.tp;
+        else if (pp > 1) head_params += static_cast<double>(m_.vocab) * m_.hidden / L_.tp;
+        add_extra(head, head_params);
+      }
+    }
+}
+
+TaskId Builder::compute_task(int gpu, double dur, int cat, const std::string& name, TaskId extra_dep) {
+  TaskSpec spec;
+  spec.duration_s = dur;
+  spec.category = static_cast<std::int16_t>(cat);
+  spec.lane = gpu;
+  spec.label = label(name);
+  const TaskId t = e_.add_task(spec);
+  lane_stream_.push_back(0);
+  RankQueues& q = q_[gpu];
+  if (q.compute >= 0) e_.add_dependency(q.compute, t);
+  if (extra_dep >= 0) e_.add_dependency(extra_dep, t);
+  q.compute = t;
+  if (gpu == 0) gpu0_compute_.push_back(t);
+  return t;
+}
+
+TaskId Builder::collective(const std::vector<int>& group, CollectiveKind kind, Algorithm algo, double bytes, int count,
+                           double extra_latency_s, int cat, bool on_compute_queue, const std::vector<TaskId>& triggers,
+                           const std::string& name, double* sent_by_first) {
+  std::vector<int> members;
+  for (int g : group)
+    if (paths_->simulated(g)) members.push_back(g);
+  const CollectivePlan plan = plan_collective(kind, algo, bytes, group, place_);
+  const int leaf_share = group_nodes_per_leaf(group);
+  TaskId prev = -1;
+  const std::size_t nphases = std::max<std::size_t>(1, plan.phases.size());
+  for (std::size_t pi = 0; pi < nphases; ++pi) {
+    TaskSpec spec;
+    spec.category = static_cast<std::int16_t>(cat);
+    spec.lane = members.front();
+    spec.label = label(name);
+    const Phase* ph = pi < plan.phases.size() ? &plan.phases[pi] : nullptr;
+    // `count` calls of the same collective share one task: their latencies add up, their bytes are
+    // already summed in `bytes`.
+    spec.duration_s = (ph ? ph->latency_s * std::max(1, count) : 0.0) + (pi == 0 ? extra_latency_s : 0.0);
+    const TaskId t = e_.add_task(spec);
+    lane_stream_.push_back(on_compute_queue ? 0 : 1);
+    if (ph)
+      for (const auto& f : ph->flows) {
+        if (!paths_->simulated(f.src)) continue;
+        paths_->path(f.src, f.dst, place_.node_of(f.src) != place_.node_of(f.dst) ? leaf_share : 0, scratch_);
+        e_.add_flow(t, f.bytes, scratch_.data(), static_cast<int>(scratch_.size()));
+        if (sent_by_first && f.src == members.front()) *sent_by_first += f.bytes;
+      }
+    if (prev >= 0) {
+      e_.add_dependency(prev, t);
+    } else {
+      for (TaskId tr : triggers)
+        if (tr >= 0) e_.add_dependency(tr, t);
+      for (int g : members) {
+        RankQueues& q = q_[g];
+        const TaskId tail = on_compute_queue ? q.compute : q.comm;
+        if (tail >= 0) e_.add_dependency(tail, t);
+      }
+    }
+    prev = t;
+  }
+  for (int g : members) {
+    RankQueues& q = q_[g];
+    (on_compute_queue ? q.compute : q.comm) = prev;
+    if (g == 0) (on_compute_queue ? gpu0_compute_ : gpu0_comm_).push_back(prev);
+  }
+  return prev;
+}
+
+TaskId Builder::tp_collectives(int gpu, const CommTotals& t, int cat, const std::string& name) {
+  if (L_.tp == 1 || t.empty()) return q_[gpu].compute;
+  const std::vector<int> group = tp_group(gpu);
+  static const CollectiveKind kinds[3] = {CollectiveKind::all_reduce, CollectiveKind::all_gather, CollectiveKind::reduce_scatter};
+  TaskId last = -1;
+  for (int k = 0; k < 3; ++k) {
+    if (t.count[k] == 0) continue;
+    double sent = 0;
+    last = collective(group, kinds[k], Algorithm::ring, t.bytes[k], t.count[k], 0.0, cat, true, {}, name,
+                      gpu == 0 ? &sent : nullptr);
+    if (gpu == 0) tp_bytes_gpu0_ += sent;
+  }
+  return last;
+}
+
+// Gradient synchronisation of one bucket: all-reduce (ZeRO-0) or reduce-scatter (ZeRO 1-3), with
+// the chosen compression's bytes and kernel cost.
+void Builder::grad_collective(int gpu, double bytes, int bucket_index) {
+  if (L_.dp == 1 || bytes <= 0) return;
+  const std::vector<int> group = dp_group(gpu);
+  const int n = L_.dp;
+  CollectiveKind kind = L_.zero == 0 ? CollectiveKind::all_reduce : CollectiveKind::reduce_scatter;
+  double wire = bytes;
+  double kernel_s = 0;
+  const Compression& c = L_.compression;
+  switch (c.kind) {
+    case Compression::Kind::none: break;
+    case Compression::Kind::fp16: wire = bytes / 2; kernel_s = cost_.compression_time_s(c, bytes); break;
+    case Compression::Kind::int8: wire = bytes / 4; kernel_s = cost_.compression_time_s(c, bytes); break;
+    case Compression::Kind::topk:
+      // Values (fp32) and int32 indices of the kept fraction, gathered from every rank.
+      kind = CollectiveKind::all_gather;
+      wire = n * c.topk_fraction * bytes * 2.0;
+      kernel_s = cost_.compression_time_s(c, bytes) + cost_.memory_time_s(n * c.topk_fraction * bytes * 2.0);
+      break;
+    case Compression::Kind::powersgd: {
+      const double side = std::sqrt(bytes / 4.0);
+      wire = 2.0 * side * c.powersgd_rank * 4.0;
+      kind = CollectiveKind::all_reduce;
+      kernel_s = cost_.compression_time_s(c, bytes);
+      break;
+    }
+  }
+  double sent = 0;
+  collective(group, kind, in_.net.dp_algorithm, wire, 1, kernel_s, kDpComm, false, compute_tails(group),
+             "DP " + std::string(to_string(kind)) + " bucket " + std::to_string(bucket_index), gpu == 0 ? &sent : nullptr);
+  if (gpu == 0) dp_bytes_gpu0_ += sent;
+}
+
+std::vector<TaskId> Builder::compute_tails(const std::vector<int>& group) {
+  std::vector<TaskId> out;
+  for (int g : group)
+    if (paths_->simulated(g)) out.push_back(q_[g].compute);
+  return out;
+}
+
+// Builds every simulated GPU of one pipeline stage in lockstep (they run the same order), so that
+// a collective can wait for all of its members' work.
+void Builder::build_stage(int stage, const std::vector<int>& gpus) {
+  const int pp = L_.pp;
+  const PipelineKind pk = L_.schedule == Schedule::gpipe ? PipelineKind::gpipe
+                          : L_.schedule == Schedule::interleaved ? PipelineKind::interleaved
+                                                                 : PipelineKind::one_f_one_b;
+  const auto order = pipeline_order(pk, pp, vpp_, microbatches_, stage);
+  const double bucket_bytes = L_.bucket_MB * 1e6;
+  const bool zero3 = L_.zero >= 3 && L_.dp > 1;
+  const bool reduce_every_microbatch = L_.zero >= 2;
+  // Leaders: the first simulated member of each TP and DP group issues the group's collective.
+  auto leaders = [&](bool tp) {
+    std::vector<int> out;
+    for (int g : gpus) {
+      const auto grp = tp ? tp_group(g) : dp_group(g);
+      for (int x : grp)
+        if (paths_->simulated(x)) { if (x == g) out.push_back(g); break; }
+    }
+    return out;
+  };
+  const std::vector<int> tp_leaders = leaders(true), dp_leaders = leaders(false);
+  double fill = 0;
+  int buckets = 0;
+  auto flush = [&](bool force) {
+    while (fill >= bucket_bytes || (force && fill > 1e-9)) {
+      const double b = std::min(fill, bucket_bytes);
+      for (int g : dp_leaders) grad_collective(g, b, buckets);
+      ++buckets;
+      fill -= b;
+    }
+  };
+  auto tp_all = [&](const CommTotals& t, int cat, const std::string& name) {
+    for (int g : tp_leaders) tp_collectives(g, t, cat, name);
+  };
+  // ZeRO-3 gathers the chunk's parameters on the communication queue ahead of use.
+  auto zero3_gather = [&](const ChunkWork& w, const std::string& name) {
+    std::map<int, TaskId> by_gpu;
+    if (!zero3) return by_gpu;
+    for (int g : dp_leaders) {
+      double sent = 0;
+      const auto group = dp_group(g);
+      const TaskId t = collective(group, CollectiveKind::all_gather, Algorithm::ring, 2.0 * w.params_per_rank, 1, 0.0,
+                                  kDpComm, false, {}, name, g == 0 ? &sent : nullptr);
+      if (g == 0) dp_bytes_gpu0_ += sent;
+      for (int x : group) by_gpu[x] = t;
+    }
+    return by_gpu;
+  };
+
+  for (const PipeOp& op : order) {
+    const int vs = op.chunk * pp + stage;
+    const ChunkWork& w = chunks_[stage * vpp_ + op.chunk];
+    const std::string tag = " mb" + std::to_string(op.microbatch) + (vpp_ > 1 ? " c" + std::to_string(op.chunk) : "");
+    const auto gathers = zero3_gather(w, "ZeRO-3 gather" + tag);
+    if (op.forward) {
+      for (int g : gpus) {
+        if (zero3) compute_task(g, 0.0, kDpComm, "wait params", gathers.at(g));
+        compute_task(g, w.fwd_s, kCompute, "F" + tag, vs > 0 ? fwd_recv_.at({g, vs, op.microbatch}) : -1);
+      }
+      tp_all(w.tp_fwd, kTpComm, "TP F" + tag);
+      for (int g : gpus) fwd_done_[{g, vs, op.microbatch}] = q_[g].compute;
+      continue;
+    }
+    for (int g : gpus) {
+      if (zero3) compute_task(g, 0.0, kDpComm, "wait params", gathers.at(g));
+      const TaskId dep = vs < pp * vpp_ - 1 ? bwd_recv_.at({g, vs, op.microbatch}) : -1;
+      if (w.recompute_s > 0) compute_task(g, w.recompute_s, kRecompute, "R" + tag, dep);
+      else if (dep >= 0) compute_task(g, 0.0, kCompute, "recv" + tag, dep);
+    }
+    if (w.recompute_s > 0) tp_all(w.tp_recompute, kRecompute, "TP R" + tag);
+    const bool last_mb = op.microbatch == microbatches_ - 1;
+    if ((last_mb || reduce_every_microbatch) && L_.dp > 1) {
+      // Layer by layer, so that full buckets start while the rest of backward runs.
+      for (int l = 0; l < std::max(1, w.layers); ++l) {
+        const double dur = (w.layers > 0 ? w.layer_bwd_s : 0.0) + (l == 0 ? w.extra_bwd_s : 0.0);
+        for (int g : gpus) compute_task(g, dur, kCompute, "B" + tag + " L" + std::to_string(l));
+        CommTotals t = w.layers > 0 ? w.tp_layer_bwd : CommTotals{};
+        if (l == 0)
+          for (int i = 0; i < 3; ++i) t.bytes[i] += w.tp_extra_bwd.bytes[i], t.count[i] += w.tp_extra_bwd.count[i];
+        tp_all(t, kTpComm, "TP B" + tag);
+        fill += (w.layers > 0 ? w.grad_bytes_per_layer : 0.0) + (l == std::max(1, w.layers) - 1 ? w.extra_grad_bytes : 0.0);
+        flush(false);
+      }
+      if (reduce_every_microbatch) flush(true);
+    } else {
+      for (int g : gpus) compute_task(g, w.bwd_s, kCompute, "B" + tag);
+      tp_all(w.tp_bwd, kTpComm, "TP B" + tag);
+    }
+    for (int g : gpus) bwd_done_[{g, vs, op.microbatch}] = q_[g].compute;
+  }
+  flush(true);
+}
+
+StepResult Builder::run() {
+  const auto& sh = in_.net.shape;
+  if (L_.gpus() != sh.gpus()) throw std::invalid_argument("layout GPU count does not match the cluster");
+  microbatches_ = std::max(1, in_.global_batch / (L_.dp * L_.micro_batch));
+  place_.gpus_per_node = sh.gpus_per_node;
+  place_.intra_alpha_s = in_.net.intra_alpha_s;
+  place_.inter_alpha_s = in_.net.inter_alpha_s;
+  place_.intra_Bps = sh.nvlink_Bps;
+  place_.inter_Bps = sh.nics_per_node * sh.nic_Bps / sh.gpus_per_node;
+  prepare_chunks();
+
+  if (in_.mode == SimMode::full) {
+    for (int g = 0; g < sh.gpus(); ++g) sim_gpus_.push_back(g);
+    paths_ = std::make_unique<FullPaths>(e_, sh);
+  } else {
+    for (int s = 0; s < L_.pp; ++s) sim_gpus_.push_back(gpu_of(0, 0, s));
+    paths_ = std::make_unique<SymmetricPaths>(e_, sh, sim_gpus_);
+  }
+  e_.reserve(sim_gpus_.size() * microbatches_ * vpp_ * 4, sim_gpus_.size() * microbatches_ * vpp_ * 8);
+
+  // Pipeline hand-offs are created lazily as ranks are built in stage order: a forward on stage s
+  // needs the send from stage s-1 (built before it); a backward needs the send from stage s+1,
+  // which is built later, so backward receives are placeholders resolved after all ranks exist.
+  const double act_bytes = static_cast<double>(L_.micro_batch) * m_.seq_len * m_.hidden * activation_bytes(in_.precision) /
+                           ((L_.sequence_parallel && L_.tp > 1) ? L_.tp : 1);
+  const int pp = L_.pp;
+  const int V = pp * vpp_;
+  // Placeholders: zero-duration tasks each transfer will feed.
+  for (int g : sim_gpus_) {
+    const int stage = g / (L_.tp * L_.dp);
+    for (int c = 0; c < vpp_; ++c) {
+      const int vs = c * pp + stage;
+      for (int mb = 0; mb < microbatches_; ++mb) {
+        TaskSpec spec;
+        spec.lane = g;
+        spec.category = kPpComm;
+        if (vs > 0) { fwd_recv_[{g, vs, mb}] = e_.add_task(spec); lane_stream_.push_back(2); }
+        if (vs < V - 1) { bwd_recv_[{g, vs, mb}] = e_.add_task(spec); lane_stream_.push_back(2); }
+      }
+    }
+  }
+  for (int s = 0; s < pp; ++s) {
+    std::vector<int> gpus;
+    for (int g : sim_gpus_)
+      if (g / (L_.tp * L_.dp) == s) gpus.push_back(g);
+    build_stage(s, gpus);
+  }
+
+  // Activation and gradient transfers between consecutive virtual stages.
+  for (int g : sim_gpus_) {
+    const int stage = g / (L_.tp * L_.dp);
+    for (int c = 0; c < vpp_; ++c) {
+      const int vs = c * pp + stage;
+      for (int mb = 0; mb < microbatches_; ++mb) {
+        auto transfer = [&](int dst_vs, TaskId from, TaskId to, const std::string& name) {
+          const int dst_stage = dst_vs % pp;
+          const int dst = g + (dst_stage - stage) * L_.tp * L_.dp;
+          TaskSpec spec;
+          spec.lane = g;
+          spec.category = kPpComm;
+          spec.label = label(name);
+          spec.duration_s = (place_.node_of(g) == place_.node_of(dst)) ? place_.intra_alpha_s : place_.inter_alpha_s;
+          const TaskId t = e_.add_task(spec);
+          lane_stream_.push_back(2);
+          if (dst != g) {
+            paths_->path(g, dst, 0, scratch_);
+            e_.add_flow(t, act_bytes, scratch_.data(), static_cast<int>(scratch_.size()));
+          }
+          e_.add_dependency(from, t);
+          e_.add_dependency(t, to);
+        };
+        if (vs < V - 1) {
+          const int dst_stage = (vs + 1) % pp;
+          const int dst = g + (dst_stage - stage) * L_.tp * L_.dp;
+          if (paths_->simulated(dst))
+            transfer(vs + 1, fwd_done_.at({g, vs, mb}), fwd_recv_.at({dst, vs + 1, mb}), "PP send F mb" + std::to_string(mb));
+        }
+        if (vs > 0) {
+          const int dst_stage = (vs - 1) % pp;
+          const int dst = g + (dst_stage - stage) * L_.tp * L_.dp;
+          if (paths_->simulated(dst))
+            transfer(vs - 1, bwd_done_.at({g, vs, mb}), bwd_recv_.at({dst, vs - 1, mb}), "PP send B mb" + std::to_string(mb));
+        }
+      }
+    }
+  }
+
+  // Optimizer: Adam over this rank's (possibly sharded) parameters once every gradient is reduced,
+  // then ZeRO-1/2 gather the updated bf16 parameters.
+  for (int g : sim_gpus_) {
+    const int stage = g / (L_.tp * L_.dp);
+    double params = 0;
+    for (int c = 0; c < vpp_; ++c) params += chunks_[stage * vpp_ + c].params_per_rank;
+    const double shard = L_.zero >= 1 ? params / L_.dp : params;
+    compute_task(g, cost_.adam_time_s(shard), kOptimizer, "optimizer", q_[g].comm);
+    if ((L_.zero == 1 || L_.zero == 2) && L_.dp > 1) {
+      const std::vector<int> group = dp_group(g);
+      if (group.front() == g || !paths_->simulated(group.front())) {
+        double sent = 0;
+        collective(group, CollectiveKind::all_gather, Algorithm::ring, 2.0 * params, 1, 0.0, kDpComm, false,
+                   {q_[g].compute}, "ZeRO param all_gather", g == 0 ? &sent : nullptr);
+        if (g == 0) dp_bytes_gpu0_ += sent;
+      }
+    }
+  }
+
+  e_.run();
+
+  StepResult r;
+  r.step_time_s = e_.makespan();
+  r.simulated_gpus = static_cast<int>(sim_gpus_.size());
+  r.tasks = e_.task_count();
+  r.events = e_.events_processed();
+  r.dp_bytes_per_gpu = dp_bytes_gpu0_;
+  r.tp_bytes_per_gpu = tp_bytes_gpu0_;
+  breakdown(r);
+  if (in_.record_timeline) {
+    for (std::size_t t = 0; t < e_.task_count(); ++t) {
+      const TaskSpec& s = e_.spec(static_cast<TaskId>(t));
+      if (e_.finish(static_cast<TaskId>(t)) <= e_.start(static_cast<TaskId>(t)) && s.label == 0) continue;
+      TimelineEntry te;
+      te.gpu = s.lane;
+      te.stream = lane_stream_[t];
+      te.start_s = e_.start(static_cast<TaskId>(t));
+      te.end_s = e_.finish(static_cast<TaskId>(t));
+      te.name = labels_[s.label];
+      te.category = s.category;
+      r.timeline.push_back(std::move(te));
+    }
+  }
+  return r;
+}
+
+// Exposed time of GPU 0's compute queue: its own work by category; each idle gap goes to what the
+// next task waited for (the part of the gap during which that transfer or collective was running
+// is communication, the rest is pipeline bubble); the tail after its last task goes to the
+// collective still running, or to the bubble while other stages finish.
+void Builder::breakdown(StepResult& r) {
+  double* b = r.breakdown_s;
+  double t = 0;
+  auto attribute_wait = [&](double from, double to, TaskId waited) {
+    if (to <= from) return;
+    // Look through zero-length hand-off tasks to the transfer or collective behind them.
+    while (waited >= 0 && e_.finish(waited) <= e_.start(waited) && e_.binding_predecessor(waited) >= 0)
+      waited = e_.binding_predecessor(waited);
+    if (waited >= 0) {
+      const int cat = e_.spec(waited).category;
+      if (cat == kPpComm || cat == kDpComm || cat == kTpComm) {
+        const double busy_from = std::max(from, e_.start(waited));
+        const double busy = std::max(0.0, to - busy_from);
+        b[cat] += busy;
+        b[kBubble] += (to - from) - busy;
+        return;
+      }
+    }
+    b[kBubble] += to - from;
+  };
+  for (TaskId task : gpu0_compute_) {
+    const double s = e_.start(task), f = e_.finish(task);
+    if (s > t) attribute_wait(t, s, e_.binding_predecessor(task));
+    const int cat = e_.spec(task).category;
+    b[cat] += f - std::max(s, t);
+    t = std::max(t, f);
+  }
+  if (r.step_time_s > t) {
+    TaskId last_comm = gpu0_comm_.empty() ? -1 : gpu0_comm_.back();
+    if (last_comm >= 0 && e_.finish(last_comm) > t) {
+      // The tail waits on communication queued behind the optimizer or the last backward.
+      const double end = std::min(r.step_time_s, e_.finish(last_comm));
+      b[kDpComm] += end - t;
+      t = end;
+    }
+    b[kBubble] += r.step_time_s - t;
+  }
+}
+
+}  // namespace
+
+StepResult simulate_step(const StepInput& in) {
+  if (!in.model || !in.cost) throw std::invalid_argument("simulate_step needs a model and a cost model");
+  Builder b(in);
+  return b.run();
+}
+
+}  // namespace trainsim::sim

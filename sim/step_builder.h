@@ -1,0 +1,64 @@
+#pragma once
+// Turns one training step of a layout into a task graph on the engine and runs it: per pipeline
+// stage the forward, backward and recompute passes in the schedule's order, tensor-parallel
+// collectives on the compute path, activation send/recv between stages, data-parallel gradient
+// buckets that fire as their gradients become ready in the last backward, ZeRO traffic, and the
+// optimizer step.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "collective.h"
+#include "cost_model.h"
+#include "layout.h"
+#include "model_config.h"
+#include "precision.h"
+#include "topology.h"
+
+namespace trainsim::sim {
+
+enum class SimMode { symmetric, full };
+
+enum Category : std::int16_t { kCompute, kRecompute, kTpComm, kPpComm, kDpComm, kBubble, kOptimizer, kDataWait, kCategories };
+const char* category_name(int c);
+
+struct NetworkParams {
+  ClusterShape shape;
+  double intra_alpha_s = 0;
+  double inter_alpha_s = 0;
+  Algorithm dp_algorithm = Algorithm::automatic;
+};
+
+struct StepInput {
+  const ModelConfig* model = nullptr;
+  Layout layout;
+  Precision precision = Precision::bf16;
+  int global_batch = 1;
+  const CostModel* cost = nullptr;
+  NetworkParams net;
+  SimMode mode = SimMode::symmetric;
+  bool record_timeline = false;
+};
+
+struct TimelineEntry {
+  int gpu = 0;
+  int stream = 0;  // 0 compute, 1 data-parallel / ZeRO communication, 2 pipeline send/recv
+  double start_s = 0, end_s = 0;
+  std::string name;
+  int category = 0;
+};
+
+struct StepResult {
+  double step_time_s = 0;
+  double breakdown_s[kCategories] = {};  // exposed time of GPU 0 (first stage) by category
+  int simulated_gpus = 0;
+  std::size_t tasks = 0;
+  std::uint64_t events = 0;
+  double dp_bytes_per_gpu = 0;  // bytes each GPU sends for gradient/ZeRO collectives per step
+  double tp_bytes_per_gpu = 0;
+  std::vector<TimelineEntry> timeline;
+};
+
+StepResult simulate_step(const StepInput& in);
+
+}  // namespace trainsim::sim

@@ -1,0 +1,57 @@
+#pragma once
+// The physical cluster as a graph (Boost.Graph): GPUs, one NVSwitch per node, NICs, leaf (or rail)
+// switches and a spine. Every edge is one direction of a link with its capacity; routes are
+// shortest paths by hop count, computed once per source GPU and cached.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine.h"
+
+namespace trainsim::sim {
+
+enum class Fabric { single_switch, fat_tree, rail_optimized };
+Fabric parse_fabric(const std::string& s);
+const char* to_string(Fabric f);
+
+struct ClusterShape {
+  int nodes = 1;
+  int gpus_per_node = 8;
+  int nics_per_node = 8;
+  double nvlink_Bps = 0;  // achievable per GPU port, per direction
+  double nic_Bps = 0;     // achievable per NIC, per direction
+  Fabric fabric = Fabric::fat_tree;
+  double oversubscription = 1.0;
+  int nics_per_leaf = 32;  // leaf switch down-ports (fat-tree) or rail-switch ports (rail-optimized)
+
+  int gpus() const { return nodes * gpus_per_node; }
+  int node_of(int gpu) const { return gpu / gpus_per_node; }
+  // The NIC a GPU uses across nodes: GPUs are spread evenly over the node's NICs (rails).
+  int rail_of(int gpu) const { return (gpu % gpus_per_node) * nics_per_node / gpus_per_node; }
+  int nodes_per_leaf() const { return std::max(1, nics_per_leaf / nics_per_node); }
+};
+
+class Topology {
+ public:
+  explicit Topology(const ClusterShape& shape);
+  ~Topology();
+  Topology(const Topology&) = delete;
+  Topology& operator=(const Topology&) = delete;
+
+  // Adds one engine link per directed edge; must be called once before route().
+  void install(Engine& engine);
+  // Engine links crossed from GPU `src` to GPU `dst` (empty when src == dst).
+  const std::vector<LinkId>& route(int src, int dst);
+  const ClusterShape& shape() const { return shape_; }
+  std::size_t vertex_count() const;
+  std::size_t edge_count() const;
+
+ private:
+  struct Graph;
+  ClusterShape shape_;
+  std::unique_ptr<Graph> g_;
+  std::vector<LinkId> edge_link_;
+  std::vector<std::vector<std::vector<LinkId>>> routes_;  // [src][dst], filled lazily per source
+};
+
+}  // namespace trainsim::sim

@@ -1,0 +1,71 @@
+#include "evaluation.h"
+
+#include "cost_model.h"
+
+namespace trainsim {
+
+sim::NetworkParams network_for(const Scenario& s, int nodes) {
+  sim::NetworkParams n;
+  const HardwareProfile& hw = s.hardware;
+  n.shape.nodes = nodes;
+  n.shape.gpus_per_node = s.cluster.gpus_per_node;
+  n.shape.nics_per_node = s.cluster.network.nics_per_node;
+  n.shape.nvlink_Bps = hw.intra_busbw_GBps * 1e9;
+  n.shape.nic_Bps = s.cluster.network.nic_Gbps / 8.0 * 1e9 * s.cluster.network.efficiency;
+  n.shape.fabric = sim::parse_fabric(s.cluster.network.fabric);
+  n.shape.oversubscription = s.cluster.network.oversubscription;
+  n.intra_alpha_s = hw.intra_latency_us * 1e-6;
+  n.inter_alpha_s = s.cluster.network.latency_us * 1e-6;
+  return n;
+}
+
+MemoryResult memory_for(const Scenario& s, const Layout& l) {
+  MemoryInput mi{s.model, l, s.training.precision, s.training.global_batch, s.hardware.memory_bytes};
+  return estimate_memory(mi);
+}
+
+Evaluation evaluate(const Scenario& s, const Layout& l, int nodes, const EvalOptions& opt) {
+  Evaluation ev;
+  ev.layout = l;
+  ev.nodes = nodes;
+  ev.gpus = nodes * s.cluster.gpus_per_node;
+  ev.memory = memory_for(s, l);
+  ev.params = static_cast<double>(count_params(s.model).total);
+  ev.flops_per_token = model_flops_per_token(s.model);
+  if (ev.memory.oom && !opt.simulate_if_oom) return ev;
+  const CostModel cost(s.hardware, s.training.precision);
+  sim::StepInput in;
+  in.model = &s.model;
+  in.layout = l;
+  in.precision = s.training.precision;
+  in.global_batch = s.training.global_batch;
+  in.cost = &cost;
+  in.net = network_for(s, nodes);
+  in.mode = opt.mode;
+  in.record_timeline = opt.record_timeline;
+  ev.step = sim::simulate_step(in);
+  ev.simulated = true;
+  const double tokens = static_cast<double>(s.training.global_batch) * s.model.seq_len;
+  ev.tokens_per_s = tokens / ev.step.step_time_s;
+  ev.mfu = ev.tokens_per_s * ev.flops_per_token / (ev.gpus * cost.peak_flops());
+  if (s.training.tokens_total > 0) {
+    ev.time_to_train_s = s.training.tokens_total / ev.tokens_per_s;
+    ev.cost_usd = ev.time_to_train_s / 3600.0 * ev.gpus * s.cost.gpu_hour_usd;
+  }
+  return ev;
+}
+
+double single_gpu_tokens_per_s(const Scenario& s, int micro_batch) {
+  Scenario one = s;
+  one.cluster.gpus_per_node = 1;
+  Layout l;
+  l.micro_batch = micro_batch;
+  l.dp = 1;
+  // One GPU runs the whole global batch as micro-batches of the given size.
+  one.training.global_batch = std::max(micro_batch, (s.training.global_batch / micro_batch) * micro_batch);
+  EvalOptions opt;
+  const Evaluation ev = evaluate(one, l, 1, opt);
+  return ev.tokens_per_s;
+}
+
+}  // namespace trainsim

@@ -1,0 +1,42 @@
+#pragma once
+// One evaluated layout: the simulated step, the memory estimate and the derived rates, as the
+// result contract of SCENARIO.md describes them.
+#include <string>
+#include <vector>
+
+#include "memory_model.h"
+#include "scenario.h"
+#include "step_builder.h"
+
+namespace trainsim {
+
+struct Evaluation {
+  Layout layout;
+  int nodes = 0;
+  int gpus = 0;
+  bool simulated = false;  // false when pruned before simulation (out of memory)
+  sim::StepResult step;
+  MemoryResult memory;
+  double tokens_per_s = 0;
+  double mfu = 0;
+  double params = 0;
+  double flops_per_token = 0;
+  double time_to_train_s = 0;
+  double cost_usd = 0;
+  double scaling_efficiency_vs_1gpu = 0;  // filled by callers that know the single-GPU rate
+};
+
+struct EvalOptions {
+  sim::SimMode mode = sim::SimMode::symmetric;
+  bool record_timeline = false;
+  bool simulate_if_oom = true;
+};
+
+sim::NetworkParams network_for(const Scenario& s, int nodes);
+MemoryResult memory_for(const Scenario& s, const Layout& l);
+Evaluation evaluate(const Scenario& s, const Layout& l, int nodes, const EvalOptions& opt);
+// Throughput of the same model on one GPU (micro-batch as given, memory ignored): the reference
+// for scaling efficiency.
+double single_gpu_tokens_per_s(const Scenario& s, int micro_batch);
+
+}  // namespace trainsim

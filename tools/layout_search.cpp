@@ -1,0 +1,156 @@
+#include "layout_search.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+
+#include "layout_rules.h"
+#include "text_report.h"
+
+namespace trainsim {
+
+namespace {
+
+template <class T>
+std::vector<T> or_default(const std::vector<T>& v, std::vector<T> d) {
+  return v.empty() ? d : v;
+}
+
+}  // namespace
+
+std::vector<Candidate> enumerate_layouts(const Scenario& s) {
+  const SearchSpace& sp = s.search;
+  const int G = s.cluster.gpus_per_node;
+  std::vector<int> tp_default;
+  for (int t = 1; t <= G; t *= 2) tp_default.push_back(t);
+  const auto nodes_list = or_default(sp.nodes, s.cluster.nodes);
+  const auto tps = or_default(sp.tp, tp_default);
+  const auto mbs = or_default(sp.micro_batch, {1, 2, 4});
+  const auto recs = or_default(sp.recompute, {Recompute::none, Recompute::selective, Recompute::full});
+  const auto zeros = or_default(sp.zero, {0, 1});
+  const auto buckets = or_default(sp.bucket_MB, {25.0});
+  const auto comps = or_default(sp.compression, {Compression{}});
+  const auto vpps = or_default(sp.vpp, {1});
+  std::vector<Candidate> out;
+  for (int nodes : nodes_list) {
+    const int gpus = nodes * G;
+    std::vector<int> pps = sp.pp;
+    if (pps.empty()) {
+      // "auto" (and the default): every power of two up to the layer count that divides the GPUs.
+      for (int p = 1; p <= s.model.layers && p <= gpus; p *= 2) pps.push_back(p);
+    }
+    for (int tp : tps)
+      for (int pp : pps) {
+        if (gpus % (tp * pp) != 0) continue;
+        const int dp = gpus / (tp * pp);
+        std::vector<bool> sps = sp.sequence_parallel.empty() ? std::vector<bool>{tp > 1} : sp.sequence_parallel;
+        for (int vpp : vpps) {
+          std::vector<Schedule> scheds = sp.schedule;
+          if (scheds.empty()) scheds = {vpp > 1 ? Schedule::interleaved : Schedule::one_f_one_b};
+          for (Schedule sch : scheds)
+            for (int mb : mbs)
+              for (bool seq : sps)
+                for (Recompute r : recs)
+                  for (int z : zeros)
+                    for (double bucket : buckets)
+                      for (const Compression& c : comps) {
+                        if (dp == 1 && (z > 0 || c.kind != Compression::Kind::none || bucket != buckets.front())) continue;
+                        Layout l;
+                        l.tp = tp; l.pp = pp; l.dp = dp; l.vpp = vpp; l.micro_batch = mb; l.sequence_parallel = seq;
+                        l.recompute = r; l.zero = z; l.bucket_MB = bucket; l.compression = c; l.schedule = sch;
+                        if (!layout_violation(s.model, l, s.training.global_batch, gpus, G, sp.allow_tp_across_nodes).empty())
+                          continue;
+                        out.push_back({l, nodes});
+                      }
+        }
+      }
+  }
+  return out;
+}
+
+double objective_value(const Scenario& s, const Evaluation& ev) {
+  if (s.search.objective == "cost") {
+    // Cost per token: GPU-seconds per token (price is a constant factor).
+    return -static_cast<double>(ev.gpus) / ev.tokens_per_s;
+  }
+  return ev.tokens_per_s;  // time_to_train orders the same way for a fixed token count
+}
+
+void rank_evaluations(const Scenario& s, std::vector<Evaluation>& evs) {
+  std::stable_sort(evs.begin(), evs.end(), [&](const Evaluation& a, const Evaluation& b) {
+    const double va = objective_value(s, a), vb = objective_value(s, b);
+    if (va != vb) return va > vb;
+    if (a.nodes != b.nodes) return a.nodes < b.nodes;
+    return describe(a.layout) < describe(b.layout);
+  });
+}
+
+std::string oom_phrase(const Evaluation& ev) {
+  const auto& st = ev.memory.per_stage[ev.memory.peak_stage];
+  return "OOM on stage " + std::to_string(ev.memory.peak_stage) + " by " +
+         format_bytes(st.peak_bytes - ev.memory.device_bytes);
+}
+
+std::string why_lost(const Scenario& s, const Evaluation& w, const Evaluation& l) {
+  (void)s;
+  // The category whose exposed share of the step grew the most against the winner.
+  int worst = -1;
+  double worst_gap = 0;
+  for (int c = 0; c < sim::kCategories; ++c) {
+    const double gap = l.step.breakdown_s[c] / l.step.step_time_s - w.step.breakdown_s[c] / w.step.step_time_s;
+    if (gap > worst_gap) { worst_gap = gap; worst = c; }
+  }
+  char buf[160];
+  const double slower = w.tokens_per_s / l.tokens_per_s - 1.0;
+  if (worst < 0 || worst == sim::kCompute) {
+    std::snprintf(buf, sizeof buf, "slower compute (%.0f%% more per token)", 100.0 * slower);
+    return buf;
+  }
+  static const char* phrase[sim::kCategories] = {"compute", "recompute", "TP communication exposed", "PP send/recv exposed",
+                                                 "DP/ZeRO communication exposed", "pipeline bubble", "optimizer", "data wait"};
+  std::snprintf(buf, sizeof buf, "%s %.0f%% (winner %.0f%%)", phrase[worst],
+                100.0 * l.step.breakdown_s[worst] / l.step.step_time_s, 100.0 * w.step.breakdown_s[worst] / w.step.step_time_s);
+  return buf;
+}
+
+SearchResult search_layouts(const Scenario& s, const std::vector<Candidate>& cands, const SearchOptions& opt) {
+  const auto t0 = std::chrono::steady_clock::now();
+  SearchResult res;
+  std::vector<std::size_t> mine;
+  for (std::size_t i = 0; i < cands.size(); ++i)
+    if (i % opt.shards == opt.shard) mine.push_back(i);
+  std::vector<Evaluation> evs(mine.size());
+  std::atomic<std::size_t> next{0}, done{0};
+  EvalOptions eo;
+  eo.simulate_if_oom = false;
+  auto worker = [&]() {
+    while (true) {
+      const std::size_t k = next.fetch_add(1);
+      if (k >= mine.size()) break;
+      const Candidate& c = cands[mine[k]];
+      evs[k] = evaluate(s, c.layout, c.nodes, eo);
+      const std::size_t d = done.fetch_add(1) + 1;
+      if (opt.progress && (d % 64 == 0 || d == mine.size())) opt.progress(d, mine.size());
+    }
+  };
+  int threads = opt.threads > 0 ? opt.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  threads = std::min<int>(threads, static_cast<int>(std::max<std::size_t>(1, mine.size())));
+  std::vector<std::thread> pool;
+  for (int i = 1; i < threads; ++i) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+  res.evaluated = evs.size();
+  for (auto& ev : evs) {
+    if (ev.simulated) res.ranked.push_back(std::move(ev));
+    else res.oom.push_back(std::move(ev));
+  }
+  res.pruned_oom = res.oom.size();
+  rank_evaluations(s, res.ranked);
+  res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return res;
+}
+
+}  // namespace trainsim

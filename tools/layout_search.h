@@ -1,0 +1,43 @@
+#pragma once
+// Enumerates a scenario's search space, applies the frameworks' constraints, prunes by the memory
+// model, simulates what is left (symmetric mode, in parallel) and ranks by the objective.
+#include <atomic>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "evaluation.h"
+
+namespace trainsim {
+
+struct Candidate {
+  Layout layout;
+  int nodes = 0;
+};
+
+// Every valid layout of the space for each node count, in a fixed order.
+std::vector<Candidate> enumerate_layouts(const Scenario& s);
+
+struct SearchResult {
+  std::vector<Evaluation> ranked;   // simulated, best first
+  std::vector<Evaluation> oom;      // pruned by memory (memory estimate only)
+  std::size_t evaluated = 0;        // layouts considered (valid ones)
+  std::size_t pruned_oom = 0;
+  double wall_s = 0;
+};
+
+struct SearchOptions {
+  int threads = 0;                   // 0: hardware concurrency
+  std::size_t shard = 0, shards = 1; // evaluate candidates i with i % shards == shard (MPI)
+  std::function<void(std::size_t done, std::size_t total)> progress;
+};
+
+SearchResult search_layouts(const Scenario& s, const std::vector<Candidate>& candidates, const SearchOptions& opt);
+// Orders by the scenario's objective, best first (ties broken by the layout description).
+void rank_evaluations(const Scenario& s, std::vector<Evaluation>& evs);
+double objective_value(const Scenario& s, const Evaluation& ev);  // larger is better
+// One phrase saying why `loser` ranks below `winner`.
+std::string why_lost(const Scenario& s, const Evaluation& winner, const Evaluation& loser);
+std::string oom_phrase(const Evaluation& ev);
+
+}  // namespace trainsim

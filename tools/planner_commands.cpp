@@ -1,0 +1,174 @@
+#include "planner_commands.h"
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include "evaluation.h"
+#include "input_error.h"
+#include "layout_search.h"
+#include "result_json.h"
+#include "text_report.h"
+#include "trace_export.h"
+
+namespace trainsim {
+
+using nlohmann::json;
+
+namespace {
+
+Layout chosen_layout(const Scenario& s, const PlannerOptions& o, int nodes) {
+  if (!s.has_layout && o.layout_overrides.empty())
+    throw InputError(s.file + ": layout", "the scenario has no \"layout\" block; add one or pass --layout");
+  bool dp_given = s.layout_dp_given;
+  Layout l = apply_layout_overrides(s.layout, o.layout_overrides, &dp_given);
+  // A dp fixed in the file describes the file's node count; on other node counts it is derived.
+  if (dp_given && o.layout_overrides.find("dp=") == std::string::npos && nodes != s.cluster.nodes.front()) dp_given = false;
+  try {
+    return resolve_layout(s, l, dp_given, nodes);
+  } catch (const InputError& e) {
+    throw InputError(s.file, e.what());
+  }
+}
+
+void add_scaling(Evaluation& ev, double one_gpu) {
+  if (one_gpu > 0 && ev.simulated) ev.scaling_efficiency_vs_1gpu = ev.tokens_per_s / ev.gpus / one_gpu;
+}
+
+}  // namespace
+
+int run_simulate(const PlannerOptions& o, std::ostream& out) {
+  const Scenario s = load_scenario(o.scenario, o.profile_dir);
+  const int nodes = o.nodes > 0 ? o.nodes : s.cluster.nodes.front();
+  const Layout l = chosen_layout(s, o, nodes);
+  EvalOptions eo;
+  eo.mode = o.mode == "full" ? sim::SimMode::full : sim::SimMode::symmetric;
+  eo.record_timeline = !o.trace.empty();
+  Evaluation ev = evaluate(s, l, nodes, eo);
+  add_scaling(ev, single_gpu_tokens_per_s(s, l.micro_batch));
+  if (!o.trace.empty()) write_chrome_trace(ev.step, o.trace);
+  if (o.json) {
+    json r = result_to_json(s, ev);
+    r["scenario"] = s.name;
+    r["mode"] = o.mode;
+    out << r.dump(2) << "\n";
+  } else {
+    print_evaluation(out, s, ev);
+  }
+  return 0;
+}
+
+int run_sweep(const PlannerOptions& o, std::ostream& out) {
+  const Scenario s = load_scenario(o.scenario, o.profile_dir);
+  const std::vector<int> counts = o.nodes_list.empty() ? s.cluster.nodes : o.nodes_list;
+  for (int n : counts)
+    if (n < 1) throw InputError("--nodes", "node counts must be positive, found " + std::to_string(n));
+  std::vector<Evaluation> evs;
+  for (int n : counts) {
+    PlannerOptions one = o;
+    const Layout l = chosen_layout(s, one, n);
+    evs.push_back(evaluate(s, l, n, EvalOptions{}));
+  }
+  const double one_gpu = single_gpu_tokens_per_s(s, evs.front().layout.micro_batch);
+  for (auto& ev : evs) add_scaling(ev, one_gpu);
+  const double base_per_gpu = evs.front().tokens_per_s / evs.front().gpus;
+  if (o.json) {
+    json arr = json::array();
+    for (const auto& ev : evs) {
+      json r = result_to_json(s, ev);
+      r["scaling_efficiency_vs_smallest"] = ev.tokens_per_s / ev.gpus / base_per_gpu;
+      arr.push_back(r);
+    }
+    out << json{{"scenario", s.name}, {"sweep", arr}}.dump(2) << "\n";
+    return 0;
+  }
+  char line[256];
+  out << s.name << ": " << s.model.name << " on " << s.hardware.name << ", " << s.cluster.network.nic_Gbps
+      << " Gb/s x " << s.cluster.network.nics_per_node << " NICs per node\n";
+  std::snprintf(line, sizeof line, "%6s %6s  %-34s %10s %12s %6s %8s %8s  %s\n", "nodes", "GPUs", "layout", "step",
+                "tokens/s", "MFU", "eff/1GPU", "eff/min", "largest exposed overhead");
+  out << line;
+  for (const auto& ev : evs) {
+    int worst = sim::kBubble;
+    for (int c : {sim::kTpComm, sim::kPpComm, sim::kDpComm, sim::kBubble})
+      if (ev.step.breakdown_s[c] > ev.step.breakdown_s[worst]) worst = c;
+    char lay[64];
+    std::snprintf(lay, sizeof lay, "tp%d pp%d dp%d mb%d %s z%d", ev.layout.tp, ev.layout.pp, ev.layout.dp,
+                  ev.layout.micro_batch, to_string(ev.layout.recompute), ev.layout.zero);
+    char why[96];
+    std::snprintf(why, sizeof why, "%s %.0f%%", sim::category_name(worst), 100.0 * ev.step.breakdown_s[worst] / ev.step.step_time_s);
+    std::snprintf(line, sizeof line, "%6d %6d  %-34s %10s %12.0f %5.1f%% %7.1f%% %7.1f%%  %s%s\n", ev.nodes, ev.gpus, lay,
+                  format_seconds(ev.step.step_time_s).c_str(), ev.tokens_per_s, 100 * ev.mfu,
+                  100 * ev.scaling_efficiency_vs_1gpu, 100 * ev.tokens_per_s / ev.gpus / base_per_gpu, why,
+                  ev.memory.oom ? "  (OOM)" : "");
+    out << line;
+  }
+  for (std::size_t i = 1; i < evs.size(); ++i)
+    if (evs[i].tokens_per_s < evs[i - 1].tokens_per_s) {
+      const auto& a = evs[i - 1];
+      const auto& b = evs[i];
+      std::snprintf(line, sizeof line,
+                    "\nslower with more GPUs: %d nodes give %.0f tokens/s, fewer than %.0f on %d nodes; DP communication "
+                    "exposed %s of a %s step (was %s)\n",
+                    b.nodes, b.tokens_per_s, a.tokens_per_s, a.nodes, format_seconds(b.step.breakdown_s[sim::kDpComm]).c_str(),
+                    format_seconds(b.step.step_time_s).c_str(), format_seconds(a.step.breakdown_s[sim::kDpComm]).c_str());
+      out << line;
+    }
+  return 0;
+}
+
+int run_search(const PlannerOptions& o, std::ostream& out, std::ostream& progress) {
+  const Scenario s = load_scenario(o.scenario, o.profile_dir);
+  if (!s.has_search) throw InputError(s.file + ": search", "the scenario has no \"search\" block");
+  const auto cands = enumerate_layouts(s);
+  if (cands.empty()) throw InputError(s.file + ": search", "no layout in the search space satisfies the constraints");
+  SearchOptions so;
+  so.threads = o.threads;
+  const bool tty = isatty(fileno(stderr)) && !o.json;
+  if (tty) {
+    const auto t0 = std::chrono::steady_clock::now();
+    so.progress = [&progress, t0](std::size_t done, std::size_t total) {
+      const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double eta = done > 0 ? el * (total - done) / done : 0;
+      const int bar = static_cast<int>(30.0 * done / total);
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "\r[%-30s] %zu/%zu  ETA %.1fs ", std::string(bar, '=').c_str(), done, total, eta);
+      progress << buf << std::flush;
+    };
+  }
+  SearchResult r = search_layouts(s, cands, so);
+  if (tty) progress << "\n";
+  const int top = o.top > 0 ? o.top : s.search.top;
+  if (o.json) {
+    json arr = json::array();
+    for (std::size_t i = 0; i < r.ranked.size() && static_cast<int>(i) < top; ++i) {
+      json j = result_to_json(s, r.ranked[i]);
+      if (i > 0) j["why_not_first"] = why_lost(s, r.ranked.front(), r.ranked[i]);
+      arr.push_back(j);
+    }
+    out << json{{"scenario", s.name}, {"objective", s.search.objective}, {"candidates", arr},
+                {"evaluated", r.evaluated}, {"pruned_oom", r.pruned_oom}, {"wall_s", r.wall_s}}.dump(2)
+        << "\n";
+    return 0;
+  }
+  char line[320];
+  std::snprintf(line, sizeof line, "%s: %zu layouts, %zu pruned by memory, %zu simulated in %.2f s (objective %s)\n\n",
+                s.name.c_str(), r.evaluated, r.pruned_oom, r.ranked.size(), r.wall_s, s.search.objective.c_str());
+  out << line;
+  std::snprintf(line, sizeof line, "%3s %5s  %-52s %9s %11s %6s %9s  %s\n", "#", "nodes", "layout", "step", "tokens/s",
+                "MFU", "mem", "why not first");
+  out << line;
+  for (std::size_t i = 0; i < r.ranked.size() && static_cast<int>(i) < top; ++i) {
+    const auto& ev = r.ranked[i];
+    std::snprintf(line, sizeof line, "%3zu %5d  %-52s %9s %11.0f %5.1f%% %9s  %s\n", i + 1, ev.nodes,
+                  describe(ev.layout).c_str(), format_seconds(ev.step.step_time_s).c_str(), ev.tokens_per_s,
+                  100 * ev.mfu, format_bytes(ev.memory.peak().peak_bytes).c_str(),
+                  i == 0 ? "-" : why_lost(s, r.ranked.front(), ev).c_str());
+    out << line;
+  }
+  if (r.ranked.empty()) out << "every layout is out of memory; for example " << describe(r.oom.front().layout) << ": "
+                            << oom_phrase(r.oom.front()) << "\n";
+  return 0;
+}
+
+}  // namespace trainsim

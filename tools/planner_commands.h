@@ -1,0 +1,26 @@
+#pragma once
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace trainsim {
+
+struct PlannerOptions {
+  std::string profile_dir;
+  std::string scenario;
+  std::string layout_overrides;
+  int nodes = 0;
+  std::vector<int> nodes_list;
+  std::string mode = "symmetric";
+  bool json = false;
+  std::string trace;
+  int top = 0;
+  int threads = 0;
+};
+
+// Each returns the process exit status; input errors are thrown as InputError.
+int run_simulate(const PlannerOptions& o, std::ostream& out);
+int run_sweep(const PlannerOptions& o, std::ostream& out);
+int run_search(const PlannerOptions& o, std::ostream& out, std::ostream& progress);
+
+}  // namespace trainsim

@@ -1,0 +1,61 @@
+// planner: simulate, sweep and search training layouts for a scenario (SCENARIO.md).
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "evaluation.h"
+#include "input_error.h"
+#include "planner_commands.h"
+
+using namespace trainsim;
+
+int main(int argc, char** argv) {
+  CLI::App app{"planner: a calibrated simulator and capacity planner for distributed training"};
+  app.require_subcommand(1);
+  PlannerOptions opt;
+  opt.profile_dir = default_profile_dir();
+  app.add_option("--profiles", opt.profile_dir, "directory of hardware profiles");
+
+  auto* sim = app.add_subcommand("simulate", "simulate the scenario's layout for one step");
+  sim->add_option("scenario", opt.scenario, "scenario JSON file")->required();
+  sim->add_option("--layout", opt.layout_overrides, "override layout keys: tp=8,pp=4,micro_batch=2,...");
+  sim->add_option("--nodes", opt.nodes, "node count (default: the scenario's first)");
+  sim->add_option("--mode", opt.mode, "symmetric (one GPU per stage) or full (every GPU)")
+      ->check(CLI::IsMember({"symmetric", "full"}));
+  sim->add_flag("--json", opt.json, "print the result as JSON");
+  sim->add_option("--trace", opt.trace, "write a Chrome/Perfetto trace of the step");
+
+  auto* sweep = app.add_subcommand("sweep", "simulate the layout (dp derived) over node counts");
+  sweep->add_option("scenario", opt.scenario, "scenario JSON file")->required();
+  sweep->add_option("--nodes", opt.nodes_list, "comma-separated node counts")->delimiter(',');
+  sweep->add_option("--layout", opt.layout_overrides, "override layout keys");
+  sweep->add_flag("--json", opt.json, "print JSON");
+
+  auto* search = app.add_subcommand("search", "rank layouts from the scenario's search space");
+  search->add_option("scenario", opt.scenario, "scenario JSON file")->required();
+  search->add_option("--top", opt.top, "how many to show");
+  search->add_option("--threads", opt.threads, "worker threads (default: all cores)");
+  search->add_flag("--json", opt.json, "print JSON");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  }
+  try {
+    if (*sim) return run_simulate(opt, std::cout);
+    if (*sweep) return run_sweep(opt, std::cout);
+    if (*search) return run_search(opt, std::cout, std::cerr);
+  } catch (const InputError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "internal error: " << e.what() << "\n";
+    return 1;
+  }
+  return 1;
+}

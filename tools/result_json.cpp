@@ -1,0 +1,54 @@
+#include "result_json.h"
+
+#include <nlohmann/json.hpp>
+
+namespace trainsim {
+
+using nlohmann::json;
+
+json layout_to_json(const Layout& l) {
+  return json{{"tp", l.tp}, {"pp", l.pp}, {"dp", l.dp}, {"vpp", l.vpp}, {"micro_batch", l.micro_batch},
+              {"sequence_parallel", l.sequence_parallel}, {"recompute", to_string(l.recompute)}, {"zero", l.zero},
+              {"bucket_MB", l.bucket_MB}, {"compression", to_string(l.compression)}, {"schedule", to_string(l.schedule)}};
+}
+
+json result_to_json(const Scenario& s, const Evaluation& ev) {
+  json r;
+  r["layout"] = layout_to_json(ev.layout);
+  r["nodes"] = ev.nodes;
+  r["gpus"] = ev.gpus;
+  r["simulated"] = ev.simulated;
+  if (ev.simulated) {
+    r["step_time_s"] = ev.step.step_time_s;
+    r["tokens_per_s"] = ev.tokens_per_s;
+    r["mfu"] = ev.mfu;
+    json b = json::object();
+    for (int c = 0; c < sim::kCategories; ++c) b[sim::category_name(c)] = ev.step.breakdown_s[c];
+    r["breakdown_s"] = b;
+    r["comm_bytes_per_gpu"] = {{"tp", ev.step.tp_bytes_per_gpu}, {"dp", ev.step.dp_bytes_per_gpu}};
+    if (ev.scaling_efficiency_vs_1gpu > 0) r["scaling_efficiency"] = ev.scaling_efficiency_vs_1gpu;
+    if (s.training.tokens_total > 0) {
+      r["time_to_train_s"] = ev.time_to_train_s;
+      r["gpu_hours"] = ev.time_to_train_s / 3600.0 * ev.gpus;
+      if (s.cost.gpu_hour_usd > 0) r["cost_usd"] = ev.cost_usd;
+    }
+  }
+  const MemoryBreakdown& p = ev.memory.peak();
+  json stages = json::array();
+  for (const auto& st : ev.memory.per_stage) stages.push_back(st.peak_bytes);
+  r["memory"] = {{"peak_bytes", p.peak_bytes},
+                 {"device_bytes", ev.memory.device_bytes},
+                 {"oom", ev.memory.oom},
+                 {"peak_stage", ev.memory.peak_stage},
+                 {"params_bytes", p.params_bytes},
+                 {"grads_bytes", p.grads_bytes},
+                 {"optimizer_bytes", p.optimizer_bytes},
+                 {"activations_bytes", p.activations_bytes},
+                 {"buffers_bytes", p.buffers_bytes},
+                 {"workspace_bytes", p.workspace_bytes},
+                 {"per_stage_peak_bytes", stages}};
+  r["model"] = {{"name", s.model.name}, {"params", ev.params}, {"flops_per_token", ev.flops_per_token}};
+  return r;
+}
+
+}  // namespace trainsim

@@ -1,0 +1,294 @@
+#include "scenario.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "input_error.h"
+#include "json_fields.h"
+#include "layout_rules.h"
+#include "model_presets.h"
+
+namespace trainsim {
+
+using nlohmann::json;
+
+namespace {
+
+std::string preset_list() {
+  std::string s;
+  for (const auto& n : model_preset_names()) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+ModelConfig preset_or_throw(const std::string& name, const std::string& path) {
+  if (auto m = find_model_preset(name)) return *m;
+  std::string msg = "unknown model preset \"" + name + "\"";
+  const std::string near = closest_match(name, model_preset_names());
+  if (!near.empty()) msg += " (did you mean \"" + near + "\"?)";
+  throw InputError(path, msg + "; presets: " + preset_list());
+}
+
+ModelConfig read_model(const json& v, const std::string& path) {
+  if (v.is_string()) return preset_or_throw(v.get<std::string>(), path);
+  JsonFields f(v, path);
+  ModelConfig m;
+  const bool from_preset = f.has("preset");
+  if (from_preset) {
+    m = preset_or_throw(f.string("preset"), f.path("preset"));
+  } else {
+    const std::string fam = f.string("family");
+    if (fam != "gpt" && fam != "llama")
+      throw InputError(f.path("family"), "expected \"gpt\" or \"llama\", found \"" + fam + "\"");
+    m.family = fam == "gpt" ? Family::gpt : Family::llama;
+    m.name = f.string("name", "custom");
+  }
+  auto opt_int = [&](const char* key, int& field) {
+    if (from_preset) field = f.integer(key, field, 1, 1 << 24);
+    else field = f.integer(key, std::nullopt, 1, 1 << 24);
+  };
+  if (from_preset && f.has("family")) throw InputError(f.path("family"), "a preset's family cannot be changed");
+  if (from_preset) m.name = f.string("name", m.name);
+  opt_int("layers", m.layers);
+  opt_int("hidden", m.hidden);
+  opt_int("heads", m.heads);
+  if (!from_preset) m.kv_heads = m.heads;
+  m.kv_heads = f.integer("kv_heads", m.kv_heads, 1, 1 << 24);
+  opt_int("ffn_hidden", m.ffn_hidden);
+  opt_int("vocab", m.vocab);
+  opt_int("seq_len", m.seq_len);
+  m.tied_embeddings = f.boolean("tied_embeddings", from_preset ? m.tied_embeddings : (m.family == Family::gpt));
+  f.finish();
+  validate_model(m, path);
+  return m;
+}
+
+template <class T, class Fn>
+std::vector<T> read_list(const json& v, const std::string& path, Fn one) {
+  std::vector<T> out;
+  if (v.is_array()) {
+    if (v.empty()) throw InputError(path, "expected a non-empty list");
+    for (std::size_t i = 0; i < v.size(); ++i) out.push_back(one(v[i], path + "[" + std::to_string(i) + "]"));
+  } else {
+    out.push_back(one(v, path));
+  }
+  return out;
+}
+
+bool read_bool(const json& v, const std::string& path) {
+  if (!v.is_boolean()) throw InputError(path, "expected true or false, found " + json_excerpt(v));
+  return v.get<bool>();
+}
+
+Layout read_layout(JsonFields& f, bool* dp_given) {
+  Layout l;
+  l.tp = f.integer("tp", 1, 1, 1 << 16);
+  l.pp = f.integer("pp", 1, 1, 1 << 16);
+  *dp_given = f.has("dp");
+  l.dp = f.integer("dp", 1, 1, 1 << 24);
+  l.vpp = f.integer("vpp", 1, 1, 64);
+  l.micro_batch = f.integer("micro_batch", 1, 1, 1 << 16);
+  l.sequence_parallel = f.boolean("sequence_parallel", false);
+  l.recompute = parse_recompute(f.string("recompute", "none"), f.path("recompute"));
+  l.zero = f.integer("zero", 0, 0, 3);
+  l.bucket_MB = f.number("bucket_MB", 25.0, 0.001, 1e6);
+  l.compression = parse_compression(f.string("compression", "none"), f.path("compression"));
+  l.schedule = parse_schedule(f.string("schedule", l.vpp > 1 ? "interleaved" : "1f1b"), f.path("schedule"));
+  f.finish();
+  return l;
+}
+
+void read_search(JsonFields& f, SearchSpace& s) {
+  auto ints = [&](const char* key, int lo, int hi) {
+    std::vector<int> out;
+    if (const json* v = f.find(key))
+      out = read_list<int>(*v, f.path(key), [&](const json& x, const std::string& p) { return json_integer(x, p, lo, hi); });
+    return out;
+  };
+  s.tp = ints("tp", 1, 1 << 16);
+  if (const json* v = f.find("pp")) {
+    if (v->is_string()) {
+      if (v->get<std::string>() != "auto")
+        throw InputError(f.path("pp"), "expected a list of integers or \"auto\", found " + json_excerpt(*v));
+      s.pp_auto = true;
+    } else {
+      s.pp = read_list<int>(*v, f.path("pp"), [&](const json& x, const std::string& p) { return json_integer(x, p, 1, 1 << 16); });
+    }
+  }
+  s.vpp = ints("vpp", 1, 64);
+  s.micro_batch = ints("micro_batch", 1, 1 << 16);
+  s.zero = ints("zero", 0, 3);
+  s.nodes = ints("nodes", 1, 1 << 20);
+  if (const json* v = f.find("sequence_parallel")) s.sequence_parallel = read_list<bool>(*v, f.path("sequence_parallel"), read_bool);
+  if (const json* v = f.find("recompute"))
+    s.recompute = read_list<Recompute>(*v, f.path("recompute"), [](const json& x, const std::string& p) { return parse_recompute(json_string(x, p), p); });
+  if (const json* v = f.find("bucket_MB"))
+    s.bucket_MB = read_list<double>(*v, f.path("bucket_MB"), [](const json& x, const std::string& p) { return json_number(x, p, 0.001, 1e6); });
+  if (const json* v = f.find("compression"))
+    s.compression = read_list<Compression>(*v, f.path("compression"), [](const json& x, const std::string& p) { return parse_compression(json_string(x, p), p); });
+  if (const json* v = f.find("schedule"))
+    s.schedule = read_list<Schedule>(*v, f.path("schedule"), [](const json& x, const std::string& p) { return parse_schedule(json_string(x, p), p); });
+  s.objective = f.string("objective", "tokens_per_s");
+  if (s.objective != "tokens_per_s" && s.objective != "time_to_train" && s.objective != "cost")
+    throw InputError(f.path("objective"), "expected \"tokens_per_s\", \"time_to_train\" or \"cost\", found \"" + s.objective + "\"");
+  s.top = f.integer("top", 10, 1, 100000);
+  s.allow_tp_across_nodes = f.boolean("allow_tp_across_nodes", false);
+  f.finish();
+}
+
+}  // namespace
+
+Scenario parse_scenario(const std::string& text, const std::string& file, const std::string& profile_dir) {
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw InputError(file, std::string("not valid JSON: ") + e.what());
+  }
+  Scenario s;
+  s.file = file;
+  try {
+    JsonFields top(doc, "");
+    s.name = top.string("name");
+    s.description = top.string("description", "");
+    s.model = read_model(top.required("model"), "model");
+
+    JsonFields tr = top.object("training");
+    s.training.global_batch = tr.integer("global_batch", std::nullopt, 1, 1 << 28);
+    s.training.precision = parse_precision(tr.string("precision", "bf16"), tr.path("precision"));
+    s.training.optimizer = tr.string("optimizer", "adam");
+    if (s.training.optimizer != "adam" && s.training.optimizer != "adamw")
+      throw InputError(tr.path("optimizer"), "expected \"adam\" or \"adamw\" (the memory model assumes mixed-precision Adam), found \"" +
+                                                 s.training.optimizer + "\"");
+    s.training.tokens_total = tr.number("tokens_total", 0.0, 0.0, 1e18);
+    s.training.deadline_days = tr.number("deadline_days", 0.0, 0.0, 1e5);
+    tr.finish();
+
+    s.hardware_name = top.string("hardware");
+    try {
+      s.hardware = load_hardware_profile(s.hardware_name, profile_dir);
+    } catch (const InputError& e) {
+      throw InputError("hardware", e.what());
+    }
+
+    JsonFields cl = top.object("cluster");
+    s.cluster.nodes = read_list<int>(cl.required("nodes"), cl.path("nodes"),
+                                     [](const json& x, const std::string& p) { return json_integer(x, p, 1, 1 << 20); });
+    s.cluster.gpus_per_node = cl.integer("gpus_per_node", s.hardware.gpus_per_node, 1, 1024);
+    NetworkSpec& n = s.cluster.network;
+    n.nics_per_node = s.hardware.nics_per_node;
+    n.nic_Gbps = s.hardware.nic_Gbps;
+    n.latency_us = s.hardware.inter_latency_us;
+    n.efficiency = s.hardware.nic_efficiency;
+    if (cl.has("network")) {
+      JsonFields nw = cl.object("network");
+      n.nics_per_node = nw.integer("nics_per_node", n.nics_per_node, 1, 64);
+      n.nic_Gbps = nw.number("nic_Gbps", n.nic_Gbps, 0.1, 1e5);
+      n.fabric = nw.string("fabric", n.fabric);
+      if (n.fabric != "single-switch" && n.fabric != "fat-tree" && n.fabric != "rail-optimized")
+        throw InputError(nw.path("fabric"), "expected \"single-switch\", \"fat-tree\" or \"rail-optimized\", found \"" + n.fabric + "\"");
+      n.oversubscription = nw.number("oversubscription", 1.0, 1.0, 64.0);
+      n.latency_us = nw.number("latency_us", n.latency_us, 0.0, 1e5);
+      n.efficiency = nw.number("efficiency", n.efficiency, 0.01, 1.0);
+      nw.finish();
+    }
+    cl.finish();
+
+    if (top.has("layout")) {
+      JsonFields lf = top.object("layout");
+      s.layout = read_layout(lf, &s.layout_dp_given);
+      s.has_layout = true;
+    }
+    if (top.has("search")) {
+      JsonFields sf = top.object("search");
+      read_search(sf, s.search);
+      s.has_search = true;
+    }
+    if (top.has("cost")) {
+      JsonFields cf = top.object("cost");
+      s.cost.gpu_hour_usd = cf.number("gpu_hour_usd", 0.0, 0.0, 1e6);
+      s.cost.budget_usd = cf.number("budget_usd", 0.0, 0.0, 1e15);
+      cf.finish();
+    }
+    top.finish();
+    if (!s.has_layout && !s.has_search)
+      throw InputError("layout", "a scenario needs a \"layout\" (for simulate) or a \"search\" block (for search)");
+    if (s.has_layout)
+      for (int nodes : s.cluster.nodes) (void)resolve_layout(s, s.layout, s.layout_dp_given, nodes);
+  } catch (const InputError& e) {
+    throw InputError(file, e.what());
+  }
+  return s;
+}
+
+Scenario load_scenario(const std::string& path, const std::string& profile_dir) {
+  std::ifstream in(path);
+  if (!in) throw InputError(path, "cannot open scenario file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_scenario(ss.str(), path, profile_dir);
+}
+
+Layout resolve_layout(const Scenario& s, Layout l, bool dp_given, int nodes) {
+  const int gpus = nodes * s.cluster.gpus_per_node;
+  if (!dp_given) {
+    if (gpus % (l.tp * l.pp) != 0)
+      throw InputError("layout", "tp x pp = " + std::to_string(l.tp * l.pp) + " does not divide the " +
+                                     std::to_string(gpus) + " GPUs of " + std::to_string(nodes) + " nodes");
+    l.dp = gpus / (l.tp * l.pp);
+  }
+  const std::string why = layout_violation(s.model, l, s.training.global_batch, gpus, s.cluster.gpus_per_node,
+                                           s.search.allow_tp_across_nodes);
+  if (!why.empty()) throw InputError("layout", why + " (at " + std::to_string(nodes) + " nodes)");
+  return l;
+}
+
+Layout apply_layout_overrides(Layout l, const std::string& overrides, bool* dp_given) {
+  std::stringstream ss(overrides);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    const auto eq = item.find('=');
+    const std::string where = "--layout " + item;
+    if (eq == std::string::npos) throw InputError(where, "expected key=value");
+    const std::string k = item.substr(0, eq), v = item.substr(eq + 1);
+    auto as_int = [&](int lo, int hi) {
+      try {
+        std::size_t used = 0;
+        const int x = std::stoi(v, &used);
+        if (used != v.size() || x < lo || x > hi) throw std::invalid_argument("range");
+        return x;
+      } catch (const std::exception&) {
+        throw InputError(where, "expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], found \"" + v + "\"");
+      }
+    };
+    if (k == "tp") l.tp = as_int(1, 1 << 16);
+    else if (k == "pp") l.pp = as_int(1, 1 << 16);
+    else if (k == "dp") { l.dp = as_int(1, 1 << 24); *dp_given = true; }
+    else if (k == "vpp") { l.vpp = as_int(1, 64); if (l.vpp > 1) l.schedule = Schedule::interleaved; }
+    else if (k == "micro_batch") l.micro_batch = as_int(1, 1 << 16);
+    else if (k == "zero") l.zero = as_int(0, 3);
+    else if (k == "sequence_parallel") {
+      if (v != "true" && v != "false") throw InputError(where, "expected true or false, found \"" + v + "\"");
+      l.sequence_parallel = v == "true";
+    } else if (k == "recompute") l.recompute = parse_recompute(v, where);
+    else if (k == "bucket_MB") {
+      char* end = nullptr;
+      const double x = std::strtod(v.c_str(), &end);
+      if (*end != '\0' || !(x > 0)) throw InputError(where, "expected a positive number, found \"" + v + "\"");
+      l.bucket_MB = x;
+    } else if (k == "compression") l.compression = parse_compression(v, where);
+    else if (k == "schedule") l.schedule = parse_schedule(v, where);
+    else {
+      const std::vector<std::string> keys = {"tp", "pp", "dp", "vpp", "micro_batch", "zero", "sequence_parallel",
+                                             "recompute", "bucket_MB", "compression", "schedule"};
+      std::string msg = "unknown layout key \"" + k + "\"";
+      const std::string near = closest_match(k, keys);
+      if (!near.empty()) msg += " (did you mean \"" + near + "\"?)";
+      throw InputError(where, msg);
+    }
+  }
+  return l;
+}
+
+}  // namespace trainsim

@@ -1,0 +1,82 @@
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hardware_profile.h"
+#include "layout.h"
+#include "model_config.h"
+#include "precision.h"
+
+namespace trainsim {
+
+struct TrainingSpec {
+  int global_batch = 0;  // sequences per optimizer step
+  Precision precision = Precision::bf16;
+  std::string optimizer = "adam";
+  double tokens_total = 0;  // 0: not given
+  double deadline_days = 0; // 0: none
+};
+
+struct NetworkSpec {
+  int nics_per_node = 0;
+  double nic_Gbps = 0;
+  std::string fabric = "fat-tree";  // single-switch | fat-tree | rail-optimized
+  double oversubscription = 1.0;
+  double latency_us = 0;
+  double efficiency = 0;
+};
+
+struct ClusterSpec {
+  std::vector<int> nodes;  // one count, or several for a sweep
+  int gpus_per_node = 0;
+  NetworkSpec network;
+};
+
+// Each layout key as a list of values; empty means "the default range" (filled in by the search).
+struct SearchSpace {
+  std::vector<int> tp, pp, vpp, micro_batch, zero;
+  bool pp_auto = false;
+  std::vector<bool> sequence_parallel;
+  std::vector<Recompute> recompute;
+  std::vector<double> bucket_MB;
+  std::vector<Compression> compression;
+  std::vector<Schedule> schedule;
+  std::vector<int> nodes;
+  std::string objective = "tokens_per_s";  // tokens_per_s | time_to_train | cost
+  int top = 10;
+  bool allow_tp_across_nodes = false;
+};
+
+struct CostSpec {
+  double gpu_hour_usd = 0;
+  double budget_usd = 0;
+};
+
+struct Scenario {
+  std::string file;
+  std::string name;
+  std::string description;
+  ModelConfig model;
+  TrainingSpec training;
+  std::string hardware_name;
+  HardwareProfile hardware;
+  ClusterSpec cluster;
+  bool has_layout = false;
+  Layout layout;
+  bool layout_dp_given = false;
+  bool has_search = false;
+  SearchSpace search;
+  CostSpec cost;
+};
+
+// Parses and validates a scenario (SCENARIO.md v1). Throws InputError naming the JSON path.
+Scenario parse_scenario(const std::string& json_text, const std::string& file, const std::string& profile_dir);
+Scenario load_scenario(const std::string& path, const std::string& profile_dir);
+
+// Applies "tp=8,pp=4,micro_batch=2,..." overrides to a layout; throws InputError naming the flag.
+Layout apply_layout_overrides(Layout base, const std::string& overrides, bool* dp_given);
+// The layout for `gpus` GPUs: dp derived when the scenario left it out; validated against the model.
+Layout resolve_layout(const Scenario& s, Layout l, bool dp_given, int nodes);
+
+}  // namespace trainsim

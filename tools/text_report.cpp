@@ -1,0 +1,82 @@
+#include "text_report.h"
+
+#include <cstdio>
+
+namespace trainsim {
+
+std::string format_bytes(double b) {
+  char buf[64];
+  if (b >= 1024.0 * 1024 * 1024) std::snprintf(buf, sizeof buf, "%.1f GiB", b / (1024.0 * 1024 * 1024));
+  else if (b >= 1024.0 * 1024) std::snprintf(buf, sizeof buf, "%.1f MiB", b / (1024.0 * 1024));
+  else std::snprintf(buf, sizeof buf, "%.0f B", b);
+  return buf;
+}
+
+std::string format_seconds(double s) {
+  char buf[64];
+  if (s < 1e-3) std::snprintf(buf, sizeof buf, "%.1f us", s * 1e6);
+  else if (s < 1.0) std::snprintf(buf, sizeof buf, "%.1f ms", s * 1e3);
+  else if (s < 3600.0) std::snprintf(buf, sizeof buf, "%.2f s", s);
+  else if (s < 3 * 86400.0) std::snprintf(buf, sizeof buf, "%.1f h", s / 3600.0);
+  else std::snprintf(buf, sizeof buf, "%.1f days", s / 86400.0);
+  return buf;
+}
+
+void print_evaluation(std::ostream& os, const Scenario& s, const Evaluation& ev) {
+  char line[256];
+  os << s.name << ": " << s.model.name << " on " << ev.nodes << " x " << s.cluster.gpus_per_node << " "
+     << s.hardware.name << " (" << ev.gpus << " GPUs)\n";
+  os << "layout  " << describe(ev.layout) << "\n";
+  if (ev.simulated) {
+    std::snprintf(line, sizeof line, "step    %s   %.0f tokens/s   MFU %.1f%%", format_seconds(ev.step.step_time_s).c_str(),
+                  ev.tokens_per_s, 100.0 * ev.mfu);
+    os << line;
+    if (ev.scaling_efficiency_vs_1gpu > 0) {
+      std::snprintf(line, sizeof line, "   scaling efficiency %.1f%%", 100.0 * ev.scaling_efficiency_vs_1gpu);
+      os << line;
+    }
+    os << "\n\n  exposed time on the critical path (GPU 0, first stage)\n";
+    for (int c = 0; c < sim::kCategories; ++c) {
+      const double t = ev.step.breakdown_s[c];
+      const double frac = ev.step.step_time_s > 0 ? t / ev.step.step_time_s : 0;
+      const int bar = static_cast<int>(frac * 40 + 0.5);
+      std::snprintf(line, sizeof line, "  %-10s %11s %5.1f%%  %s\n", sim::category_name(c), format_seconds(t).c_str(),
+                    100 * frac, std::string(bar, '#').c_str());
+      os << line;
+    }
+    if (s.training.tokens_total > 0) {
+      os << "\n  time to train " << format_seconds(ev.time_to_train_s) << " for " << s.training.tokens_total << " tokens";
+      std::snprintf(line, sizeof line, ", %.0f GPU-hours", ev.time_to_train_s / 3600.0 * ev.gpus);
+      os << line;
+      if (s.cost.gpu_hour_usd > 0) {
+        std::snprintf(line, sizeof line, ", $%.0f", ev.cost_usd);
+        os << line;
+      }
+      os << "\n";
+    }
+  } else {
+    os << "not simulated: out of memory\n";
+  }
+  const MemoryBreakdown& p = ev.memory.peak();
+  os << "\n  memory, peak rank (stage " << ev.memory.peak_stage << ")\n";
+  auto row = [&](const char* name, double b) {
+    std::snprintf(line, sizeof line, "  %-12s %12s\n", name, format_bytes(b).c_str());
+    os << line;
+  };
+  row("parameters", p.params_bytes);
+  row("gradients", p.grads_bytes);
+  row("optimizer", p.optimizer_bytes);
+  row("activations", p.activations_bytes);
+  row("buffers", p.buffers_bytes);
+  row("workspace", p.workspace_bytes);
+  std::snprintf(line, sizeof line, "  %-12s %12s of %s%s\n", "peak", format_bytes(p.peak_bytes).c_str(),
+                format_bytes(ev.memory.device_bytes).c_str(), ev.memory.oom ? "  OUT OF MEMORY" : "");
+  os << line;
+  if (ev.memory.per_stage.size() > 1) {
+    os << "  per stage  ";
+    for (const auto& st : ev.memory.per_stage) os << format_bytes(st.peak_bytes) << "  ";
+    os << "\n";
+  }
+}
+
+}  // namespace trainsim
