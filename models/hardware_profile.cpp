@@ -242,6 +242,8 @@ HardwareProfile parse_impl(const std::string& text, const std::string& file, con
     const double datasheet_bw = hp.datasheet_memory_bandwidth_GBps;
     if (datasheet_bw_out) *datasheet_bw_out = datasheet_bw;
     read_links(top, hp);
+    // The raw calibration record is kept in the file for re-checking; the model does not read it.
+    top.find("measurements");
     top.finish();
     if (derived) {
       if (depth > 2) throw InputError("derive_from", "profiles derive from each other too deeply");

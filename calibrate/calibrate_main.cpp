@@ -1,0 +1,154 @@
+// calibrate: measure this machine's GPUs and links and write a hardware profile; or import
+// nccl-tests logs into link tables with fitted alpha-beta models.
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "alpha_beta_fit.h"
+#include "input_error.h"
+#include "nccl_tests_import.h"
+#include "profile_writer.h"
+
+#ifdef TRAINSIM_HAVE_CUDA
+#include "measurements.h"
+#endif
+
+using namespace trainsim;
+using nlohmann::json;
+
+namespace {
+
+void write_atomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    if (!out) throw InputError("--out " + path, "cannot write here");
+    out << text;
+    if (!out) {
+      std::remove(tmp.c_str());
+      throw InputError("--out " + path, "failed while writing");
+    }
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+json read_json(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError(path, "cannot open file");
+  try {
+    return json::parse(in);
+  } catch (const json::parse_error& e) {
+    throw InputError(path, std::string("not valid JSON: ") + e.what());
+  }
+}
+
+std::string today() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d", std::gmtime(&t));
+  return buf;
+}
+
+int import_logs(const std::vector<std::string>& logs, const std::string& out, double min_bytes) {
+  json tables = json::array();
+  for (const auto& log : logs)
+    for (const auto& t : calib::import_nccl_tests_file(log)) {
+      json pts = json::array();
+      long wrong = 0;
+      for (const auto& p : t.points) {
+        pts.push_back({p.bytes, p.time_us, p.algbw_GBps, p.busbw_GBps, p.wrong});
+        wrong += p.wrong;
+      }
+      json entry = {{"collective", t.collective}, {"gpus", t.gpus}, {"source", t.source}, {"wrong", wrong},
+                    {"columns", {"bytes", "time_us", "algbw_GBps", "busbw_GBps", "wrong"}}, {"points", pts}};
+      try {
+        const auto f = calib::fit_alpha_beta(t, min_bytes);
+        entry["fit"] = {{"alpha_us", f.alpha_us}, {"busbw_GBps", f.busbw_GBps}, {"r2", f.r2},
+                        {"max_rel_error", f.max_rel_error}, {"median_rel_error", f.median_rel_error},
+                        {"min_bytes", min_bytes}, {"points", f.points}};
+      } catch (const std::invalid_argument& e) {
+        entry["fit"] = {{"error", e.what()}};
+      }
+      std::printf("%-15s %3d GPUs  %3zu sizes  wrong %ld", t.collective.c_str(), t.gpus, t.points.size(), wrong);
+      if (entry["fit"].contains("busbw_GBps"))
+        std::printf("  alpha %.1f us  busbw %.1f GB/s  max error %.1f%%", entry["fit"]["alpha_us"].get<double>(),
+                    entry["fit"]["busbw_GBps"].get<double>(), 100 * entry["fit"]["max_rel_error"].get<double>());
+      std::printf("\n");
+      tables.push_back(entry);
+    }
+  write_atomically(out, json{{"source", "imported"}, {"tables", tables}}.dump(1) + "\n");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"calibrate: measure GPUs and links and write a hardware profile"};
+  bool quick = false;
+  std::string out, base, name;
+  app.add_flag("--quick", quick, "a shorter sweep (under two minutes)");
+  app.add_option("--out", out, "profile to write");
+  app.add_option("--base", base, "profile whose unmeasured parts (peaks, network) are kept (default: --out if it exists)");
+  app.add_option("--name", name, "profile name (default: the --out file's stem)");
+  auto* imp = app.add_subcommand("import-nccl-tests", "read nccl-tests text or -J JSON logs into link tables with fits");
+  std::vector<std::string> logs;
+  std::string imp_out;
+  double min_bytes = 1 << 20;
+  imp->add_option("logs", logs, "nccl-tests output files")->required();
+  imp->add_option("--out", imp_out, "link-table JSON to write")->required();
+  imp->add_option("--fit-min-bytes", min_bytes, "smallest message size used by the fit");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  }
+  try {
+    if (*imp) return import_logs(logs, imp_out, min_bytes);
+    if (out.empty()) throw InputError("--out", "required: where to write the profile");
+#ifdef TRAINSIM_HAVE_CUDA
+    if (!gpu::cuda_available()) {
+      std::cerr << "error: no CUDA device is visible; run calibrate on the machine to be measured\n";
+      return 1;
+    }
+    if (base.empty() && std::filesystem::exists(out)) base = out;
+    if (base.empty()) throw InputError("--base", "needed for a new profile: the datasheet profile of this part");
+    const json base_json = read_json(base);
+    if (name.empty()) name = std::filesystem::path(out).stem().string();
+    std::string command;
+    for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
+    gpu::CalibrationPlan plan;
+    plan.quick = quick;
+    if (quick) plan.max_collective_bytes = 1.0 * (1ull << 30);
+    const auto t0 = std::chrono::steady_clock::now();
+    const gpu::Measurements m = gpu::run_calibration(plan);
+    const json profile = calib::make_profile(m, base_json, name, command, today());
+    const auto issues = calib::health_check(m, base_json, 0.15);
+    for (const auto& i : issues) std::cerr << "health: " << i.what << "\n";
+    write_atomically(out, profile.dump(1) + "\n");
+    std::printf("calibrate: wrote %s in %.0f s (%zu GEMMs, %zu bandwidth points, %zu collective points, %zu health issues)\n",
+                out.c_str(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), m.gemm.size(),
+                m.bandwidth.size(), m.collectives.size(), issues.size());
+    return issues.empty() ? 0 : 3;
+#else
+    (void)quick;
+    std::cerr << "error: this build has no CUDA support (nvcc and NCCL were not found at configure time); "
+                 "only 'calibrate import-nccl-tests' is available\n";
+    return 1;
+#endif
+  } catch (const InputError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,142 @@
+#include "nccl_tests_import.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+
+#include "input_error.h"
+
+namespace trainsim::calib {
+
+std::string collective_from_program(const std::string& program) {
+  std::string base = program.substr(program.find_last_of('/') + 1);
+  if (const auto p = base.find("_perf"); p != std::string::npos) base = base.substr(0, p);
+  if (base == "alltoall") return "all_to_all";
+  if (base == "sendrecv") return "send_recv";
+  return base;  // all_reduce, all_gather, reduce_scatter, broadcast, reduce, ...
+}
+
+std::vector<LinkTable> parse_nccl_tests_text(const std::string& text, const std::string& file) {
+  std::vector<LinkTable> out;
+  std::istringstream in(text);
+  std::string line;
+  int lineno = 0;
+  std::string collective;
+  int ranks = 0, threads = 1, gpus_per_thread = 1;
+  bool header_ranks = false;
+  static const std::regex start(R"(#\s*Collective test starting:\s*(\S+))");
+  static const std::regex nthread(R"(#\s*nThread\s+(\d+)\s+nGpus\s+(\d+))");
+  static const std::regex rank_line(R"(#\s+Rank\s+\d+\s+Group\s+\d+\s+Pid)");
+  LinkTable* cur = nullptr;
+  while (std::getline(in, line)) {
+    ++lineno;
+    std::smatch m;
+    if (std::regex_search(line, m, start)) {
+      collective = collective_from_program(m[1]);
+      ranks = 0;
+      header_ranks = false;
+      cur = nullptr;
+      continue;
+    }
+    if (std::regex_search(line, m, nthread)) {
+      threads = std::stoi(m[1]);
+      gpus_per_thread = std::stoi(m[2]);
+      continue;
+    }
+    if (std::regex_search(line, rank_line)) {
+      ++ranks;
+      header_ranks = true;
+      continue;
+    }
+    if (line.empty() || line[0] == '#') continue;
+    // A result row: size count type redop root time algbw busbw #wrong [in-place columns...]
+    std::istringstream row(line);
+    std::vector<std::string> f;
+    for (std::string tok; row >> tok;) f.push_back(tok);
+    if (f.size() < 9) continue;
+    char* end = nullptr;
+    const double size = std::strtod(f[0].c_str(), &end);
+    if (*end != '\0') continue;  // not a result row (nccl debug output and the like)
+    auto num = [&](std::size_t i) {
+      char* e = nullptr;
+      const double v = std::strtod(f[i].c_str(), &e);
+      if (*e != '\0')
+        throw InputError(file + ":" + std::to_string(lineno), "expected a number in column " + std::to_string(i + 1) + ", found \"" + f[i] + "\"");
+      return v;
+    };
+    if (collective.empty())
+      throw InputError(file + ":" + std::to_string(lineno), "result row before any '# Collective test starting:' line");
+    const int n = header_ranks ? ranks : threads * gpus_per_thread;
+    if (!cur) {
+      out.push_back(LinkTable{collective, n, {}, file});
+      cur = &out.back();
+    }
+    LinkPoint p;
+    p.bytes = size;
+    p.time_us = num(5);
+    p.algbw_GBps = num(6);
+    p.busbw_GBps = num(7);
+    p.wrong = f[8] == "N/A" ? 0 : static_cast<long>(num(8));
+    cur->points.push_back(p);
+  }
+  if (out.empty()) throw InputError(file, "no nccl-tests result rows found");
+  return out;
+}
+
+std::vector<LinkTable> parse_nccl_tests_json(const std::string& text, const std::string& file) {
+  using nlohmann::json;
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw InputError(file, std::string("not valid JSON: ") + e.what());
+  }
+  if (!doc.is_object() || !doc.contains("results"))
+    throw InputError(file, "expected an nccl-tests -J document with a \"results\" list");
+  std::string collective;
+  if (doc.contains("args") && doc["args"].is_array() && !doc["args"].empty() && doc["args"][0].is_string())
+    collective = collective_from_program(doc["args"][0].get<std::string>());
+  if (collective.empty()) throw InputError(file + ": args[0]", "cannot tell which collective this is");
+  int n = 0;
+  if (doc.contains("config")) {
+    const json& c = doc["config"];
+    if (c.contains("devices") && c["devices"].is_array() && c["devices"].size() > 1) n = static_cast<int>(c["devices"].size());
+    else if (c.contains("nthreads") && c.contains("ngpus")) n = c["nthreads"].get<int>() * c["ngpus"].get<int>();
+  }
+  if (n <= 0) throw InputError(file + ": config", "cannot tell how many ranks ran");
+  LinkTable t{collective, n, {}, file};
+  const json& rs = doc["results"];
+  if (!rs.is_array()) throw InputError(file + ": results", "expected a list");
+  for (std::size_t i = 0; i < rs.size(); ++i) {
+    const std::string where = file + ": results[" + std::to_string(i) + "]";
+    const json& r = rs[i];
+    if (!r.contains("size") || !r.contains("out_of_place") || !r["out_of_place"].is_object())
+      throw InputError(where, "expected \"size\" and an \"out_of_place\" object");
+    const json& o = r["out_of_place"];
+    LinkPoint p;
+    p.bytes = r["size"].get<double>();
+    const char* tkey = o.contains("time") ? "time" : "cpu_time";
+    if (!o.contains(tkey) || !o[tkey].is_number()) throw InputError(where + ".out_of_place", "expected a numeric \"time\"");
+    p.time_us = o[tkey].get<double>();
+    p.algbw_GBps = o.value("alg_bw", 0.0);
+    p.busbw_GBps = o.value("bus_bw", 0.0);
+    if (o.contains("nwrong") && o["nwrong"].is_number()) p.wrong = static_cast<long>(o["nwrong"].get<double>());
+    t.points.push_back(p);
+  }
+  if (t.points.empty()) throw InputError(file, "the results list is empty");
+  return {t};
+}
+
+std::vector<LinkTable> import_nccl_tests_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError(path, "cannot open file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  const auto first = text.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && text[first] == '{') return parse_nccl_tests_json(text, path);
+  return parse_nccl_tests_text(text, path);
+}
+
+}  // namespace trainsim::calib

@@ -1,0 +1,166 @@
+#include "profile_writer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "alpha_beta_fit.h"
+
+namespace trainsim::calib {
+
+using nlohmann::json;
+
+namespace {
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+double best_bandwidth(const gpu::Measurements& m, const std::string& kernel, double min_bytes) {
+  double best = 0;
+  for (const auto& b : m.bandwidth)
+    if (b.kernel == kernel && b.bytes >= min_bytes) best = std::max(best, b.GBps);
+  return best;
+}
+
+std::string fmt(const char* f, double a, double b = 0, double c = 0) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, f, a, b, c);
+  return buf;
+}
+
+}  // namespace
+
+std::vector<LinkTable> tables_from_measurements(const gpu::Measurements& m) {
+  std::map<std::pair<std::string, int>, LinkTable> by;
+  for (const auto& c : m.collectives) {
+    if (c.gpus < 2) continue;
+    LinkTable& t = by[{c.collective, c.gpus}];
+    t.collective = c.collective;
+    t.gpus = c.gpus;
+    t.source = "measured";
+    t.points.push_back({c.bytes, c.time_us, c.algbw_GBps, c.busbw_GBps, c.wrong});
+  }
+  std::vector<LinkTable> out;
+  for (auto& [k, t] : by) out.push_back(std::move(t));
+  return out;
+}
+
+json collective_fits_json(const std::vector<LinkTable>& tables, const json& provenance) {
+  json arr = json::array();
+  for (const auto& t : tables) {
+    // Fitted over the sizes training moves (1 MiB and up).
+    const AlphaBetaFit f = fit_alpha_beta(t, 1 << 20);
+    arr.push_back({{"collective", t.collective}, {"gpus", t.gpus}, {"alpha_us", f.alpha_us},
+                   {"busbw_GBps", f.busbw_GBps}, {"r2", f.r2}, {"provenance", provenance}});
+  }
+  return arr;
+}
+
+json make_profile(const gpu::Measurements& m, const json& base, const std::string& name, const std::string& command,
+                  const std::string& date) {
+  json prov = {{"source", "measured"}, {"device", m.device.name}, {"device_count", m.device.count},
+               {"driver", m.device.driver}, {"cuda", m.device.cuda_runtime}, {"nccl", m.device.nccl},
+               {"date", date}, {"command", command}};
+  json p = base;
+  p["schema_version"] = 1;
+  p["name"] = name;
+  p["provenance"] = prov;
+  p.erase("derive_from");
+  json& g = p["gpu"];
+  g["memory_bytes"] = m.device.memory_bytes;
+  json measured = json::object();
+  std::map<std::string, double> best;
+  for (const auto& s : m.gemm) best[s.dtype] = std::max(best[s.dtype], s.tflops);
+  for (const auto& [d, v] : best) measured[d] = v;
+  g["measured_tflops"] = measured;
+  g["memory_bandwidth_GBps"] = std::max(best_bandwidth(m, "copy", 256e6), best_bandwidth(m, "memcpy_d2d", 256e6));
+  g["kernel_launch_us"] = m.launch_overhead_us;
+  json gemm = {{"columns", {"m", "n", "k", "tflops"}}};
+  for (const auto& s : m.gemm) gemm[s.dtype].push_back({s.m, s.n, s.k, s.tflops});
+  g["gemm_tflops"] = gemm;
+  const double peak = base.at("gpu").at("peak_tflops").at("bf16").get<double>();
+  std::vector<double> fwd, bwd;
+  for (const auto& a : m.attention) {
+    fwd.push_back(a.fwd_tflops / peak);
+    bwd.push_back(a.bwd_tflops / peak);
+  }
+  if (!fwd.empty()) g["attention"] = {{"forward_fraction_of_peak", median(fwd)}, {"backward_fraction_of_peak", median(bwd)}};
+  json pts = json::array();
+  for (const auto& b : m.bandwidth)
+    if (b.kernel == "add") pts.push_back({b.bytes, b.GBps});
+  g["memory_bound"] = {{"columns", {"bytes", "GBps"}}, {"points", pts}};
+  g["provenance"] = prov;
+  const double h2d = best_bandwidth(m, "h2d", 0), d2h = best_bandwidth(m, "d2h", 0);
+  if (h2d > 0) p["host_link"] = {{"h2d_GBps", h2d}, {"d2h_GBps", d2h}, {"provenance", prov}};
+  const auto tables = tables_from_measurements(m);
+  if (!tables.empty()) {
+    json& in = p["intra_node"];
+    in["collectives"] = collective_fits_json(tables, prov);
+    int most = 0;
+    for (const auto& t : tables)
+      if (t.collective == "all_reduce" && t.gpus > most) {
+        most = t.gpus;
+        const AlphaBetaFit f = fit_alpha_beta(t, 1 << 20);
+        in["busbw_GBps"] = f.busbw_GBps;
+        in["latency_us"] = f.alpha_us / (2.0 * (t.gpus - 1));
+      }
+    in["provenance"] = prov;
+  }
+  double q = 0, tk = 0;
+  for (const auto& c : m.compression) {
+    if (c.kernel == "int8_quantize") q = c.GBps;
+    if (c.kernel == "topk_select") tk = c.GBps;
+  }
+  if (q > 0) p["compression"] = {{"int8_quantize_GBps", q}, {"topk_select_GBps", tk}, {"provenance", prov}};
+  if (m.interference_slowdown >= 0)
+    p["interference"] = {{"gemm_slowdown_with_comm", std::max(0.0, m.interference_slowdown)}, {"provenance", prov}};
+  // The raw record, so the fit can be re-checked without the GPU.
+  json raw;
+  raw["gemm_check_rel_error"] = m.gemm_check_rel_error;
+  raw["launch_overhead_us"] = m.launch_overhead_us;
+  raw["topology"] = m.device.topology;
+  raw["notes"] = m.notes;
+  for (const auto& b : m.bandwidth)
+    raw["bandwidth"].push_back({{"kernel", b.kernel}, {"bytes", b.bytes}, {"time_us", b.time_us}, {"GBps", b.GBps}, {"src", b.src}, {"dst", b.dst}});
+  for (const auto& a : m.attention)
+    raw["attention"].push_back({{"batch", a.batch}, {"heads", a.heads}, {"seq", a.seq}, {"head_dim", a.head_dim},
+                                {"fwd_us", a.fwd_us}, {"bwd_us", a.bwd_us}, {"fwd_tflops", a.fwd_tflops}, {"bwd_tflops", a.bwd_tflops}});
+  for (const auto& c : m.collectives)
+    raw["collectives"].push_back({{"collective", c.collective}, {"gpus", c.gpus}, {"bytes", c.bytes}, {"time_us", c.time_us},
+                                  {"algbw_GBps", c.algbw_GBps}, {"busbw_GBps", c.busbw_GBps}, {"wrong", c.wrong}});
+  for (const auto& c : m.compression)
+    raw["compression"].push_back({{"kernel", c.kernel}, {"bytes", c.bytes}, {"time_us", c.time_us}, {"GBps", c.GBps}, {"rel_error", c.rel_error}});
+  p["measurements"] = raw;
+  return p;
+}
+
+std::vector<HealthIssue> health_check(const gpu::Measurements& m, const json& base, double tol) {
+  std::vector<HealthIssue> out;
+  auto expect = [&](const std::string& what, double got, double want) {
+    if (want > 0 && got < (1.0 - tol) * want)
+      out.push_back({fmt("%s: measured %.1f is %.0f%% under the expected ", got, 100.0 * (1 - got / want)) + what + fmt(" %.1f", want)});
+  };
+  const json& g = base.value("gpu", json::object());
+  if (g.contains("measured_tflops") && g["measured_tflops"].contains("bf16")) {
+    double best = 0;
+    for (const auto& s : m.gemm)
+      if (s.dtype == "bf16") best = std::max(best, s.tflops);
+    expect("bf16 GEMM TFLOP/s", best, g["measured_tflops"]["bf16"].get<double>());
+  }
+  if (g.contains("memory_bandwidth_GBps"))
+    expect("device copy GB/s", best_bandwidth(m, "copy", 256e6), g["memory_bandwidth_GBps"].get<double>());
+  if (base.contains("host_link")) expect("host-to-device GB/s", best_bandwidth(m, "h2d", 0), base["host_link"].value("h2d_GBps", 0.0));
+  for (const auto& c : m.collectives)
+    if (c.wrong != 0)
+      out.push_back({c.collective + " over " + std::to_string(c.gpus) + " GPUs at " + fmt("%.0f", c.bytes) +
+                     " bytes: " + std::to_string(c.wrong) + " wrong elements"});
+  if (m.gemm_check_rel_error > 1e-2) out.push_back({fmt("bf16 GEMM check: relative error %.2e exceeds 1e-2", m.gemm_check_rel_error)});
+  return out;
+}
+
+}  // namespace trainsim::calib

@@ -1,0 +1,169 @@
+// Orchestrates the microbenchmarks into one Measurements record.
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include "attention.h"
+#include "compression.h"
+#include "gemm_bench.h"
+#include "measurements.h"
+#include "memory_bench.h"
+#include "nccl_bench.h"
+#include "timing.h"
+
+namespace trainsim::gpu {
+
+bool cuda_available() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+namespace {
+
+std::string version_string(int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); }
+
+DeviceInfo device_info() {
+  DeviceInfo d;
+  TRAINSIM_CUDA(cudaGetDeviceCount(&d.count));
+  cudaDeviceProp p{};
+  TRAINSIM_CUDA(cudaGetDeviceProperties(&p, 0));
+  d.name = p.name;
+  d.memory_bytes = static_cast<double>(p.totalGlobalMem);
+  d.sm_count = p.multiProcessorCount;
+  d.cc_major = p.major;
+  d.cc_minor = p.minor;
+  d.l2_bytes = p.l2CacheSize;
+  int drv = 0, rt = 0, nccl = 0;
+  cudaDriverGetVersion(&drv);
+  cudaRuntimeGetVersion(&rt);
+  ncclGetVersion(&nccl);
+  d.driver = "CUDA driver API " + version_string(drv);
+  d.cuda_runtime = version_string(rt);
+  d.nccl = std::to_string(nccl / 10000) + "." + std::to_string((nccl / 100) % 100) + "." + std::to_string(nccl % 100);
+  for (int a = 0; a < d.count; ++a)
+    for (int b = a + 1; b < d.count; ++b) {
+      int access = 0, rank = 0;
+      cudaDeviceGetP2PAttribute(&access, cudaDevP2PAttrAccessSupported, a, b);
+      cudaDeviceGetP2PAttribute(&rank, cudaDevP2PAttrPerformanceRank, a, b);
+      d.topology += std::to_string(a) + "-" + std::to_string(b) + ":" + (access ? "P2P(rank " + std::to_string(rank) + ")" : "none") + " ";
+    }
+  return d;
+}
+
+std::vector<AttentionSample> bench_attention(bool quick) {
+  struct S { int b, h, s, d; };
+  std::vector<S> shapes = quick ? std::vector<S>{{4, 16, 2048, 64}, {2, 32, 2048, 128}}
+                                : std::vector<S>{{8, 12, 1024, 64}, {4, 16, 2048, 64}, {2, 32, 2048, 128}, {1, 32, 4096, 128}, {4, 40, 2048, 128}};
+  std::vector<AttentionSample> out;
+  cublasHandle_t h;
+  if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) throw std::runtime_error("cublasCreate failed");
+  cudaStream_t st;
+  TRAINSIM_CUDA(cudaStreamCreate(&st));
+  for (const auto& s : shapes) {
+    AttentionShape a{s.b * s.h, s.s, s.d};
+    const size_t sd = static_cast<size_t>(a.batch_heads) * s.s * s.d, ss = static_cast<size_t>(a.batch_heads) * s.s * s.s;
+    DeviceBuffer q(sd * 2), k(sd * 2), v(sd * 2), o(sd * 2), p(ss * 2), dp(ss * 2), dO(sd * 2), dq(sd * 2), dk(sd * 2), dv(sd * 2);
+    fill_random_bf16(q.get(), sd, 1, 1.0f, st);
+    fill_random_bf16(k.get(), sd, 2, 1.0f, st);
+    fill_random_bf16(v.get(), sd, 3, 1.0f, st);
+    fill_random_bf16(dO.get(), sd, 4, 1.0f, st);
+    const double fwd = time_median_us(st, 2, 10, [&] { attention_forward(h, a, q.get(), k.get(), v.get(), p.get(), o.get(), st); });
+    const double bwd = time_median_us(st, 2, 10, [&] {
+      attention_backward(h, a, q.get(), k.get(), v.get(), p.get(), dO.get(), dp.get(), dq.get(), dk.get(), dv.get(), st);
+    });
+    const double flops = 4.0 * s.b * s.h * static_cast<double>(s.s) * s.s * s.d;
+    out.push_back({s.b, s.h, s.s, s.d, fwd, bwd, flops / (fwd * 1e6), 2 * flops / (bwd * 1e6)});
+  }
+  cublasDestroy(h);
+  cudaStreamDestroy(st);
+  return out;
+}
+
+std::vector<CompressionSample> bench_compression(bool quick) {
+  std::vector<CompressionSample> out;
+  cudaStream_t st;
+  TRAINSIM_CUDA(cudaStreamCreate(&st));
+  const size_t n = quick ? (64ull << 20) : (256ull << 20);  // fp32 gradient elements
+  DeviceBuffer g(n * 4), back(n * 4), q(n), scales((n / kQuantBlock + 1) * 4), resid(n * 4);
+  fill_random_f32(g.get<float>(), n, 7, 1.0f, st);
+  const double qus = time_median_us(st, 2, 10, [&] { int8_quantize(g.get<float>(), q.get<signed char>(), scales.get<float>(), n, st); });
+  const double dus = time_median_us(st, 2, 10, [&] { int8_dequantize(q.get<signed char>(), scales.get<float>(), back.get<float>(), n, st); });
+  // Error of the round trip, on a sample copied to the host.
+  const size_t m = 1 << 20;
+  std::vector<float> a(m), b(m);
+  TRAINSIM_CUDA(cudaMemcpy(a.data(), g.get(), m * 4, cudaMemcpyDeviceToHost));
+  TRAINSIM_CUDA(cudaMemcpy(b.data(), back.get(), m * 4, cudaMemcpyDeviceToHost));
+  double num = 0, den = 0;
+  for (size_t i = 0; i < m; ++i) { num += (a[i] - b[i]) * (a[i] - b[i]); den += a[i] * a[i]; }
+  const double err = std::sqrt(num / den);
+  out.push_back({"int8_quantize", n * 4.0, qus, n * 4.0 / (qus * 1e3), err});
+  out.push_back({"int8_dequantize", n * 4.0, dus, n * 4.0 / (dus * 1e3), err});
+  // Top-K 1% with error feedback.
+  const double frac = 0.01;
+  const size_t cap = static_cast<size_t>(n * frac * 1.5);
+  DeviceBuffer vals(cap * 4), idx(cap * 4), sample((1 << 16) * 4), counter(4);
+  TRAINSIM_CUDA(cudaMemsetAsync(resid.get(), 0, n * 4, st));
+  size_t kept = 0;
+  const double tus = time_median_us(st, 1, 5, [&] {
+    kept = topk_error_feedback(g.get<float>(), resid.get<float>(), vals.get<float>(), idx.get<int>(), cap, n, frac,
+                               sample.get<float>(), counter.get<int>(), st);
+  });
+  // The kept fraction against the target (relative error of the count).
+  out.push_back({"topk_select", n * 4.0, tus, n * 4.0 / (tus * 1e3), std::fabs(static_cast<double>(kept) / n / frac - 1.0)});
+  cudaStreamDestroy(st);
+  return out;
+}
+
+}  // namespace
+
+Measurements run_calibration(const CalibrationPlan& plan) {
+  Measurements m;
+  m.device = device_info();
+  const bool quick = plan.quick;
+  std::fprintf(stderr, "calibrate: %d x %s, CUDA %s, NCCL %s\n", m.device.count, m.device.name.c_str(),
+               m.device.cuda_runtime.c_str(), m.device.nccl.c_str());
+  TRAINSIM_CUDA(cudaSetDevice(0));
+  m.gemm_check_rel_error = check_gemm_bf16();
+  std::fprintf(stderr, "calibrate: bf16 GEMM check, relative error %.2e\n", m.gemm_check_rel_error);
+  const auto shapes = transformer_gemm_shapes(quick);
+  for (const char* dt : {"bf16", "fp16", "fp8", "tf32"}) {
+    std::vector<GemmShape> use = shapes;
+    if (std::string(dt) != "bf16") {
+      use.clear();
+      for (int x : {1024, 2048, 4096, 8192, 16384}) use.push_back({x, x, x});
+    }
+    const auto s = bench_gemms(use, dt, m.device.cc_major);
+    m.gemm.insert(m.gemm.end(), s.begin(), s.end());
+    std::fprintf(stderr, "calibrate: %zu %s GEMMs\n", s.size(), dt);
+  }
+  m.launch_overhead_us = bench_launch_overhead_us();
+  auto mem = bench_memory_kernels(quick);
+  m.bandwidth.insert(m.bandwidth.end(), mem.begin(), mem.end());
+  auto host = bench_host_copies(quick);
+  m.bandwidth.insert(m.bandwidth.end(), host.begin(), host.end());
+  std::fprintf(stderr, "calibrate: memory and host copies done\n");
+  m.attention = bench_attention(quick);
+  m.compression = bench_compression(quick);
+  std::fprintf(stderr, "calibrate: attention and compression done\n");
+  if (m.device.count >= 2) {
+    auto p2p = bench_peer_copies(m.device.count);
+    m.bandwidth.insert(m.bandwidth.end(), p2p.begin(), p2p.end());
+    for (int g = 2; g <= m.device.count; g *= 2) {
+      auto c = bench_collectives(g, plan.max_collective_bytes, quick);
+      m.collectives.insert(m.collectives.end(), c.begin(), c.end());
+      std::fprintf(stderr, "calibrate: collectives over %d GPUs done\n", g);
+    }
+    m.interference_slowdown = bench_interference(m.device.count);
+  } else {
+    // One GPU: NCCL's single-rank path is still exercised and checked; there is no link to measure.
+    auto c = bench_collectives(1, 64.0 * (1 << 20), true);
+    m.collectives.insert(m.collectives.end(), c.begin(), c.end());
+    m.notes.push_back("one GPU visible: peer copies, multi-GPU collectives and GEMM/NCCL interference not measured");
+  }
+  return m;
+}
+
+}  // namespace trainsim::gpu

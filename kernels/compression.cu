@@ -1,0 +1,99 @@
+#include "compression.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "cuda_compat.h"
+
+namespace trainsim::gpu {
+
+namespace {
+
+__global__ void quantize_kernel(const float* __restrict__ x, signed char* __restrict__ q, float* __restrict__ scales, size_t n) {
+  // One block of 256 threads per quantisation block.
+  __shared__ float red[kQuantBlock / 32];
+  const size_t i = blockIdx.x * static_cast<size_t>(kQuantBlock) + threadIdx.x;
+  const float v = i < n ? x[i] : 0.0f;
+  float a = fabsf(v);
+  for (int o = 16; o > 0; o /= 2) a = fmaxf(a, __shfl_xor_sync(0xffffffff, a, o));
+  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = a;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    float b = threadIdx.x < kQuantBlock / 32 ? red[threadIdx.x] : 0.0f;
+    for (int o = 16; o > 0; o /= 2) b = fmaxf(b, __shfl_xor_sync(0xffffffff, b, o));
+    if (threadIdx.x == 0) red[0] = b;
+  }
+  __syncthreads();
+  const float scale = red[0] > 0 ? red[0] / 127.0f : 1.0f;
+  if (threadIdx.x == 0) scales[blockIdx.x] = scale;
+  if (i < n) q[i] = static_cast<signed char>(__float2int_rn(v / scale));
+}
+
+__global__ void dequantize_kernel(const signed char* __restrict__ q, const float* __restrict__ scales, float* __restrict__ x, size_t n) {
+  const size_t i = blockIdx.x * static_cast<size_t>(kQuantBlock) + threadIdx.x;
+  if (i < n) x[i] = q[i] * scales[blockIdx.x];
+}
+
+__global__ void sample_kernel(const float* __restrict__ g, const float* __restrict__ r, float* __restrict__ out, size_t n,
+                              size_t stride, size_t count) {
+  const size_t j = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+  if (j < count) {
+    const size_t i = j * stride;
+    out[j] = i < n ? fabsf(g[i] + r[i]) : 0.0f;
+  }
+}
+
+__global__ void select_kernel(const float* __restrict__ g, float* __restrict__ r, float* __restrict__ values,
+                              int* __restrict__ indices, size_t capacity, size_t n, float threshold, int* counter) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const float a = g[i] + r[i];
+    if (fabsf(a) >= threshold) {
+      const int slot = atomicAdd(counter, 1);
+      if (static_cast<size_t>(slot) < capacity) {
+        values[slot] = a;
+        indices[slot] = static_cast<int>(i);
+        r[i] = 0.0f;
+        continue;
+      }
+    }
+    r[i] = a;
+  }
+}
+
+}  // namespace
+
+void int8_quantize(const float* x, signed char* q, float* scales, size_t n, cudaStream_t st) {
+  const size_t blocks = (n + kQuantBlock - 1) / kQuantBlock;
+  quantize_kernel<<<static_cast<unsigned>(blocks), kQuantBlock, 0, st>>>(x, q, scales, n);
+  TRAINSIM_KERNEL_CHECK();
+}
+
+void int8_dequantize(const signed char* q, const float* scales, float* x, size_t n, cudaStream_t st) {
+  const size_t blocks = (n + kQuantBlock - 1) / kQuantBlock;
+  dequantize_kernel<<<static_cast<unsigned>(blocks), kQuantBlock, 0, st>>>(q, scales, x, n);
+  TRAINSIM_KERNEL_CHECK();
+}
+
+size_t topk_error_feedback(const float* grad, float* residual, float* values, int* indices, size_t capacity, size_t n,
+                           double fraction, float* sample_scratch, int* counter, cudaStream_t st) {
+  const size_t samples = std::min<size_t>(n, 1 << 16);
+  const size_t stride = std::max<size_t>(1, n / samples);
+  sample_kernel<<<static_cast<unsigned>((samples + 255) / 256), 256, 0, st>>>(grad, residual, sample_scratch, n, stride, samples);
+  TRAINSIM_KERNEL_CHECK();
+  std::vector<float> host(samples);
+  TRAINSIM_CUDA(cudaMemcpyAsync(host.data(), sample_scratch, samples * sizeof(float), cudaMemcpyDeviceToHost, st));
+  TRAINSIM_CUDA(cudaStreamSynchronize(st));
+  const size_t kth = std::min(samples - 1, static_cast<size_t>(std::floor((1.0 - fraction) * samples)));
+  std::nth_element(host.begin(), host.begin() + kth, host.end());
+  const float threshold = host[kth];
+  TRAINSIM_CUDA(cudaMemsetAsync(counter, 0, sizeof(int), st));
+  select_kernel<<<1024, 256, 0, st>>>(grad, residual, values, indices, capacity, n, threshold, counter);
+  TRAINSIM_KERNEL_CHECK();
+  int count = 0;
+  TRAINSIM_CUDA(cudaMemcpyAsync(&count, counter, sizeof(int), cudaMemcpyDeviceToHost, st));
+  TRAINSIM_CUDA(cudaStreamSynchronize(st));
+  return std::min<size_t>(static_cast<size_t>(count), capacity);
+}
+
+}  // namespace trainsim::gpu

@@ -1,0 +1,174 @@
+#include "gemm_bench.h"
+
+#include <cuda_bf16.h>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <set>
+#include <string>
+
+#include "timing.h"
+
+namespace trainsim::gpu {
+
+std::vector<GemmShape> transformer_gemm_shapes(bool quick) {
+  std::set<std::tuple<int, int, int>> s;
+  const std::vector<int> hidden = quick ? std::vector<int>{1024, 2048, 4096, 8192}
+                                        : std::vector<int>{768, 1024, 1536, 2048, 2560, 4096, 5120, 8192, 12288};
+  const std::vector<int> tokens = quick ? std::vector<int>{4096} : std::vector<int>{2048, 8192, 16384};
+  for (int h : hidden)
+    for (int tp : {1, 2, 4, 8}) {
+      if (tp > 1 && h < 4096) continue;
+      for (int t : tokens) {
+        const int pairs[4][2] = {{3 * h / tp, h}, {h, h / tp}, {4 * h / tp, h}, {h, 4 * h / tp}};
+        for (auto& p : pairs) {
+          s.insert({t, p[0], p[1]});   // forward: tokens x out x in
+          s.insert({t, p[1], p[0]});   // dgrad
+          s.insert({p[1], p[0], t});   // wgrad: in x out x tokens
+        }
+      }
+    }
+  for (int x : {1024, 2048, 4096, 8192, 16384}) s.insert({x, x, x});
+  std::vector<GemmShape> out;
+  for (auto& [m, n, k] : s) out.push_back({m, n, k});
+  return out;
+}
+
+namespace {
+
+struct LtTypes {
+  cudaDataType_t ab, cd;
+  cublasComputeType_t compute;
+  size_t ab_size, cd_size;
+};
+
+LtTypes types_for(const std::string& dtype) {
+  if (dtype == "bf16") return {CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, 2, 2};
+  if (dtype == "fp16") return {CUDA_R_16F, CUDA_R_16F, CUBLAS_COMPUTE_32F, 2, 2};
+  if (dtype == "fp8") return {CUDA_R_8F_E4M3, CUDA_R_16BF, CUBLAS_COMPUTE_32F, 1, 2};
+  if (dtype == "tf32") return {CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32, 4, 4};
+  throw std::runtime_error("unknown GEMM dtype " + dtype);
+}
+
+class LtGemm {
+ public:
+  LtGemm() {
+    TRAINSIM_CUBLAS(cublasLtCreate(&handle_));
+    TRAINSIM_CUDA(cudaStreamCreate(&stream_));
+    workspace_ = DeviceBuffer(kWorkspace);
+  }
+  ~LtGemm() {
+    cublasLtDestroy(handle_);
+    cudaStreamDestroy(stream_);
+  }
+  cudaStream_t stream() const { return stream_; }
+
+  // Returns false when cuBLASLt has no algorithm for the shape.
+  bool prepare(const LtTypes& t, int m, int n, int k) {
+    release();
+    TRAINSIM_CUBLAS(cublasLtMatmulDescCreate(&op_, t.compute, CUDA_R_32F));
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    TRAINSIM_CUBLAS(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    TRAINSIM_CUBLAS(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    TRAINSIM_CUBLAS(cublasLtMatrixLayoutCreate(&a_, t.ab, k, m, k));
+    TRAINSIM_CUBLAS(cublasLtMatrixLayoutCreate(&b_, t.ab, k, n, k));
+    TRAINSIM_CUBLAS(cublasLtMatrixLayoutCreate(&c_, t.cd, m, n, m));
+    cublasLtMatmulPreference_t pref;
+    TRAINSIM_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
+    size_t ws = kWorkspace;
+    TRAINSIM_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    int found = 0;
+    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, op_, a_, b_, c_, c_, pref, 1, &algo_, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    return st == CUBLAS_STATUS_SUCCESS && found > 0;
+  }
+  void run(const void* A, const void* B, void* C) {
+    const float alpha = 1.0f, beta = 0.0f;
+    TRAINSIM_CUBLAS(cublasLtMatmul(handle_, op_, &alpha, A, a_, B, b_, &beta, C, c_, C, c_, &algo_.algo,
+                                   workspace_.get(), kWorkspace, stream_));
+  }
+
+ private:
+  void release() {
+    if (op_) cublasLtMatmulDescDestroy(op_);
+    if (a_) cublasLtMatrixLayoutDestroy(a_);
+    if (b_) cublasLtMatrixLayoutDestroy(b_);
+    if (c_) cublasLtMatrixLayoutDestroy(c_);
+    op_ = nullptr; a_ = b_ = c_ = nullptr;
+  }
+  static constexpr size_t kWorkspace = 64ull << 20;
+  cublasLtHandle_t handle_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  DeviceBuffer workspace_;
+  cublasLtMatmulDesc_t op_ = nullptr;
+  cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, c_ = nullptr;
+  cublasLtMatmulHeuristicResult_t algo_{};
+};
+
+void fill(const std::string& dtype, void* p, size_t n, unsigned seed, cudaStream_t s) {
+  if (dtype == "bf16") fill_random_bf16(p, n, seed, 1.0f, s);
+  else if (dtype == "fp16") fill_random_f16(p, n, seed, 1.0f, s);
+  else if (dtype == "fp8") fill_random_fp8(p, n, seed, 1.0f, s);
+  else fill_random_f32(static_cast<float*>(p), n, seed, 1.0f, s);
+}
+
+}  // namespace
+
+std::vector<GemmSample> bench_gemms(const std::vector<GemmShape>& shapes, const char* dtype_c, int cc_major) {
+  const std::string dtype(dtype_c);
+  std::vector<GemmSample> out;
+  if (dtype == "fp8" && !fp8_supported(cc_major)) return out;
+  const LtTypes t = types_for(dtype);
+  size_t max_a = 0, max_b = 0, max_c = 0;
+  for (const auto& s : shapes) {
+    max_a = std::max(max_a, static_cast<size_t>(s.m) * s.k);
+    max_b = std::max(max_b, static_cast<size_t>(s.k) * s.n);
+    max_c = std::max(max_c, static_cast<size_t>(s.m) * s.n);
+  }
+  LtGemm g;
+  DeviceBuffer A(max_a * t.ab_size), B(max_b * t.ab_size), C(max_c * t.cd_size);
+  fill(dtype, A.get(), max_a, 1, g.stream());
+  fill(dtype, B.get(), max_b, 2, g.stream());
+  for (const auto& s : shapes) {
+    if (!g.prepare(t, s.m, s.n, s.k)) continue;
+    const double flops = 2.0 * s.m * s.n * s.k;
+    // Enough repetitions for about 50 ms of timed work, between 5 and 50.
+    const double guess_us = flops / 6e8;  // ~600 TFLOP/s
+    const int reps = std::max(5, std::min(50, static_cast<int>(50000.0 / std::max(1.0, guess_us))));
+    const double us = time_median_us(g.stream(), 3, reps, [&] { g.run(A.get(), B.get(), C.get()); });
+    out.push_back({dtype, s.m, s.n, s.k, us, flops / (us * 1e-6) / 1e12});
+  }
+  return out;
+}
+
+double check_gemm_bf16() {
+  const int n = 256;
+  const LtTypes t = types_for("bf16");
+  LtGemm g;
+  DeviceBuffer A(n * n * 2), B(n * n * 2), C(n * n * 2);
+  fill_random_bf16(A.get(), n * n, 11, 1.0f, g.stream());
+  fill_random_bf16(B.get(), n * n, 12, 1.0f, g.stream());
+  TRAINSIM_CUDA(cudaMemsetAsync(C.get(), 0xFF, n * n * 2, g.stream()));  // poison
+  if (!g.prepare(t, n, n, n)) throw std::runtime_error("cuBLASLt found no bf16 algorithm for 256^3");
+  g.run(A.get(), B.get(), C.get());
+  std::vector<unsigned short> a(n * n), b(n * n), c(n * n);
+  TRAINSIM_CUDA(cudaStreamSynchronize(g.stream()));
+  TRAINSIM_CUDA(cudaMemcpy(a.data(), A.get(), n * n * 2, cudaMemcpyDeviceToHost));
+  TRAINSIM_CUDA(cudaMemcpy(b.data(), B.get(), n * n * 2, cudaMemcpyDeviceToHost));
+  TRAINSIM_CUDA(cudaMemcpy(c.data(), C.get(), n * n * 2, cudaMemcpyDeviceToHost));
+  auto f = [](unsigned short v) { unsigned int x = static_cast<unsigned int>(v) << 16; float r; std::memcpy(&r, &x, 4); return r; };
+  double num = 0, den = 0;
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j) {
+      double ref = 0;
+      for (int p = 0; p < n; ++p) ref += static_cast<double>(f(a[p + i * n])) * f(b[p + j * n]);
+      const double got = f(c[i + j * n]);
+      if (!std::isfinite(got)) return INFINITY;
+      num += (got - ref) * (got - ref);
+      den += ref * ref;
+    }
+  return std::sqrt(num / den);
+}
+
+}  // namespace trainsim::gpu

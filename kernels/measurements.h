@@ -1,0 +1,80 @@
+#pragma once
+// Plain C++ records of what the GPU microbenchmarks measured, so that calibrate/ (host C++) can fit
+// and write them without seeing CUDA types.
+#include <string>
+#include <vector>
+
+namespace trainsim::gpu {
+
+struct DeviceInfo {
+  std::string name;
+  int count = 0;
+  std::string driver, cuda_runtime, nccl;
+  double memory_bytes = 0;
+  int sm_count = 0;
+  int cc_major = 0, cc_minor = 0;
+  double l2_bytes = 0;
+  std::string topology;  // link type per GPU pair, e.g. "0-1:NVLINK" or "0-1:PCIE"
+};
+
+struct GemmSample {
+  std::string dtype;  // bf16 | fp16 | fp8 | tf32
+  int m = 0, n = 0, k = 0;
+  double time_us = 0;
+  double tflops = 0;
+};
+
+struct BandwidthSample {
+  std::string kernel;  // copy | add | adam | h2d | d2h | p2p
+  double bytes = 0;    // bytes moved (read + written for device kernels; transferred for copies)
+  double time_us = 0;
+  double GBps = 0;
+  int src = -1, dst = -1;  // for p2p
+};
+
+struct AttentionSample {
+  int batch = 0, heads = 0, seq = 0, head_dim = 0;
+  double fwd_us = 0, bwd_us = 0;
+  double fwd_tflops = 0, bwd_tflops = 0;  // full (non-causal) FLOP count over time
+};
+
+struct CollectiveSample {
+  std::string collective;  // all_reduce | all_gather | reduce_scatter | all_to_all | send_recv
+  int gpus = 0;
+  double bytes = 0;        // nccl-tests "size"
+  double time_us = 0;
+  double algbw_GBps = 0, busbw_GBps = 0;
+  long wrong = 0;          // elements that differ from the expected result
+};
+
+struct CompressionSample {
+  std::string kernel;  // int8_quantize | int8_dequantize | topk_select
+  double bytes = 0;    // gradient bytes processed (fp32)
+  double time_us = 0;
+  double GBps = 0;
+  double rel_error = 0;  // quantize-dequantize error, or the kept fraction's error for top-k
+};
+
+struct Measurements {
+  DeviceInfo device;
+  std::vector<GemmSample> gemm;
+  std::vector<BandwidthSample> bandwidth;
+  std::vector<AttentionSample> attention;
+  std::vector<CollectiveSample> collectives;
+  std::vector<CompressionSample> compression;
+  double launch_overhead_us = 0;
+  double gemm_check_rel_error = -1;  // cuBLASLt result against a CPU reference
+  double interference_slowdown = -1; // GEMM slowdown with NCCL beside it (-1: not measured)
+  std::vector<std::string> notes;    // what was skipped and why
+};
+
+struct CalibrationPlan {
+  bool quick = false;
+  double max_collective_bytes = 4.0 * (1ull << 30);
+};
+
+// Runs every microbenchmark the visible GPUs allow. Throws std::runtime_error on a CUDA failure.
+Measurements run_calibration(const CalibrationPlan& plan);
+bool cuda_available();
+
+}  // namespace trainsim::gpu

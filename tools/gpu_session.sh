@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# One device session: build, check and measure everything in one call (run from the repo root on
+# the GPU machine). Results land in $OUT; the profile is also written in place.
+set -uo pipefail
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+log() { echo "[$(date +%T)] $*" | tee -a "$OUT/session.log"; }
+log "host: $(nproc) cores"
+nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1
+nvidia-smi topo -m > "$OUT/topo.txt" 2>&1
+log "$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1)"
+cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF -DTRAINSIM_BENCHMARKS=OFF > "$OUT/cmake.log" 2>&1 || { log "cmake failed"; tail -30 "$OUT/cmake.log"; exit 1; }
+cmake --build build-gpu -j"$(nproc)" > "$OUT/build.log" 2>&1 || { log "build failed"; grep -E "error" "$OUT/build.log" | head -30; exit 1; }
+log "built"
+for step in "$@"; do
+  case "$step" in
+    calibrate)
+      log "calibrate (full)"
+      ./build-gpu/calibrate --out models/hardware/h200-sxm.json --base calibrate/datasheets/h200-sxm.json 2>&1 | tee "$OUT/calibrate.log"
+      log "calibrate exit ${PIPESTATUS[0]}"
+      cp models/hardware/h200-sxm.json "$OUT/" ;;
+    calibrate-quick)
+      log "calibrate --quick"
+      ./build-gpu/calibrate --quick --out "$OUT/h200-sxm.quick.json" --base calibrate/datasheets/h200-sxm.json 2>&1 | tee "$OUT/calibrate-quick.log"
+      log "calibrate --quick exit ${PIPESTATUS[0]}" ;;
+    validate)
+      log "validate"
+      ./build-gpu/planner validate scenarios/validate-one-gpu.json --json > "$OUT/validation.json" 2> "$OUT/validate.log"
+      log "validate exit $?"; tail -40 "$OUT/validate.log" ;;
+  esac
+done
+log "done"
