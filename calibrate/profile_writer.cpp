@@ -143,7 +143,7 @@ std::vector<HealthIssue> health_check(const gpu::Measurements& m, const json& ba
   std::vector<HealthIssue> out;
   auto expect = [&](const std::string& what, double got, double want) {
     if (want > 0 && got < (1.0 - tol) * want)
-      out.push_back({fmt("%s: measured %.1f is %.0f%% under the expected ", got, 100.0 * (1 - got / want)) + what + fmt(" %.1f", want)});
+      out.push_back({what + fmt(": measured %.1f, %.0f%% under the expected %.1f", got, 100.0 * (1 - got / want), want)});
   };
   const json& g = base.value("gpu", json::object());
   if (g.contains("measured_tflops") && g["measured_tflops"].contains("bf16")) {
@@ -152,9 +152,11 @@ std::vector<HealthIssue> health_check(const gpu::Measurements& m, const json& ba
       if (s.dtype == "bf16") best = std::max(best, s.tflops);
     expect("bf16 GEMM TFLOP/s", best, g["measured_tflops"]["bf16"].get<double>());
   }
+  const std::string basis = base.value("provenance", json::object()).value("source", "") == "measured" ? " (reference measurement)" : " (datasheet)";
   if (g.contains("memory_bandwidth_GBps"))
-    expect("device copy GB/s", best_bandwidth(m, "copy", 256e6), g["memory_bandwidth_GBps"].get<double>());
-  if (base.contains("host_link")) expect("host-to-device GB/s", best_bandwidth(m, "h2d", 0), base["host_link"].value("h2d_GBps", 0.0));
+    expect("device copy GB/s" + basis, std::max(best_bandwidth(m, "copy", 256e6), best_bandwidth(m, "memcpy_d2d", 256e6)),
+           g["memory_bandwidth_GBps"].get<double>());
+  if (base.contains("host_link")) expect("host-to-device GB/s" + basis, best_bandwidth(m, "h2d", 0), base["host_link"].value("h2d_GBps", 0.0));
   for (const auto& c : m.collectives)
     if (c.wrong != 0)
       out.push_back({c.collective + " over " + std::to_string(c.gpus) + " GPUs at " + fmt("%.0f", c.bytes) +

@@ -26,22 +26,55 @@ void gemm_rm(cublasHandle_t h, bool ta, bool tb, int M, int N, int K, const void
                                                 C, CUDA_R_16BF, N, sc, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
-// One warp per row: causal mask (column > row is -inf), max, exp, sum, normalise.
+// One warp per row, 16-byte loads (8 bf16 per lane per step; seq must be a multiple of 8): causal
+// mask (column > row is -inf), max, exp, sum, normalise.
+__device__ __forceinline__ void unpack8(const uint4& u, float* f) {
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);
+  for (int i = 0; i < 4; ++i) {
+    const float2 t = __bfloat1622float2(h[i]);
+    f[2 * i] = t.x;
+    f[2 * i + 1] = t.y;
+  }
+}
+__device__ __forceinline__ uint4 pack8(const float* f) {
+  uint4 u;
+  __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&u);
+  for (int i = 0; i < 4; ++i) h[i] = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
+  return u;
+}
+
 __global__ void softmax_causal(__nv_bfloat16* s, int seq, long long rows) {
   const long long row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= rows) return;
   const int r = static_cast<int>(row % seq);
-  __nv_bfloat16* x = s + row * seq;
+  uint4* x = reinterpret_cast<uint4*>(s + row * seq);
+  const int vecs = seq / 8;
   float mx = -INFINITY;
-  for (int c = lane; c <= r; c += 32) mx = fmaxf(mx, __bfloat162float(x[c]));
+  for (int v = lane; v < vecs; v += 32) {
+    if (v * 8 > r) break;
+    float f[8];
+    unpack8(x[v], f);
+    for (int i = 0; i < 8; ++i)
+      if (v * 8 + i <= r) mx = fmaxf(mx, f[i]);
+  }
   for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, o));
   float sum = 0.0f;
-  for (int c = lane; c <= r; c += 32) sum += __expf(__bfloat162float(x[c]) - mx);
+  for (int v = lane; v < vecs; v += 32) {
+    if (v * 8 > r) break;
+    float f[8];
+    unpack8(x[v], f);
+    for (int i = 0; i < 8; ++i)
+      if (v * 8 + i <= r) sum += __expf(f[i] - mx);
+  }
   for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffff, sum, o);
   const float inv = 1.0f / sum;
-  for (int c = lane; c < seq; c += 32)
-    x[c] = __float2bfloat16(c <= r ? __expf(__bfloat162float(x[c]) - mx) * inv : 0.0f);
+  for (int v = lane; v < vecs; v += 32) {
+    float f[8];
+    if (v * 8 <= r) unpack8(x[v], f);
+    for (int i = 0; i < 8; ++i) f[i] = (v * 8 + i <= r) ? __expf(f[i] - mx) * inv : 0.0f;
+    x[v] = pack8(f);
+  }
 }
 
 // dS = P * (dP - sum_j dP_j P_j), in place over dP.
@@ -49,14 +82,23 @@ __global__ void softmax_backward(const __nv_bfloat16* p, __nv_bfloat16* dp, int 
   const long long row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= rows) return;
-  const __nv_bfloat16* pr = p + row * seq;
-  __nv_bfloat16* dr = dp + row * seq;
+  const uint4* pr = reinterpret_cast<const uint4*>(p + row * seq);
+  uint4* dr = reinterpret_cast<uint4*>(dp + row * seq);
+  const int vecs = seq / 8;
   float dot = 0.0f;
-  for (int c = lane; c < seq; c += 32) dot += __bfloat162float(pr[c]) * __bfloat162float(dr[c]);
+  for (int v = lane; v < vecs; v += 32) {
+    float a[8], b[8];
+    unpack8(pr[v], a);
+    unpack8(dr[v], b);
+    for (int i = 0; i < 8; ++i) dot += a[i] * b[i];
+  }
   for (int o = 16; o > 0; o /= 2) dot += __shfl_xor_sync(0xffffffff, dot, o);
-  for (int c = lane; c < seq; c += 32) {
-    const float pv = __bfloat162float(pr[c]);
-    dr[c] = __float2bfloat16(pv * (__bfloat162float(dr[c]) - dot));
+  for (int v = lane; v < vecs; v += 32) {
+    float a[8], b[8];
+    unpack8(pr[v], a);
+    unpack8(dr[v], b);
+    for (int i = 0; i < 8; ++i) b[i] = a[i] * (b[i] - dot);
+    dr[v] = pack8(b);
   }
 }
 
@@ -64,6 +106,7 @@ __global__ void softmax_backward(const __nv_bfloat16* p, __nv_bfloat16* dp, int 
 
 void attention_forward(cublasHandle_t h, const AttentionShape& a, const void* q, const void* k, const void* v, void* p,
                        void* o, cudaStream_t st) {
+  if (a.seq % 8 != 0) throw std::invalid_argument("attention needs a sequence length divisible by 8");
   TRAINSIM_CUBLAS_V2(cublasSetStream(h, st));
   const int s = a.seq, d = a.head_dim, bh = a.batch_heads;
   const long long sd = static_cast<long long>(s) * d, ss = static_cast<long long>(s) * s;

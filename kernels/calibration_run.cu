@@ -41,6 +41,21 @@ DeviceInfo device_info() {
   cudaRuntimeGetVersion(&rt);
   ncclGetVersion(&nccl);
   d.driver = "CUDA driver API " + version_string(drv);
+  // The kernel driver version, as nvidia-smi prints it.
+  if (FILE* f = std::fopen("/proc/driver/nvidia/version", "r")) {
+    char line[512] = {};
+    if (std::fgets(line, sizeof line, f)) {
+      const std::string s(line);
+      const auto k = s.find("Kernel Module");
+      if (k != std::string::npos) {
+        std::string rest = s.substr(k + 13);
+        const auto b = rest.find_first_not_of(" \t");
+        const auto e = rest.find_first_of(" \t", b);
+        if (b != std::string::npos) d.driver = rest.substr(b, e - b) + " (" + d.driver + ")";
+      }
+    }
+    std::fclose(f);
+  }
   d.cuda_runtime = version_string(rt);
   d.nccl = std::to_string(nccl / 10000) + "." + std::to_string((nccl / 100) % 100) + "." + std::to_string(nccl % 100);
   for (int a = 0; a < d.count; ++a)

@@ -17,7 +17,7 @@ for step in "$@"; do
   case "$step" in
     calibrate)
       log "calibrate (full)"
-      ./build-gpu/calibrate --out models/hardware/h200-sxm.json --base calibrate/datasheets/h200-sxm.json 2>&1 | tee "$OUT/calibrate.log"
+      mkdir -p models/hardware; ./build-gpu/calibrate --out models/hardware/h200-sxm.json --base calibrate/datasheets/h200-sxm.json 2>&1 | tee "$OUT/calibrate.log"
       log "calibrate exit ${PIPESTATUS[0]}"
       cp models/hardware/h200-sxm.json "$OUT/" ;;
     calibrate-quick)
