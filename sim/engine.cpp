@@ -227,7 +227,9 @@ void Engine::run() {
     std::size_t w = 0;
     for (std::size_t ai = 0; ai < active_.size(); ++ai) {
       const std::int32_t f = active_[ai];
-      if (remaining_[ai] <= 1e-9 * flows_[f].bytes + 1e-9) {
+      // Done when the bytes are delivered (relative tolerance), or when what is left would finish
+      // within the clock's resolution.
+      if (remaining_[ai] <= 1e-9 * flows_[f].bytes + 1e-9 || now + remaining_[ai] / rate_[ai] <= now) {
         Task& t = tasks_[flow_task_[f]];
         if (--t.flows_left == 0) completed.push_back(flow_task_[f]);
         rates_dirty = true;

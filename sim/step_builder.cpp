@@ -626,7 +626,16 @@ void Builder::breakdown(StepResult& r) {
     if (waited >= 0) {
       const int cat = e_.spec(waited).category;
       if (cat == kPpComm || cat == kDpComm || cat == kTpComm) {
-        const double busy_from = std::max(from, e_.start(waited));
+        // A queue of collectives runs back to back: the wait covers every one of them that ran
+        // during the gap, not only the last.
+        double covered_from = e_.start(waited);
+        for (TaskId t = waited; e_.binding_predecessor(t) >= 0;) {
+          const TaskId p = e_.binding_predecessor(t);
+          if (e_.spec(p).category != cat || e_.finish(p) < e_.start(t) - 1e-12) break;
+          covered_from = e_.start(p);
+          t = p;
+        }
+        const double busy_from = std::max(from, covered_from);
         const double busy = std::max(0.0, to - busy_from);
         b[cat] += busy;
         b[kBubble] += (to - from) - busy;

@@ -96,6 +96,12 @@ std::string oom_phrase(const Evaluation& ev) {
 
 std::string why_lost(const Scenario& s, const Evaluation& w, const Evaluation& l) {
   (void)s;
+  char buf[160];
+  const double slower = w.tokens_per_s / l.tokens_per_s - 1.0;
+  if (slower < 0.005) {
+    std::snprintf(buf, sizeof buf, "ties (%.1f%% slower)", 100.0 * slower);
+    return buf;
+  }
   // The category whose exposed share of the step grew the most against the winner.
   int worst = -1;
   double worst_gap = 0;
@@ -103,14 +109,12 @@ std::string why_lost(const Scenario& s, const Evaluation& w, const Evaluation& l
     const double gap = l.step.breakdown_s[c] / l.step.step_time_s - w.step.breakdown_s[c] / w.step.step_time_s;
     if (gap > worst_gap) { worst_gap = gap; worst = c; }
   }
-  char buf[160];
-  const double slower = w.tokens_per_s / l.tokens_per_s - 1.0;
   if (worst < 0 || worst == sim::kCompute) {
-    std::snprintf(buf, sizeof buf, "slower compute (%.0f%% more per token)", 100.0 * slower);
+    std::snprintf(buf, sizeof buf, "compute %.0f%% slower per token", 100.0 * slower);
     return buf;
   }
-  static const char* phrase[sim::kCategories] = {"compute", "recompute", "TP communication exposed", "PP send/recv exposed",
-                                                 "DP/ZeRO communication exposed", "pipeline bubble", "optimizer", "data wait"};
+  static const char* phrase[sim::kCategories] = {"compute", "recompute", "TP comm exposed", "PP send/recv exposed",
+                                                 "DP/ZeRO comm exposed", "bubble", "optimizer", "data wait"};
   std::snprintf(buf, sizeof buf, "%s %.0f%% (winner %.0f%%)", phrase[worst],
                 100.0 * l.step.breakdown_s[worst] / l.step.step_time_s, 100.0 * w.step.breakdown_s[worst] / w.step.step_time_s);
   return buf;

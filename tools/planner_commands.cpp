@@ -166,6 +166,12 @@ int run_search(const PlannerOptions& o, std::ostream& out, std::ostream& progres
                   i == 0 ? "-" : why_lost(s, r.ranked.front(), ev).c_str());
     out << line;
   }
+  bool compressed = false;
+  for (std::size_t i = 0; i < r.ranked.size() && static_cast<int>(i) < top; ++i)
+    compressed |= r.ranked[i].layout.compression.kind != Compression::Kind::none;
+  if (compressed)
+    out << "\nnote: gradient compression changes convergence (steps to reach a loss), which is not simulated; "
+           "compare compressed layouts on time per step only.\n";
   if (r.ranked.empty()) out << "every layout is out of memory; for example " << describe(r.oom.front().layout) << ": "
                             << oom_phrase(r.oom.front()) << "\n";
   return 0;

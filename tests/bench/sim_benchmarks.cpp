@@ -1,0 +1,87 @@
+// Speed of the engine, of one simulated step, and of the layout search.
+#include <benchmark/benchmark.h>
+
+#include "engine.h"
+#include "evaluation.h"
+#include "layout_search.h"
+#include "model_presets.h"
+#include "scenario.h"
+
+using namespace trainsim;
+
+namespace {
+
+const std::string kProfiles = TRAINSIM_PROFILES;
+
+Scenario gpt3_scenario(int nodes) {
+  const std::string text = R"({ "name": "bench", "model": "gpt3-175b", "training": { "global_batch": 1536 },
+    "hardware": "a100-80g-sxm", "cluster": { "nodes": )" + std::to_string(nodes) + R"(, "gpus_per_node": 8 },
+    "layout": { "tp": 8, "pp": 8, "vpp": 3, "micro_batch": 1, "sequence_parallel": true, "recompute": "selective",
+                "zero": 1, "schedule": "interleaved" } })";
+  return parse_scenario(text, "bench", kProfiles);
+}
+
+}  // namespace
+
+// Events per second of the bare engine: a chain-heavy DAG of fixed-duration tasks on 64 streams.
+static void BM_EngineEvents(benchmark::State& st) {
+  for (auto _ : st) {
+    sim::Engine e;
+    std::vector<sim::StreamId> streams;
+    for (int i = 0; i < 64; ++i) streams.push_back(e.add_stream());
+    sim::TaskId prev = -1;
+    for (int i = 0; i < 100000; ++i) {
+      sim::TaskSpec s;
+      s.stream = streams[i % 64];
+      s.duration_s = 1e-6 * (1 + i % 5);
+      const sim::TaskId t = e.add_task(s);
+      if (i % 7 == 0 && prev >= 0) e.add_dependency(prev, t);
+      prev = t;
+    }
+    e.run();
+    benchmark::DoNotOptimize(e.makespan());
+  }
+  st.SetItemsProcessed(st.iterations() * 100000);
+}
+BENCHMARK(BM_EngineEvents)->Unit(benchmark::kMillisecond);
+
+// One symmetric-mode step: GPT-3 175B on 1,024 GPUs (tp 8, pp 8, dp 16, interleaved, 96 micro-batches).
+static void BM_SimulateSymmetric175B(benchmark::State& st) {
+  const Scenario s = gpt3_scenario(128);
+  const Layout l = resolve_layout(s, s.layout, false, 128);
+  for (auto _ : st) benchmark::DoNotOptimize(evaluate(s, l, 128, EvalOptions{}).step.step_time_s);
+}
+BENCHMARK(BM_SimulateSymmetric175B)->Unit(benchmark::kMicrosecond);
+
+// The same step with every one of the 1,024 GPUs simulated on the full topology.
+static void BM_SimulateFull175B(benchmark::State& st) {
+  const Scenario s = gpt3_scenario(128);
+  const Layout l = resolve_layout(s, s.layout, false, 128);
+  EvalOptions opt;
+  opt.mode = sim::SimMode::full;
+  for (auto _ : st) benchmark::DoNotOptimize(evaluate(s, l, 128, opt).step.step_time_s);
+}
+BENCHMARK(BM_SimulateFull175B)->Unit(benchmark::kSecond)->Iterations(1);
+
+// Layouts evaluated per second by the search: MT-NLG 530B on 5,120 GPUs (640 nodes), two threads.
+static void BM_Search530B(benchmark::State& st) {
+  const std::string text = R"({ "name": "bench", "model": "mt-nlg-530b", "training": { "global_batch": 1920 },
+    "hardware": "a100-80g-sxm", "cluster": { "nodes": 640, "gpus_per_node": 8 },
+    "search": { "tp": [4, 8], "pp": [5, 7, 15, 21, 35], "vpp": [1, 3], "micro_batch": [1, 2, 4], "recompute": ["selective", "full"],
+                "zero": [0, 1], "bucket_MB": [25, 100], "sequence_parallel": [true] } })";
+  const Scenario s = parse_scenario(text, "bench", kProfiles);
+  const auto cands = enumerate_layouts(s);
+  SearchOptions opt;
+  opt.threads = 2;
+  std::size_t n = 0;
+  for (auto _ : st) {
+    const auto r = search_layouts(s, cands, opt);
+    n += r.evaluated;
+    benchmark::DoNotOptimize(r.ranked.size());
+  }
+  st.counters["layouts"] = static_cast<double>(cands.size());
+  st.counters["layouts_per_s"] = benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_Search530B)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+BENCHMARK_MAIN();

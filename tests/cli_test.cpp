@@ -1,0 +1,145 @@
+// The planner and calibrate programs end to end: output formats, exit status 2 on bad input with a
+// message naming what and where, and no partial output files.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+namespace {
+
+const std::string kPlanner = PLANNER_EXE;
+const std::string kCalibrate = CALIBRATE_EXE;
+const std::string kData = TRAINSIM_TEST_DATA;
+const std::string kScenarios = TRAINSIM_SCENARIOS;
+
+struct Outcome {
+  int status = -1;
+  std::string out, err;
+};
+
+Outcome run(const std::string& args, const std::string& exe = kPlanner) {
+  // ctest runs tests in parallel processes: every call gets its own files.
+  static int calls = 0;
+  const auto dir = std::filesystem::temp_directory_path();
+  const std::string tag = std::to_string(getpid()) + "_" + std::to_string(++calls);
+  const std::string o = (dir / ("trainsim_cli_out_" + tag)).string(), e = (dir / ("trainsim_cli_err_" + tag)).string();
+  const int rc = std::system((exe + " " + args + " >" + o + " 2>" + e).c_str());
+  Outcome r;
+  r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  auto slurp = [](const std::string& p) {
+    std::ifstream in(p);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  };
+  r.out = slurp(o);
+  r.err = slurp(e);
+  std::filesystem::remove(o);
+  std::filesystem::remove(e);
+  return r;
+}
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  const auto p = std::filesystem::temp_directory_path() / (std::to_string(getpid()) + "_" + name);
+  std::ofstream(p) << text;
+  return p.string();
+}
+
+}  // namespace
+
+TEST(Cli, SimulateJsonFollowsTheResultContract) {
+  const Outcome r = run("--profiles " + kData + " simulate " + kData + "/test-scenario.json --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  for (const char* k : {"layout", "gpus", "step_time_s", "tokens_per_s", "mfu", "breakdown_s", "memory", "model"})
+    EXPECT_TRUE(j.contains(k)) << k;
+  for (const char* k : {"compute", "recompute", "tp_comm", "pp_comm", "dp_comm", "bubble", "optimizer", "data_wait"})
+    EXPECT_TRUE(j["breakdown_s"].contains(k)) << k;
+  for (const char* k : {"peak_bytes", "device_bytes", "oom", "params_bytes", "grads_bytes", "optimizer_bytes",
+                        "activations_bytes", "per_stage_peak_bytes"})
+    EXPECT_TRUE(j["memory"].contains(k)) << k;
+  EXPECT_EQ(j["gpus"], 16);
+  EXPECT_EQ(j["memory"]["per_stage_peak_bytes"].size(), 2u);
+}
+
+TEST(Cli, SimulateTextShowsBreakdownAndMemory) {
+  const Outcome r = run("--profiles " + kData + " simulate " + kData + "/test-scenario.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("exposed time on the critical path"), std::string::npos);
+  EXPECT_NE(r.out.find("bubble"), std::string::npos);
+  EXPECT_NE(r.out.find("memory, peak rank"), std::string::npos);
+}
+
+TEST(Cli, TraceIsChromeTraceJson) {
+  const std::string trace = (std::filesystem::temp_directory_path() / (std::to_string(getpid()) + "_trace.json")).string();
+  std::filesystem::remove(trace);
+  const Outcome r = run("--profiles " + kData + " simulate " + kData + "/test-scenario.json --trace " + trace);
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::ifstream in(trace);
+  const auto j = nlohmann::json::parse(in);
+  ASSERT_TRUE(j.contains("traceEvents"));
+  EXPECT_GT(j["traceEvents"].size(), 10u);
+  EXPECT_EQ(j["traceEvents"][0]["ph"], "X");
+}
+
+TEST(Cli, BadScenarioExitsTwoNamingThePathAndWritesNothing) {
+  const std::string bad = write_temp("trainsim_bad.json", R"({ "name": "t", "model": "gpt-125m", "training": { "global_batch": 8 },
+      "hardware": "test-gpu", "cluster": { "nodes": 1 }, "layout": { "tp": 2, "zeroo": 1 } })");
+  const std::string trace = (std::filesystem::temp_directory_path() / (std::to_string(getpid()) + "_never.json")).string();
+  std::filesystem::remove(trace);
+  const Outcome r = run("--profiles " + kData + " simulate " + bad + " --trace " + trace);
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("layout.zeroo"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("did you mean \"zero\""), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(trace));
+  EXPECT_TRUE(r.out.empty());
+}
+
+TEST(Cli, MissingFileAndBadFlagsExitTwo) {
+  EXPECT_EQ(run("simulate /nonexistent/scenario.json").status, 2);
+  EXPECT_EQ(run("simulate").status, 2);
+  EXPECT_EQ(run("--profiles " + kData + " simulate " + kData + "/test-scenario.json --mode sideways").status, 2);
+  const Outcome r = run("--profiles " + kData + " simulate " + kData + "/test-scenario.json --layout tp=3");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("tp"), std::string::npos);
+}
+
+TEST(Cli, SweepShowsTheSlowdownAndItsReason) {
+  const Outcome r = run("sweep " + kScenarios + "/slow-network-25gbe.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("slower with more GPUs"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("dp_comm"), std::string::npos) << r.out;
+}
+
+TEST(Cli, EveryExampleScenarioSimulates) {
+  for (const auto& e : std::filesystem::directory_iterator(kScenarios)) {
+    if (e.path().extension() != ".json") continue;
+    const Outcome r = run("simulate " + e.path().string() + " --json");
+    ASSERT_EQ(r.status, 0) << e.path() << ": " << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_GT(j["memory"]["peak_bytes"].get<double>(), 0) << e.path();
+    EXPECT_GT(j["step_time_s"].get<double>(), 0) << e.path();
+  }
+}
+
+TEST(Cli, CalibrateImportsNcclTestsLogs) {
+  const std::string out = (std::filesystem::temp_directory_path() / (std::to_string(getpid()) + "_links.json")).string();
+  std::filesystem::remove(out);
+  const Outcome r = run("import-nccl-tests " + kData + "/nccl-tests-allreduce-dgxh100.txt " + kData +
+                        "/nccl-tests-allreduce-a100.json --out " + out, kCalibrate);
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::ifstream in(out);
+  const auto j = nlohmann::json::parse(in);
+  ASSERT_EQ(j["tables"].size(), 2u);
+  EXPECT_EQ(j["tables"][0]["gpus"], 8);
+  EXPECT_TRUE(j["tables"][1]["fit"].contains("busbw_GBps"));
+  const Outcome bad = run("import-nccl-tests /nonexistent.txt --out " + out + ".2", kCalibrate);
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_FALSE(std::filesystem::exists(out + ".2"));
+}

@@ -1,0 +1,162 @@
+// Collectives on the topology against alpha-beta closed forms, and nccl-tests' bus-bandwidth factors.
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "collective.h"
+#include "engine.h"
+#include "topology.h"
+
+using namespace trainsim::sim;
+
+namespace {
+
+// Runs a plan on an idle cluster: one task per phase, flows routed over the topology.
+double run_plan(const CollectivePlan& plan, const ClusterShape& shape) {
+  Engine e;
+  Topology topo(shape);
+  topo.install(e);
+  TaskId prev = -1;
+  for (const auto& ph : plan.phases) {
+    TaskSpec s;
+    s.duration_s = ph.latency_s;
+    const TaskId t = e.add_task(s);
+    for (const auto& f : ph.flows) {
+      const auto& path = topo.route(f.src, f.dst);
+      e.add_flow(t, f.bytes, path.data(), static_cast<int>(path.size()));
+    }
+    if (prev >= 0) e.add_dependency(prev, t);
+    prev = t;
+  }
+  e.run();
+  return e.makespan();
+}
+
+ClusterShape node(int nodes, int gpus, double nvl, double nic) {
+  ClusterShape s;
+  s.nodes = nodes;
+  s.gpus_per_node = gpus;
+  s.nics_per_node = gpus;
+  s.nvlink_Bps = nvl;
+  s.nic_Bps = nic;
+  s.fabric = Fabric::fat_tree;
+  return s;
+}
+
+PlacementInfo place(const ClusterShape& s, double a_in, double a_out) {
+  PlacementInfo p;
+  p.gpus_per_node = s.gpus_per_node;
+  p.intra_alpha_s = a_in;
+  p.inter_alpha_s = a_out;
+  p.intra_Bps = s.nvlink_Bps;
+  p.inter_Bps = s.nic_Bps * s.nics_per_node / s.gpus_per_node;
+  return p;
+}
+
+std::vector<int> iota(int n, int from = 0) {
+  std::vector<int> v(n);
+  std::iota(v.begin(), v.end(), from);
+  return v;
+}
+
+}  // namespace
+
+TEST(Collective, RingAllReduceClosedForm) {
+  // Idle ring of n = 8 GPUs at B = 100 GB/s per port, alpha = 5 us per step, S = 1 GiB:
+  // t = 2(n-1)/n * S / B + 2(n-1) alpha = 1.75 * 1073741824 / 1e11 + 14 * 5e-6
+  //   = 0.018790482 + 0.00007 = 0.018860482 s.
+  const ClusterShape s = node(1, 8, 100e9, 50e9);
+  const double S = 1073741824.0;
+  const CollectivePlan p = plan_collective(CollectiveKind::all_reduce, Algorithm::ring, S, iota(8), place(s, 5e-6, 10e-6));
+  EXPECT_NEAR(run_plan(p, s), 2.0 * 7 / 8 * S / 100e9 + 14 * 5e-6, 1e-9);
+}
+
+TEST(Collective, AllGatherAndReduceScatterClosedForm) {
+  // (n-1)/n * S / B + (n-1) alpha with n = 4, B = 50 GB/s, alpha = 2 us, S = 256 MiB.
+  const ClusterShape s = node(1, 4, 50e9, 50e9);
+  const double S = 268435456.0;
+  for (auto k : {CollectiveKind::all_gather, CollectiveKind::reduce_scatter}) {
+    const auto p = plan_collective(k, Algorithm::ring, S, iota(4), place(s, 2e-6, 2e-6));
+    EXPECT_NEAR(run_plan(p, s), 0.75 * S / 50e9 + 3 * 2e-6, 1e-9);
+  }
+}
+
+TEST(Collective, RingAcrossNodesUsesEveryNic) {
+  // 2 nodes x 8 GPUs, one NIC per GPU at 25 GB/s, NVLink 200 GB/s. A ring over all 16 GPUs runs
+  // 8 channels; each node-crossing edge of a channel carries 1/8 of 2(n-1)/n S over its own NIC, so
+  // the NICs are the bottleneck at 8 x 25 GB/s per node: t = 2 * 15/16 * S / (8 * 25e9) (no alpha).
+  const ClusterShape s = node(2, 8, 200e9, 25e9);
+  const double S = 1e9;
+  const auto p = plan_collective(CollectiveKind::all_reduce, Algorithm::ring, S, iota(16), place(s, 0, 0));
+  EXPECT_NEAR(run_plan(p, s), 2.0 * 15 / 16 * S / (8 * 25e9), 1e-9);
+}
+
+TEST(Collective, OneGpuPerNodeUsesOneNic) {
+  // A DP group with one GPU per node (TP = 8 inside): ring over 4 nodes through one 25 GB/s NIC:
+  // t = 2 * 3/4 * S / 25e9.
+  const ClusterShape s = node(4, 8, 200e9, 25e9);
+  const double S = 1e9;
+  const auto p = plan_collective(CollectiveKind::all_reduce, Algorithm::ring, S, {0, 8, 16, 24}, place(s, 0, 0));
+  EXPECT_NEAR(run_plan(p, s), 1.5 * S / 25e9, 1e-9);
+}
+
+TEST(Collective, ConcurrentRingsShareTheNic) {
+  // Same ring as above but every node has a single NIC shared by 8 concurrent DP groups:
+  // each group gets 1/8 of the NIC, 8x slower.
+  ClusterShape s = node(4, 8, 200e9, 25e9);
+  s.nics_per_node = 1;
+  Engine e;
+  Topology topo(s);
+  topo.install(e);
+  for (int g = 0; g < 8; ++g) {
+    const auto p = plan_collective(CollectiveKind::all_reduce, Algorithm::ring, 1e9, {g, 8 + g, 16 + g, 24 + g}, place(s, 0, 0));
+    const TaskId t = e.add_task(TaskSpec{});
+    for (const auto& f : p.phases[0].flows) {
+      const auto& path = topo.route(f.src, f.dst);
+      e.add_flow(t, f.bytes, path.data(), static_cast<int>(path.size()));
+    }
+  }
+  e.run();
+  EXPECT_NEAR(e.makespan(), 8 * 1.5 * 1e9 / 25e9, 1e-6);
+}
+
+TEST(Collective, HierarchicalMatchesRingOnBalancedGroups) {
+  // Reduce-scatter inside (7/8 S over NVLink), all-reduce of S/8 across 2 nodes per rail
+  // (2 * 1/2 * S/8 over one NIC), all-gather inside: with NVLink 200 and NIC 25 GB/s,
+  // t = 2 * 7/8 * S / 200e9 + (S/8) / 25e9.
+  const ClusterShape s = node(2, 8, 200e9, 25e9);
+  const double S = 1e9;
+  const auto p = plan_collective(CollectiveKind::all_reduce, Algorithm::hierarchical, S, iota(16), place(s, 0, 0));
+  ASSERT_EQ(p.phases.size(), 3u);
+  EXPECT_NEAR(run_plan(p, s), 2 * 0.875 * S / 200e9 + (S / 8) / 25e9, 1e-9);
+}
+
+TEST(Collective, AutoPicksTreeForSmallMessagesAcrossNodes) {
+  // Across 16 nodes the ring pays 2 * 15 steps of network latency, the tree 2 * log2(16).
+  ClusterShape s = node(16, 1, 200e9, 25e9);
+  s.nics_per_node = 1;
+  std::vector<int> g = iota(16);
+  const PlacementInfo w = place(s, 1e-6, 10e-6);
+  EXPECT_EQ(plan_collective(CollectiveKind::all_reduce, Algorithm::automatic, 1024, g, w).algorithm, Algorithm::tree);
+  EXPECT_EQ(plan_collective(CollectiveKind::all_reduce, Algorithm::automatic, 1e9, g, w).algorithm, Algorithm::ring);
+}
+
+TEST(Collective, BusBandwidthFactors) {
+  // nccl-tests doc/PERFORMANCE.md: all-reduce 2(n-1)/n, all-gather and reduce-scatter (n-1)/n.
+  EXPECT_DOUBLE_EQ(busbw_factor(CollectiveKind::all_reduce, 8), 1.75);
+  EXPECT_DOUBLE_EQ(busbw_factor(CollectiveKind::all_gather, 8), 0.875);
+  EXPECT_DOUBLE_EQ(busbw_factor(CollectiveKind::reduce_scatter, 4), 0.75);
+  EXPECT_DOUBLE_EQ(busbw_factor(CollectiveKind::send_recv, 2), 1.0);
+}
+
+TEST(Topology, RoutesStayOffOtherGpusAndCrossTheFabric) {
+  ClusterShape s = node(4, 8, 200e9, 25e9);
+  s.nics_per_leaf = 16;  // 2 nodes per leaf
+  Topology t(s);
+  Engine e;
+  t.install(e);
+  EXPECT_EQ(t.route(0, 1).size(), 2u);   // GPU -> NVSwitch -> GPU
+  EXPECT_EQ(t.route(0, 8).size(), 4u);   // GPU -> NIC -> leaf -> NIC -> GPU
+  EXPECT_EQ(t.route(0, 16).size(), 6u);  // ... leaf -> spine -> leaf ...
+  EXPECT_TRUE(t.route(3, 3).empty());
+}

@@ -1,0 +1,76 @@
+// Shipped hardware profiles load, say where their numbers come from, and derived parts follow the
+// stated carry-over rule.
+#include <gtest/gtest.h>
+
+#include "cost_model.h"
+#include "hardware_profile.h"
+#include "input_error.h"
+
+using namespace trainsim;
+
+namespace {
+const std::string kProfiles = TRAINSIM_PROFILES;
+const std::string kData = TRAINSIM_TEST_DATA;
+}  // namespace
+
+TEST(Profiles, ShippedProfilesLoadWithProvenance) {
+  for (const char* name : {"h200-sxm", "h100-sxm", "a100-80g-sxm"}) {
+    const HardwareProfile hp = load_hardware_profile(name, kProfiles);
+    EXPECT_EQ(hp.name, name);
+    EXPECT_FALSE(hp.provenance.source.empty());
+    EXPECT_FALSE(hp.intra_provenance.reference.empty() && hp.intra_provenance.source != "measured");
+    EXPECT_GT(hp.intra_busbw_GBps, 0);
+    EXPECT_GT(hp.nic_Gbps, 0);
+    EXPECT_FALSE(hp.gemm.at("bf16").empty());
+  }
+}
+
+TEST(Profiles, H200IsMeasuredOnAnH200) {
+  const HardwareProfile hp = load_hardware_profile("h200-sxm", kProfiles);
+  EXPECT_EQ(hp.provenance.source, "measured");
+  EXPECT_NE(hp.provenance.device.find("H200"), std::string::npos);
+  EXPECT_FALSE(hp.provenance.date.empty());
+  EXPECT_FALSE(hp.provenance.command.empty());
+  // Issue targets for the measured part: GEMM ceiling near 800 TFLOP/s, copy >= 3.7 TB/s, PCIe ~55 GB/s.
+  EXPECT_GT(hp.measured_tflops.at("bf16"), 760);
+  EXPECT_GE(hp.memory_bandwidth_GBps, 3700);
+  EXPECT_GT(hp.h2d_GBps, 50);
+}
+
+TEST(Profiles, DerivedProfilesCarryEfficiencyAsFractionOfPeak) {
+  // Rule: GEMM rate at each shape = H200's rate x (this peak / H200 peak).
+  const HardwareProfile h200 = load_hardware_profile("h200-sxm", kProfiles);
+  const HardwareProfile a100 = load_hardware_profile("a100-80g-sxm", kProfiles);
+  ASSERT_EQ(a100.gemm.at("bf16").size(), h200.gemm.at("bf16").size());
+  const double r = 312.0 / 989.5;
+  EXPECT_NEAR(a100.gemm.at("bf16")[10].tflops, h200.gemm.at("bf16")[10].tflops * r, 1e-9);
+  // Memory-bound: same fraction of datasheet bandwidth (2039 / 4800 of H200's achieved).
+  EXPECT_NEAR(a100.memory_bandwidth_GBps, h200.memory_bandwidth_GBps * 2039.0 / 4800.0, 1e-6);
+  EXPECT_EQ(a100.provenance.source, "derived");
+}
+
+TEST(Profiles, CostModelUsesNearestMeasuredShape) {
+  const HardwareProfile hp = load_hardware_profile("test-gpu", kData);
+  const CostModel c(hp, Precision::bf16);
+  // One table point at 4096^3 = 500 TFLOP/s: 2 * 4096^3 FLOPs take 2 * 4096^3 / 500e12 s.
+  EXPECT_NEAR(c.gemm_time_s(4096, 4096, 4096), 2.0 * 4096 * 4096 * 4096 / 500e12, 1e-12);
+  // Memory-bound: bytes over 2000 GB/s.
+  EXPECT_NEAR(c.memory_time_s(2e9), 1e-3, 1e-12);
+}
+
+TEST(Profiles, BadProfilesAreInputErrors) {
+  EXPECT_THROW(parse_hardware_profile("{}", "p.json", kProfiles), InputError);
+  try {
+    parse_hardware_profile(R"({"schema_version": 1, "name": "x", "provenance": {"source": "guess"}})", "p.json", kProfiles);
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("provenance.source"), std::string::npos) << e.what();
+  }
+  try {
+    parse_hardware_profile(R"({"schema_version": 1, "name": "x", "provenance": {"source": "datasheet"}})", "p.json", kProfiles);
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("reference"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(load_hardware_profile("no-such-gpu", kProfiles), InputError);
+}

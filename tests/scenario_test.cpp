@@ -1,0 +1,141 @@
+// Scenario loading: every class of bad input is an InputError naming the JSON path, what was
+// expected and what was found.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "input_error.h"
+#include "scenario.h"
+
+using namespace trainsim;
+
+namespace {
+
+const std::string kProfiles = TRAINSIM_TEST_DATA;
+
+std::string base_with(const std::string& layout = R"("layout": { "tp": 2, "pp": 2, "micro_batch": 2 })",
+                      const std::string& extra = "") {
+  return R"({ "name": "t", "model": "gpt-1.3b", "training": { "global_batch": 64 }, "hardware": "test-gpu",
+              "cluster": { "nodes": 2, "gpus_per_node": 8 }, )" + layout + extra + "}";
+}
+
+// Returns the error message, or "" when the scenario loads.
+std::string error_of(const std::string& text) {
+  try {
+    parse_scenario(text, "s.json", kProfiles);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(Scenario, ValidScenarioLoads) {
+  const Scenario s = parse_scenario(base_with(), "s.json", kProfiles);
+  EXPECT_EQ(s.model.name, "gpt-1.3b");
+  EXPECT_EQ(s.cluster.nodes, std::vector<int>{2});
+  const Layout l = resolve_layout(s, s.layout, s.layout_dp_given, 2);
+  EXPECT_EQ(l.dp, 4);  // 16 GPUs / (tp 2 x pp 2)
+  EXPECT_EQ(s.cluster.network.nic_Gbps, 80);  // from the profile
+}
+
+TEST(Scenario, UnknownKeyWithSuggestion) {
+  const std::string e = error_of(base_with(R"("layout": { "tp": 2, "micro_bach": 2 })"));
+  EXPECT_NE(e.find("layout.micro_bach"), std::string::npos) << e;
+  EXPECT_NE(e.find("did you mean \"micro_batch\""), std::string::npos) << e;
+}
+
+TEST(Scenario, WrongTypeNamesPathExpectedAndFound) {
+  const std::string e = error_of(base_with(R"("layout": { "tp": "eight" })"));
+  EXPECT_NE(e.find("layout.tp"), std::string::npos) << e;
+  EXPECT_NE(e.find("expected an integer"), std::string::npos) << e;
+  EXPECT_NE(e.find("\"eight\""), std::string::npos) << e;
+}
+
+TEST(Scenario, ImpossibleValues) {
+  EXPECT_NE(error_of(base_with(R"("layout": { "tp": 0 })")).find("layout.tp"), std::string::npos);
+  EXPECT_NE(error_of(base_with(R"("layout": { "tp": 3 })")).find("does not divide"), std::string::npos);
+  EXPECT_NE(error_of(base_with(R"("layout": { "tp": 16, "pp": 1 })")).find("span nodes"), std::string::npos);
+  EXPECT_NE(error_of(base_with(R"("layout": { "tp": 2, "pp": 2, "dp": 3 })")).find("tp x pp x dp"), std::string::npos);
+  EXPECT_NE(error_of(base_with(R"("layout": { "recompute": "some" })")).find("layout.recompute"), std::string::npos);
+  EXPECT_NE(error_of(base_with(R"("layout": { "compression": "topk:2" })")).find("topk fraction"), std::string::npos);
+  EXPECT_NE(error_of(base_with(R"("layout": { "micro_batch": 3 })")).find("not divisible"), std::string::npos);
+}
+
+TEST(Scenario, UnknownPresetSuggestsClosest) {
+  const std::string text = R"({ "name": "t", "model": "llama2-7", "training": { "global_batch": 8 }, "hardware": "test-gpu",
+      "cluster": { "nodes": 1 }, "layout": {} })";
+  const std::string e = error_of(text);
+  EXPECT_NE(e.find("model"), std::string::npos);
+  EXPECT_NE(e.find("did you mean \"llama2-7b\""), std::string::npos) << e;
+}
+
+TEST(Scenario, UnknownHardwareProfile) {
+  const std::string text = R"({ "name": "t", "model": "gpt-125m", "training": { "global_batch": 8 }, "hardware": "test-gpuu",
+      "cluster": { "nodes": 1 }, "layout": {} })";
+  const std::string e = error_of(text);
+  EXPECT_NE(e.find("hardware"), std::string::npos) << e;
+  EXPECT_NE(e.find("did you mean \"test-gpu\""), std::string::npos) << e;
+}
+
+TEST(Scenario, MissingRequiredKeys) {
+  EXPECT_NE(error_of(R"({ "name": "t" })").find("model: required key is missing"), std::string::npos);
+  const std::string no_batch = R"({ "name": "t", "model": "gpt-125m", "training": {}, "hardware": "test-gpu",
+      "cluster": { "nodes": 1 }, "layout": {} })";
+  EXPECT_NE(error_of(no_batch).find("training.global_batch"), std::string::npos);
+}
+
+TEST(Scenario, NestedPathsInLists) {
+  const std::string e = error_of(base_with(R"("layout": {})", R"(, "search": { "tp": [1, 2, "x"] })"));
+  EXPECT_NE(e.find("search.tp[2]"), std::string::npos) << e;
+  const std::string n = error_of(R"({ "name": "t", "model": "gpt-125m", "training": { "global_batch": 8 }, "hardware": "test-gpu",
+      "cluster": { "nodes": [1, 0] }, "layout": {} })");
+  EXPECT_NE(n.find("cluster.nodes[1]"), std::string::npos) << n;
+}
+
+TEST(Scenario, NetworkOverridesAndFabric) {
+  const std::string ok = base_with(R"("layout": {})", R"(, "search": {})");
+  const std::string bad = R"({ "name": "t", "model": "gpt-125m", "training": { "global_batch": 8 }, "hardware": "test-gpu",
+      "cluster": { "nodes": 1, "network": { "fabric": "torus" } }, "layout": {} })";
+  EXPECT_EQ(error_of(ok), "");
+  EXPECT_NE(error_of(bad).find("cluster.network.fabric"), std::string::npos);
+}
+
+TEST(Scenario, CustomModelAndPresetOverride) {
+  const std::string custom = R"({ "name": "t", "model": { "family": "llama", "layers": 4, "hidden": 512, "heads": 8,
+      "kv_heads": 2, "ffn_hidden": 1536, "vocab": 1000, "seq_len": 256 }, "training": { "global_batch": 8 },
+      "hardware": "test-gpu", "cluster": { "nodes": 1 }, "layout": {} })";
+  const Scenario s = parse_scenario(custom, "s.json", kProfiles);
+  EXPECT_EQ(s.model.kv_heads, 2);
+  EXPECT_FALSE(s.model.tied_embeddings);
+  const std::string over = R"({ "name": "t", "model": { "preset": "llama2-7b", "seq_len": 8192 }, "training": { "global_batch": 8 },
+      "hardware": "test-gpu", "cluster": { "nodes": 1 }, "layout": { "tp": 8 } })";
+  const Scenario o = parse_scenario(over, "s.json", kProfiles);
+  EXPECT_EQ(o.model.seq_len, 8192);
+  EXPECT_EQ(o.model.hidden, 4096);
+  const std::string badmodel = R"({ "name": "t", "model": { "family": "llama", "layers": 4, "hidden": 500, "heads": 8,
+      "ffn_hidden": 1536, "vocab": 1000, "seq_len": 256 }, "training": { "global_batch": 8 },
+      "hardware": "test-gpu", "cluster": { "nodes": 1 }, "layout": {} })";
+  EXPECT_NE(error_of(badmodel).find("model.heads"), std::string::npos);
+}
+
+TEST(Scenario, NotJson) {
+  EXPECT_NE(error_of("{ \"name\": ").find("not valid JSON"), std::string::npos);
+}
+
+TEST(Scenario, LayoutOverridesFromTheCommandLine) {
+  bool dp_given = false;
+  Layout l = apply_layout_overrides(Layout{}, "tp=4,pp=2,recompute=full,compression=int8", &dp_given);
+  EXPECT_EQ(l.tp, 4);
+  EXPECT_EQ(l.recompute, Recompute::full);
+  EXPECT_EQ(l.compression.kind, Compression::Kind::int8);
+  EXPECT_FALSE(dp_given);
+  try {
+    apply_layout_overrides(Layout{}, "tpp=4", &dp_given);
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("did you mean \"tp\""), std::string::npos);
+  }
+  EXPECT_THROW(apply_layout_overrides(Layout{}, "micro_batch=x", &dp_given), InputError);
+}

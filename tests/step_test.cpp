@@ -1,0 +1,220 @@
+// The training step on the engine: schedules, the bubble, buckets, symmetric vs full mode.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cost_model.h"
+#include "evaluation.h"
+#include "hardware_profile.h"
+#include "memory_model.h"
+#include "model_presets.h"
+#include "pipeline_schedule.h"
+#include "result_json.h"
+#include "scenario.h"
+#include "step_builder.h"
+
+using namespace trainsim;
+using namespace trainsim::sim;
+
+namespace {
+
+const std::string kData = TRAINSIM_TEST_DATA;
+const std::string kScenarios = TRAINSIM_SCENARIOS;
+const std::string kProfiles = TRAINSIM_PROFILES;
+
+// A model whose embedding and head are negligible next to its layers (tiny vocabulary), so that
+// pipeline stages are equal.
+ModelConfig equal_stage_model(int layers) {
+  ModelConfig m = *find_model_preset("gpt-1.3b");
+  m.layers = layers;
+  m.vocab = 8;
+  return m;
+}
+
+struct Fixture {
+  HardwareProfile hw = load_hardware_profile("test-gpu", kData);
+  CostModel cost{hw, Precision::bf16};
+};
+
+StepInput pipeline_input(const Fixture& f, const ModelConfig& m, int pp, int vpp, int microbatches, Schedule sch) {
+  StepInput in;
+  in.model = &m;
+  in.layout.pp = pp;
+  in.layout.vpp = vpp;
+  in.layout.schedule = sch;
+  in.global_batch = microbatches;
+  in.cost = &f.cost;
+  // Free communication: links far faster than anything else, no latency.
+  in.net.shape.nodes = pp;
+  in.net.shape.gpus_per_node = 1;
+  in.net.shape.nics_per_node = 1;
+  in.net.shape.nvlink_Bps = 1e18;
+  in.net.shape.nic_Bps = 1e18;
+  return in;
+}
+
+}  // namespace
+
+TEST(PipelineSchedule, OrdersAreCompleteAndInflightMatchesMemoryModel) {
+  for (auto [kind, sch] : {std::pair{PipelineKind::gpipe, Schedule::gpipe}, std::pair{PipelineKind::one_f_one_b, Schedule::one_f_one_b},
+                           std::pair{PipelineKind::interleaved, Schedule::interleaved}}) {
+    const int p = 4, v = kind == PipelineKind::interleaved ? 2 : 1, m = 8;
+    for (int st = 0; st < p; ++st) {
+      const auto order = pipeline_order(kind, p, v, m, st);
+      EXPECT_EQ(static_cast<int>(order.size()), 2 * m * v);
+      // The memory model's closed form and the schedule agree on what a stage holds.
+      EXPECT_EQ(max_inflight(order), inflight_microbatches(sch, p, v, m, st)) << static_cast<int>(kind) << " stage " << st;
+    }
+  }
+}
+
+TEST(Step, OneFOneBBubbleFraction) {
+  // Equal stages, free communication: the first stage idles (p - 1)(t_f + t_b) out of
+  // (m + p - 1)(t_f + t_b), a bubble fraction of (p - 1)/(m + p - 1) (Narayanan et al. 2021).
+  Fixture f;
+  const ModelConfig m = equal_stage_model(16);
+  for (auto [p, mb] : {std::pair{4, 8}, std::pair{4, 16}, std::pair{8, 8}}) {
+    const StepResult r = simulate_step(pipeline_input(f, m, p, 1, mb, Schedule::one_f_one_b));
+    const double work = r.step_time_s - r.breakdown_s[kOptimizer];
+    EXPECT_NEAR(r.breakdown_s[kBubble] / work, (p - 1.0) / (mb + p - 1.0), 0.01) << p << " " << mb;
+  }
+}
+
+TEST(Step, GpipeHasTheSameBubbleAsOneFOneB) {
+  Fixture f;
+  const ModelConfig m = equal_stage_model(16);
+  const StepResult a = simulate_step(pipeline_input(f, m, 4, 1, 8, Schedule::gpipe));
+  const StepResult b = simulate_step(pipeline_input(f, m, 4, 1, 8, Schedule::one_f_one_b));
+  EXPECT_NEAR(a.step_time_s, b.step_time_s, 1e-3 * b.step_time_s);
+}
+
+TEST(Step, InterleavedBubbleFraction) {
+  // Interleaved 1F1B with v chunks per stage: bubble / ideal compute = (p - 1)/(v m).
+  Fixture f;
+  const ModelConfig m = equal_stage_model(32);
+  for (auto [p, v, mb] : {std::tuple{4, 2, 8}, std::tuple{4, 4, 8}, std::tuple{2, 2, 8}}) {
+    const StepResult r = simulate_step(pipeline_input(f, m, p, v, mb, Schedule::interleaved));
+    const double work = r.step_time_s - r.breakdown_s[kOptimizer] - r.breakdown_s[kBubble];
+    EXPECT_NEAR(r.breakdown_s[kBubble] / work, (p - 1.0) / (v * mb), 0.01) << p << " " << v << " " << mb;
+  }
+}
+
+TEST(Step, BreakdownAddsUpToStepTime) {
+  const Scenario s = load_scenario(kData + "/test-scenario.json", kData);
+  const Evaluation ev = evaluate(s, resolve_layout(s, s.layout, false, 2), 2, EvalOptions{});
+  double sum = 0;
+  for (double b : ev.step.breakdown_s) sum += b;
+  EXPECT_NEAR(sum, ev.step.step_time_s, 1e-9 * ev.step.step_time_s);
+}
+
+TEST(Step, SymmetricAndFullModesAgree) {
+  // Where every rank of a stage does the same work, one representative per stage (with its share
+  // of the NICs) and every rank on the full topology give the same step within 1%.
+  const Scenario s = load_scenario(kData + "/test-scenario.json", kData);
+  for (const char* over : {"", "zero=0,bucket_MB=5", "tp=1,pp=4,sequence_parallel=false", "tp=8,pp=1", "pp=1,zero=3"}) {
+    bool dp = false;
+    const Layout l = resolve_layout(s, apply_layout_overrides(s.layout, over, &dp), dp, 2);
+    EvalOptions sym, full;
+    full.mode = SimMode::full;
+    const double a = evaluate(s, l, 2, sym).step.step_time_s;
+    const double b = evaluate(s, l, 2, full).step.step_time_s;
+    EXPECT_NEAR(a / b, 1.0, 0.01) << over << ": symmetric " << a << " full " << b;
+  }
+}
+
+TEST(Step, SymmetricAndFullAgreeOnAnOversubscribedFatTree) {
+  // 4 nodes, 2 per leaf, uplinks 2:1 oversubscribed; pure DP ring across all nodes.
+  Fixture f;
+  const ModelConfig m = *find_model_preset("gpt-350m");
+  for (int nics : {1, 8}) {
+    StepInput in;
+    in.model = &m;
+    in.layout.dp = 32;
+    in.global_batch = 64;
+    in.cost = &f.cost;
+    in.net.shape.nodes = 4;
+    in.net.shape.gpus_per_node = 8;
+    in.net.shape.nics_per_node = nics;
+    in.net.shape.nics_per_leaf = 2 * nics;
+    in.net.shape.oversubscription = 2.0;
+    in.net.shape.nvlink_Bps = 100e9;
+    in.net.shape.nic_Bps = 10e9;
+    in.net.shape.fabric = Fabric::fat_tree;
+    const double sym = simulate_step(in).step_time_s;
+    in.mode = SimMode::full;
+    const double full = simulate_step(in).step_time_s;
+    EXPECT_NEAR(sym / full, 1.0, 0.02) << nics << " NICs: symmetric " << sym << " full " << full;
+  }
+}
+
+TEST(Step, BucketSizeHasAnInteriorOptimum) {
+  // Small buckets pay the per-collective latency many times; one huge bucket cannot start until
+  // backward ends, so nothing overlaps. Built to show both: 16 data-parallel GPUs over 2 nodes
+  // with 50 us of latency per ring step, one micro-batch of 8 sequences so that backward (about
+  // 75 ms) is longer than the 1.4 GB gradient all-reduce (about 35 ms).
+  Fixture f;
+  const ModelConfig m = *find_model_preset("gpt-350m");
+  std::vector<std::pair<double, double>> times;
+  for (double mb : {0.25, 1.0, 4.0, 16.0, 64.0, 256.0, 4096.0}) {
+    StepInput in;
+    in.model = &m;
+    in.layout.dp = 16;
+    in.layout.bucket_MB = mb;
+    in.layout.micro_batch = 8;
+    in.global_batch = 128;
+    in.cost = &f.cost;
+    in.net.shape.nodes = 2;
+    in.net.shape.gpus_per_node = 8;
+    in.net.shape.nics_per_node = 8;
+    in.net.shape.nvlink_Bps = 100e9;
+    in.net.shape.nic_Bps = 10e9;
+    in.net.intra_alpha_s = 50e-6;
+    in.net.inter_alpha_s = 50e-6;
+    in.net.dp_algorithm = Algorithm::ring;
+    times.push_back({mb, simulate_step(in).step_time_s});
+  }
+  const auto best = std::min_element(times.begin(), times.end(), [](auto& a, auto& b) { return a.second < b.second; });
+  EXPECT_NE(best, times.begin()) << "smallest bucket should not be best";
+  EXPECT_NE(best, times.end() - 1) << "one bucket should not be best";
+  EXPECT_LT(best->second, 0.95 * times.front().second);
+  EXPECT_LT(best->second, 0.95 * times.back().second);
+}
+
+TEST(Step, SlowNetworkGetsSlowerWithMoreNodes) {
+  // The 25 GbE example: the all-reduce of 5 GB of fp32 gradients crosses one 25 Gb/s port per
+  // node; halving compute per GPU does not pay for it.
+  const Scenario s = load_scenario(kScenarios + "/slow-network-25gbe.json", kProfiles);
+  double prev = 0;
+  for (int nodes : {1, 2, 4}) {
+    const Layout l = resolve_layout(s, s.layout, false, nodes);
+    const Evaluation ev = evaluate(s, l, nodes, EvalOptions{});
+    if (nodes > 1) {
+      EXPECT_LT(ev.tokens_per_s, prev) << nodes << " nodes";
+      EXPECT_GT(ev.step.breakdown_s[kDpComm], 0.5 * ev.step.step_time_s) << "the reason is DP communication";
+    }
+    prev = ev.tokens_per_s;
+  }
+}
+
+TEST(Step, CompressionCutsExposedDpTimeOnASlowNetwork) {
+  const Scenario s = load_scenario(kScenarios + "/slow-network-25gbe.json", kProfiles);
+  auto dp_time = [&](const char* comp) {
+    bool dp = false;
+    const Layout l = resolve_layout(s, apply_layout_overrides(s.layout, std::string("compression=") + comp, &dp), false, 2);
+    return evaluate(s, l, 2, EvalOptions{}).step.breakdown_s[kDpComm];
+  };
+  const double none = dp_time("none"), fp16 = dp_time("fp16"), int8 = dp_time("int8"), topk = dp_time("topk:0.01");
+  EXPECT_NEAR(fp16 / none, 0.5, 0.05);
+  EXPECT_NEAR(int8 / none, 0.25, 0.05);
+  EXPECT_LT(topk, int8);
+}
+
+TEST(Step, DeterministicOutput) {
+  const Scenario s = load_scenario(kData + "/test-scenario.json", kData);
+  const Layout l = resolve_layout(s, s.layout, false, 2);
+  EvalOptions opt;
+  opt.mode = SimMode::full;
+  const std::string a = result_to_json(s, evaluate(s, l, 2, opt)).dump();
+  const std::string b = result_to_json(s, evaluate(s, l, 2, opt)).dump();
+  EXPECT_EQ(a, b);
+}

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Fresh machine to first answer: install dependencies, build, and plan an example scenario.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tools/setup.sh
+tools/build.sh
+echo
+build/planner simulate scenarios/gpt3-175b-1024-gpus.json
+echo
+build/planner sweep scenarios/slow-network-25gbe.json
+echo
+build/planner search scenarios/llama2-7b-one-node.json --top 5
