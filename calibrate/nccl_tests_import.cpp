@@ -2,7 +2,6 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <sstream>
 
 #include "input_error.h"
@@ -25,28 +24,27 @@ std::vector<LinkTable> parse_nccl_tests_text(const std::string& text, const std:
   std::string collective;
   int ranks = 0, threads = 1, gpus_per_thread = 1;
   bool header_ranks = false;
-  static const std::regex start(R"(#\s*Collective test starting:\s*(\S+))");
-  static const std::regex nthread(R"(#\s*nThread\s+(\d+)\s+nGpus\s+(\d+))");
-  static const std::regex rank_line(R"(#\s+Rank\s+\d+\s+Group\s+\d+\s+Pid)");
   LinkTable* cur = nullptr;
   while (std::getline(in, line)) {
     ++lineno;
-    std::smatch m;
-    if (std::regex_search(line, m, start)) {
-      collective = collective_from_program(m[1]);
-      ranks = 0;
-      header_ranks = false;
-      cur = nullptr;
-      continue;
-    }
-    if (std::regex_search(line, m, nthread)) {
-      threads = std::stoi(m[1]);
-      gpus_per_thread = std::stoi(m[2]);
-      continue;
-    }
-    if (std::regex_search(line, rank_line)) {
-      ++ranks;
-      header_ranks = true;
+    if (!line.empty() && line[0] == '#') {
+      // Header lines: "# Collective test starting: all_reduce_perf", "# nThread 1 nGpus 8 ...",
+      // and one "#  Rank  3 Group  0 Pid ..." line per rank.
+      std::istringstream h(line.substr(1));
+      std::vector<std::string> w;
+      for (std::string tok; h >> tok;) w.push_back(tok);
+      if (w.size() >= 4 && w[0] == "Collective" && w[1] == "test" && w[2] == "starting:") {
+        collective = collective_from_program(w[3]);
+        ranks = 0;
+        header_ranks = false;
+        cur = nullptr;
+      } else if (w.size() >= 4 && w[0] == "nThread" && w[2] == "nGpus") {
+        threads = std::atoi(w[1].c_str());
+        gpus_per_thread = std::atoi(w[3].c_str());
+      } else if (w.size() >= 5 && w[0] == "Rank" && w[2] == "Group" && w[4] == "Pid") {
+        ++ranks;
+        header_ranks = true;
+      }
       continue;
     }
     if (line.empty() || line[0] == '#') continue;
