@@ -38,6 +38,7 @@ void write_atomically(const std::string& path, const std::string& text) {
   std::filesystem::rename(tmp, path);
 }
 
+#ifdef TRAINSIM_HAVE_CUDA
 json read_json(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw InputError(path, "cannot open file");
@@ -54,6 +55,8 @@ std::string today() {
   std::strftime(buf, sizeof buf, "%Y-%m-%d", std::gmtime(&t));
   return buf;
 }
+
+#endif
 
 int import_logs(const std::vector<std::string>& logs, const std::string& out, double min_bytes) {
   json tables = json::array();

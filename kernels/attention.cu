@@ -15,9 +15,11 @@ namespace trainsim::gpu {
 
 namespace {
 
+}  // namespace
+
 // Row-major [rows, cols] tensors are column-major [cols, rows] to cuBLAS; this computes, per batch,
 // row-major C[M,N] = op(A) op(B) with A row-major [M,K] (or [K,M] if ta) and B [K,N] (or [N,K] if tb).
-void gemm_rm(cublasHandle_t h, bool ta, bool tb, int M, int N, int K, const void* A, long long sa, const void* B,
+void batched_gemm_rm(cublasHandle_t h, bool ta, bool tb, int M, int N, int K, const void* A, long long sa, const void* B,
              long long sb, void* C, long long sc, int batch, float scale) {
   const float beta = 0.0f;
   // Row-major C = A B  <=>  column-major C^T = B^T A^T.
@@ -25,6 +27,8 @@ void gemm_rm(cublasHandle_t h, bool ta, bool tb, int M, int N, int K, const void
                                                 &scale, B, CUDA_R_16BF, tb ? K : N, sb, A, CUDA_R_16BF, ta ? M : K, sa, &beta,
                                                 C, CUDA_R_16BF, N, sc, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
+
+namespace {
 
 // One warp per row, 16-byte loads (8 bf16 per lane per step; seq must be a multiple of 8): causal
 // mask (column > row is -inf), max, exp, sum, normalise.
@@ -111,12 +115,12 @@ void attention_forward(cublasHandle_t h, const AttentionShape& a, const void* q,
   const int s = a.seq, d = a.head_dim, bh = a.batch_heads;
   const long long sd = static_cast<long long>(s) * d, ss = static_cast<long long>(s) * s;
   // S = Q K^T / sqrt(d)
-  gemm_rm(h, false, true, s, s, d, q, sd, k, sd, p, ss, bh, 1.0f / sqrtf(static_cast<float>(d)));
+  batched_gemm_rm(h, false, true, s, s, d, q, sd, k, sd, p, ss, bh, 1.0f / sqrtf(static_cast<float>(d)));
   const long long rows = static_cast<long long>(bh) * s;
   softmax_causal<<<static_cast<unsigned>((rows + 7) / 8), 256, 0, st>>>(static_cast<__nv_bfloat16*>(p), s, rows);
   TRAINSIM_KERNEL_CHECK();
   // O = P V
-  gemm_rm(h, false, false, s, d, s, p, ss, v, sd, o, sd, bh, 1.0f);
+  batched_gemm_rm(h, false, false, s, d, s, p, ss, v, sd, o, sd, bh, 1.0f);
 }
 
 void attention_backward(cublasHandle_t h, const AttentionShape& a, const void* q, const void* k, const void* v,
@@ -125,14 +129,14 @@ void attention_backward(cublasHandle_t h, const AttentionShape& a, const void* q
   const int s = a.seq, d = a.head_dim, bh = a.batch_heads;
   const long long sd = static_cast<long long>(s) * d, ss = static_cast<long long>(s) * s;
   const float scale = 1.0f / sqrtf(static_cast<float>(d));
-  gemm_rm(h, true, false, s, d, s, p, ss, d_o, sd, dv, sd, bh, 1.0f);   // dV = P^T dO
-  gemm_rm(h, false, true, s, s, d, d_o, sd, v, sd, dp, ss, bh, 1.0f);   // dP = dO V^T
+  batched_gemm_rm(h, true, false, s, d, s, p, ss, d_o, sd, dv, sd, bh, 1.0f);   // dV = P^T dO
+  batched_gemm_rm(h, false, true, s, s, d, d_o, sd, v, sd, dp, ss, bh, 1.0f);   // dP = dO V^T
   const long long rows = static_cast<long long>(bh) * s;
   softmax_backward<<<static_cast<unsigned>((rows + 7) / 8), 256, 0, st>>>(static_cast<const __nv_bfloat16*>(p),
                                                                          static_cast<__nv_bfloat16*>(dp), s, rows);
   TRAINSIM_KERNEL_CHECK();
-  gemm_rm(h, false, false, s, d, s, dp, ss, k, sd, dq, sd, bh, scale);  // dQ = dS K
-  gemm_rm(h, true, false, s, d, s, dp, ss, q, sd, dk, sd, bh, scale);   // dK = dS^T Q
+  batched_gemm_rm(h, false, false, s, d, s, dp, ss, k, sd, dq, sd, bh, scale);  // dQ = dS K
+  batched_gemm_rm(h, true, false, s, d, s, dp, ss, q, sd, dk, sd, bh, scale);   // dK = dS^T Q
 }
 
 }  // namespace trainsim::gpu

@@ -12,6 +12,10 @@ struct AttentionShape {
   int batch_heads = 0, seq = 0, head_dim = 0;
 };
 
+// Per batch, row-major C[M,N] = scale op(A) op(B) (bf16, fp32 accumulation), strided batches.
+void batched_gemm_rm(cublasHandle_t h, bool ta, bool tb, int M, int N, int K, const void* A, long long sa, const void* B,
+                     long long sb, void* C, long long sc, int batch, float scale);
+
 // Q, K, V, O: [bh, s, d]; P (softmax probabilities, kept for backward): [bh, s, s].
 void attention_forward(cublasHandle_t h, const AttentionShape& a, const void* q, const void* k, const void* v, void* p,
                        void* o, cudaStream_t st);

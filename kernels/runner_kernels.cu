@@ -1,0 +1,361 @@
+#include "runner_kernels.h"
+
+#include "cuda_compat.h"
+
+namespace trainsim::gpu {
+
+namespace {
+
+#define GRID_STRIDE(i, n) \
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < (n); i += static_cast<size_t>(gridDim.x) * blockDim.x)
+
+__device__ __forceinline__ bool keep(size_t i, unsigned seed) {
+  unsigned long long x = (i + 1) * 0x9E3779B97F4A7C15ull ^ (static_cast<unsigned long long>(seed) << 32);
+  x ^= x >> 31; x *= 0xBF58476D1CE4E5B9ull; x ^= x >> 27;
+  return static_cast<float>(x >> 40) / static_cast<float>(1ull << 24) >= kDropout;
+}
+__device__ __forceinline__ float f(bf16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ bf16 b(float v) { return __float2bfloat16(v); }
+constexpr float kKeepScale = 1.0f / (1.0f - kDropout);
+
+// Block-wide sum of one float per thread (blockDim.x a multiple of 32, at most 1024).
+__device__ float block_sum(float v) {
+  __shared__ float part[32];
+  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffff, v, o);
+  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = v;
+  __syncthreads();
+  float t = threadIdx.x < blockDim.x / 32 ? part[threadIdx.x] : 0.0f;
+  if (threadIdx.x < 32)
+    for (int o = 16; o > 0; o /= 2) t += __shfl_xor_sync(0xffffffff, t, o);
+  __shared__ float total;
+  if (threadIdx.x == 0) total = t;
+  __syncthreads();
+  const float r = total;
+  __syncthreads();
+  return r;
+}
+
+__global__ void embed_fwd_k(const int* tok, const bf16* wte, const bf16* wpe, bf16* out, unsigned char* mask, int T, int h,
+                            int seq, unsigned seed) {
+  GRID_STRIDE(i, static_cast<size_t>(T) * h) {
+    const int t = static_cast<int>(i / h), c = static_cast<int>(i % h);
+    const float v = f(wte[static_cast<size_t>(tok[t]) * h + c]) + f(wpe[static_cast<size_t>(t % seq) * h + c]);
+    const bool k = keep(i, seed);
+    mask[i] = k;
+    out[i] = b(k ? v * kKeepScale : 0.0f);
+  }
+}
+
+__global__ void embed_bwd_k(const bf16* d, const unsigned char* mask, const int* tok, float* dwte, float* dwpe, int T, int h, int seq) {
+  GRID_STRIDE(i, static_cast<size_t>(T) * h) {
+    const int t = static_cast<int>(i / h), c = static_cast<int>(i % h);
+    const float g = mask[i] ? f(d[i]) * kKeepScale : 0.0f;
+    atomicAdd(&dwte[static_cast<size_t>(tok[t]) * h + c], g);
+    atomicAdd(&dwpe[static_cast<size_t>(t % seq) * h + c], g);
+  }
+}
+
+__global__ void ln_fwd_k(const bf16* x, const bf16* g, const bf16* bb, bf16* y, float* mean, float* rstd, int h) {
+  const size_t row = blockIdx.x;
+  const bf16* xr = x + row * h;
+  float s = 0, s2 = 0;
+  for (int c = threadIdx.x; c < h; c += blockDim.x) {
+    const float v = f(xr[c]);
+    s += v;
+    s2 += v * v;
+  }
+  s = block_sum(s);
+  s2 = block_sum(s2);
+  const float mu = s / h, var = fmaxf(s2 / h - mu * mu, 0.0f), rs = rsqrtf(var + 1e-5f);
+  if (threadIdx.x == 0) { mean[row] = mu; rstd[row] = rs; }
+  for (int c = threadIdx.x; c < h; c += blockDim.x) y[row * h + c] = b((f(xr[c]) - mu) * rs * f(g[c]) + f(bb[c]));
+}
+
+__global__ void ln_bwd_k(const bf16* dy, const bf16* x, const bf16* g, const float* mean, const float* rstd, bf16* dx, int h) {
+  const size_t row = blockIdx.x;
+  const float mu = mean[row], rs = rstd[row];
+  float a = 0, c2 = 0;
+  for (int c = threadIdx.x; c < h; c += blockDim.x) {
+    const float xh = (f(x[row * h + c]) - mu) * rs, gy = f(dy[row * h + c]) * f(g[c]);
+    a += gy;
+    c2 += gy * xh;
+  }
+  a = block_sum(a) / h;
+  c2 = block_sum(c2) / h;
+  for (int c = threadIdx.x; c < h; c += blockDim.x) {
+    const float xh = (f(x[row * h + c]) - mu) * rs, gy = f(dy[row * h + c]) * f(g[c]);
+    dx[row * h + c] = b(rs * (gy - a - xh * c2));
+  }
+}
+
+// dgamma += sum dy * xhat, dbeta += sum dy, over rows; 32 columns per block, rows split over grid.y.
+__global__ void ln_param_grad_k(const bf16* dy, const bf16* x, const float* mean, const float* rstd, float* dg, float* db, int T, int h) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= h) return;
+  float sg = 0, sb = 0;
+  for (int r = blockIdx.y; r < T; r += gridDim.y) {
+    const float d = f(dy[static_cast<size_t>(r) * h + c]);
+    sg += d * (f(x[static_cast<size_t>(r) * h + c]) - mean[r]) * rstd[r];
+    sb += d;
+  }
+  atomicAdd(&dg[c], sg);
+  atomicAdd(&db[c], sb);
+}
+
+__global__ void col_sum_k(const bf16* dy, float* grad, int T, int n) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= n) return;
+  float s = 0;
+  for (int r = blockIdx.y; r < T; r += gridDim.y) s += f(dy[static_cast<size_t>(r) * n + c]);
+  atomicAdd(&grad[c], s);
+}
+
+__global__ void split_heads_k(const bf16* qkv, const bf16* bias, bf16* q, bf16* k, bf16* v, int bsz, int s, int a, int d) {
+  const int h = a * d;
+  GRID_STRIDE(i, static_cast<size_t>(bsz) * s * 3 * h) {
+    const size_t t = i / (3 * h);
+    const int j = static_cast<int>(i % (3 * h));
+    const int which = j / h, head = (j % h) / d, dd = j % d;
+    const size_t bi = t / s, si = t % s;
+    const size_t o = ((bi * a + head) * s + si) * d + dd;
+    const bf16 val = b(f(qkv[i]) + f(bias[j]));
+    (which == 0 ? q : which == 1 ? k : v)[o] = val;
+  }
+}
+
+__global__ void merge_qkv_k(const bf16* dq, const bf16* dk, const bf16* dv, bf16* dqkv, int bsz, int s, int a, int d) {
+  const int h = a * d;
+  GRID_STRIDE(i, static_cast<size_t>(bsz) * s * 3 * h) {
+    const size_t t = i / (3 * h);
+    const int j = static_cast<int>(i % (3 * h));
+    const int which = j / h, head = (j % h) / d, dd = j % d;
+    const size_t bi = t / s, si = t % s;
+    const size_t o = ((bi * a + head) * s + si) * d + dd;
+    dqkv[i] = (which == 0 ? dq : which == 1 ? dk : dv)[o];
+  }
+}
+
+__global__ void heads_to_rows_k(const bf16* in, bf16* out, int bsz, int s, int a, int d) {
+  const int h = a * d;
+  GRID_STRIDE(i, static_cast<size_t>(bsz) * s * h) {
+    const size_t t = i / h;
+    const int j = static_cast<int>(i % h), head = j / d, dd = j % d;
+    const size_t bi = t / s, si = t % s;
+    out[i] = in[((bi * a + head) * s + si) * d + dd];
+  }
+}
+
+__global__ void rows_to_heads_k(const bf16* in, bf16* out, int bsz, int s, int a, int d) {
+  const int h = a * d;
+  GRID_STRIDE(i, static_cast<size_t>(bsz) * s * h) {
+    const size_t t = i / h;
+    const int j = static_cast<int>(i % h), head = j / d, dd = j % d;
+    const size_t bi = t / s, si = t % s;
+    out[((bi * a + head) * s + si) * d + dd] = in[i];
+  }
+}
+
+// One warp per row of scores: causal softmax in place, then dropout into pd.
+__global__ void softmax_dropout_k(bf16* p, bf16* pd, unsigned char* mask, int s, long long rows, unsigned seed) {
+  const long long row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  const int r = static_cast<int>(row % s);
+  bf16* x = p + row * s;
+  float mx = -INFINITY;
+  for (int c = lane; c <= r; c += 32) mx = fmaxf(mx, f(x[c]));
+  for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, o));
+  float sum = 0;
+  for (int c = lane; c <= r; c += 32) sum += __expf(f(x[c]) - mx);
+  for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffff, sum, o);
+  const float inv = 1.0f / sum;
+  for (int c = lane; c < s; c += 32) {
+    const float pv = c <= r ? __expf(f(x[c]) - mx) * inv : 0.0f;
+    const size_t idx = static_cast<size_t>(row) * s + c;
+    const bool k = keep(idx, seed);
+    x[c] = b(pv);
+    mask[idx] = k;
+    pd[idx] = b(k ? pv * kKeepScale : 0.0f);
+  }
+}
+
+__global__ void softmax_dropout_bwd_k(const bf16* p, const unsigned char* mask, bf16* dpd, int s, long long rows) {
+  const long long row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  const size_t base = static_cast<size_t>(row) * s;
+  float dot = 0;
+  for (int c = lane; c < s; c += 32) {
+    const float dp = mask[base + c] ? f(dpd[base + c]) * kKeepScale : 0.0f;
+    dot += dp * f(p[base + c]);
+  }
+  for (int o = 16; o > 0; o /= 2) dot += __shfl_xor_sync(0xffffffff, dot, o);
+  for (int c = lane; c < s; c += 32) {
+    const float dp = mask[base + c] ? f(dpd[base + c]) * kKeepScale : 0.0f;
+    dpd[base + c] = b(f(p[base + c]) * (dp - dot));
+  }
+}
+
+__global__ void bias_dropout_residual_k(const bf16* y, const bf16* bias, const bf16* res, bf16* out, unsigned char* mask, int T,
+                                        int h, unsigned seed) {
+  GRID_STRIDE(i, static_cast<size_t>(T) * h) {
+    const bool k = keep(i, seed);
+    mask[i] = k;
+    out[i] = b(f(res[i]) + (k ? (f(y[i]) + f(bias[i % h])) * kKeepScale : 0.0f));
+  }
+}
+
+__global__ void dropout_bwd_k(const bf16* d, const unsigned char* mask, bf16* dy, size_t n) {
+  GRID_STRIDE(i, n) dy[i] = b(mask[i] ? f(d[i]) * kKeepScale : 0.0f);
+}
+
+__device__ __forceinline__ float gelu(float x) { return 0.5f * x * (1.0f + tanhf(0.7978845608f * (x + 0.044715f * x * x * x))); }
+__device__ __forceinline__ float gelu_grad(float x) {
+  const float u = 0.7978845608f * (x + 0.044715f * x * x * x), t = tanhf(u);
+  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * 0.7978845608f * (1.0f + 3.0f * 0.044715f * x * x);
+}
+
+__global__ void bias_gelu_k(const bf16* x, const bf16* bias, bf16* gin, bf16* out, int T, int n) {
+  GRID_STRIDE(i, static_cast<size_t>(T) * n) {
+    const float v = f(x[i]) + f(bias[i % n]);
+    gin[i] = b(v);
+    out[i] = b(gelu(v));
+  }
+}
+
+__global__ void gelu_bwd_k(const bf16* d, const bf16* gin, bf16* din, size_t n) {
+  GRID_STRIDE(i, n) din[i] = b(f(d[i]) * gelu_grad(f(gin[i])));
+}
+
+__global__ void add_k(bf16* x, const bf16* y, size_t n) {
+  GRID_STRIDE(i, n) x[i] = b(f(x[i]) + f(y[i]));
+}
+
+// One block per row: max, sum of exp, loss, gradient (softmax - onehot) * scale.
+__global__ void cross_entropy_k(bf16* logits, float* l32, const int* tgt, float* loss, int V, float scale) {
+  const size_t row = blockIdx.x;
+  bf16* x = logits + row * V;
+  float* y = l32 + row * V;
+  float mx = -INFINITY;
+  for (int c = threadIdx.x; c < V; c += blockDim.x) {
+    const float v = f(x[c]);
+    y[c] = v;
+    mx = fmaxf(mx, v);
+  }
+  __shared__ float red[32];
+  for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, o));
+  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = mx;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    float t = threadIdx.x < blockDim.x / 32 ? red[threadIdx.x] : -INFINITY;
+    for (int o = 16; o > 0; o /= 2) t = fmaxf(t, __shfl_xor_sync(0xffffffff, t, o));
+    if (threadIdx.x == 0) red[0] = t;
+  }
+  __syncthreads();
+  mx = red[0];
+  __syncthreads();
+  float s = 0;
+  for (int c = threadIdx.x; c < V; c += blockDim.x) s += __expf(y[c] - mx);
+  s = block_sum(s);
+  const int t = tgt[row];
+  if (threadIdx.x == 0) atomicAdd(loss, (logf(s) + mx - y[t]) * scale);
+  for (int c = threadIdx.x; c < V; c += blockDim.x) x[c] = b((__expf(y[c] - mx) / s - (c == t ? 1.0f : 0.0f)) * scale);
+}
+
+__global__ void adam_k(float* w, float* m, float* v, const float* g, bf16* w16, size_t n, float lr) {
+  GRID_STRIDE(i, n) {
+    const float gi = g[i];
+    const float mi = 0.9f * m[i] + 0.1f * gi;
+    const float vi = 0.95f * v[i] + 0.05f * gi * gi;
+    const float wi = w[i] - lr * mi / (sqrtf(vi) + 1e-8f);
+    m[i] = mi;
+    v[i] = vi;
+    w[i] = wi;
+    w16[i] = b(wi);
+  }
+}
+
+__global__ void cast_k(const float* in, bf16* out, size_t n) { GRID_STRIDE(i, n) out[i] = b(in[i]); }
+
+dim3 col_grid(int n, int T) { return dim3((n + 255) / 256, std::min(T, 64)); }
+
+}  // namespace
+
+int grid_for_elements(size_t n) {
+  int dev = 0, sms = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  return static_cast<int>(std::max<size_t>(1, std::min<size_t>((n + 255) / 256, static_cast<size_t>(sms) * 16)));
+}
+
+#define LAUNCH_ELEMS(kernel, n, st, ...) \
+  kernel<<<grid_for_elements(n), 256, 0, st>>>(__VA_ARGS__); \
+  TRAINSIM_KERNEL_CHECK()
+
+void embed_forward(const int* tokens, const bf16* wte, const bf16* wpe, bf16* out, unsigned char* mask, int T, int h, int seq,
+                   unsigned seed, cudaStream_t st) {
+  LAUNCH_ELEMS(embed_fwd_k, static_cast<size_t>(T) * h, st, tokens, wte, wpe, out, mask, T, h, seq, seed);
+}
+void embed_backward(const bf16* dout, const unsigned char* mask, const int* tokens, float* dwte, float* dwpe, int T, int h, int seq,
+                    cudaStream_t st) {
+  LAUNCH_ELEMS(embed_bwd_k, static_cast<size_t>(T) * h, st, dout, mask, tokens, dwte, dwpe, T, h, seq);
+}
+void layernorm_forward(const bf16* x, const bf16* g, const bf16* bb, bf16* y, float* mean, float* rstd, int T, int h, cudaStream_t st) {
+  ln_fwd_k<<<T, 256, 0, st>>>(x, g, bb, y, mean, rstd, h);
+  TRAINSIM_KERNEL_CHECK();
+}
+void layernorm_backward(const bf16* dy, const bf16* x, const bf16* g, const float* mean, const float* rstd, bf16* dx, float* dg,
+                        float* db, int T, int h, cudaStream_t st) {
+  ln_bwd_k<<<T, 256, 0, st>>>(dy, x, g, mean, rstd, dx, h);
+  TRAINSIM_KERNEL_CHECK();
+  ln_param_grad_k<<<col_grid(h, T), 256, 0, st>>>(dy, x, mean, rstd, dg, db, T, h);
+  TRAINSIM_KERNEL_CHECK();
+}
+void split_heads(const bf16* qkv, const bf16* bias, bf16* q, bf16* k, bf16* v, int bsz, int s, int a, int d, cudaStream_t st) {
+  LAUNCH_ELEMS(split_heads_k, static_cast<size_t>(bsz) * s * 3 * a * d, st, qkv, bias, q, k, v, bsz, s, a, d);
+}
+void merge_qkv_grad(const bf16* dq, const bf16* dk, const bf16* dv, bf16* dqkv, int bsz, int s, int a, int d, cudaStream_t st) {
+  LAUNCH_ELEMS(merge_qkv_k, static_cast<size_t>(bsz) * s * 3 * a * d, st, dq, dk, dv, dqkv, bsz, s, a, d);
+}
+void heads_to_rows(const bf16* in, bf16* out, int bsz, int s, int a, int d, cudaStream_t st) {
+  LAUNCH_ELEMS(heads_to_rows_k, static_cast<size_t>(bsz) * s * a * d, st, in, out, bsz, s, a, d);
+}
+void rows_to_heads(const bf16* in, bf16* out, int bsz, int s, int a, int d, cudaStream_t st) {
+  LAUNCH_ELEMS(rows_to_heads_k, static_cast<size_t>(bsz) * s * a * d, st, in, out, bsz, s, a, d);
+}
+void softmax_dropout(bf16* p, bf16* pd, unsigned char* mask, int s, long long rows, unsigned seed, cudaStream_t st) {
+  softmax_dropout_k<<<static_cast<unsigned>((rows + 7) / 8), 256, 0, st>>>(p, pd, mask, s, rows, seed);
+  TRAINSIM_KERNEL_CHECK();
+}
+void softmax_dropout_backward(const bf16* p, const unsigned char* mask, bf16* dpd, int s, long long rows, cudaStream_t st) {
+  softmax_dropout_bwd_k<<<static_cast<unsigned>((rows + 7) / 8), 256, 0, st>>>(p, mask, dpd, s, rows);
+  TRAINSIM_KERNEL_CHECK();
+}
+void bias_dropout_residual(const bf16* y, const bf16* bias, const bf16* residual, bf16* out, unsigned char* mask, int T, int h,
+                           unsigned seed, cudaStream_t st) {
+  LAUNCH_ELEMS(bias_dropout_residual_k, static_cast<size_t>(T) * h, st, y, bias, residual, out, mask, T, h, seed);
+}
+void dropout_backward(const bf16* dout, const unsigned char* mask, bf16* dy, size_t n, cudaStream_t st) {
+  LAUNCH_ELEMS(dropout_bwd_k, n, st, dout, mask, dy, n);
+}
+void bias_gelu(const bf16* x, const bf16* bias, bf16* gin, bf16* out, int T, int n, cudaStream_t st) {
+  LAUNCH_ELEMS(bias_gelu_k, static_cast<size_t>(T) * n, st, x, bias, gin, out, T, n);
+}
+void gelu_backward(const bf16* dout, const bf16* gin, bf16* din, size_t n, cudaStream_t st) {
+  LAUNCH_ELEMS(gelu_bwd_k, n, st, dout, gin, din, n);
+}
+void column_sum(const bf16* dy, float* grad, int T, int n, cudaStream_t st) {
+  col_sum_k<<<col_grid(n, T), 256, 0, st>>>(dy, grad, T, n);
+  TRAINSIM_KERNEL_CHECK();
+}
+void add_inplace(bf16* x, const bf16* y, size_t n, cudaStream_t st) { LAUNCH_ELEMS(add_k, n, st, x, y, n); }
+void cross_entropy(bf16* logits, float* logits32, const int* targets, float* loss, int T, int V, float scale, cudaStream_t st) {
+  cross_entropy_k<<<T, 512, 0, st>>>(logits, logits32, targets, loss, V, scale);
+  TRAINSIM_KERNEL_CHECK();
+}
+void adam_update(float* w, float* m, float* v, const float* g, bf16* w16, size_t n, float lr, cudaStream_t st) {
+  LAUNCH_ELEMS(adam_k, n, st, w, m, v, g, w16, n, lr);
+}
+void cast_to_bf16(const float* in, bf16* out, size_t n, cudaStream_t st) { LAUNCH_ELEMS(cast_k, n, st, in, out, n); }
+
+}  // namespace trainsim::gpu

@@ -1,0 +1,52 @@
+#pragma once
+// Element-wise and row-wise kernels of a GPT training step (bf16 activations, fp32 statistics and
+// gradient accumulation). Dropout masks come from a counter hash, so recomputation reproduces them.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+
+namespace trainsim::gpu {
+
+using bf16 = __nv_bfloat16;
+constexpr float kDropout = 0.1f;
+
+void embed_forward(const int* tokens, const bf16* wte, const bf16* wpe, bf16* out, unsigned char* mask, int T, int h, int seq,
+                   unsigned seed, cudaStream_t st);
+void embed_backward(const bf16* dout, const unsigned char* mask, const int* tokens, float* dwte, float* dwpe, int T, int h,
+                    int seq, cudaStream_t st);
+void layernorm_forward(const bf16* x, const bf16* g, const bf16* b, bf16* y, float* mean, float* rstd, int T, int h, cudaStream_t st);
+// dx = LN backward; dg, db accumulate (fp32).
+void layernorm_backward(const bf16* dy, const bf16* x, const bf16* g, const float* mean, const float* rstd, bf16* dx,
+                        float* dg, float* db, int T, int h, cudaStream_t st);
+// qkv [T, 3h] (+ bias) -> q, k, v [b*a, s, d]; and the inverse for gradients (no bias).
+void split_heads(const bf16* qkv, const bf16* bias, bf16* q, bf16* k, bf16* v, int b, int s, int a, int d, cudaStream_t st);
+void merge_qkv_grad(const bf16* dq, const bf16* dk, const bf16* dv, bf16* dqkv, int b, int s, int a, int d, cudaStream_t st);
+// [b*a, s, d] <-> [T, h]
+void heads_to_rows(const bf16* in, bf16* out, int b, int s, int a, int d, cudaStream_t st);
+void rows_to_heads(const bf16* in, bf16* out, int b, int s, int a, int d, cudaStream_t st);
+// Attention probabilities: causal softmax of scores in place (p), then dropout into pd with mask.
+void softmax_dropout(bf16* p, bf16* pd, unsigned char* mask, int s, long long rows, unsigned seed, cudaStream_t st);
+// d(pd) -> d(scores), in place: undo dropout with the mask, then the softmax backward with p.
+void softmax_dropout_backward(const bf16* p, const unsigned char* mask, bf16* dpd, int s, long long rows, cudaStream_t st);
+// out = residual + dropout(y + bias); keeps the mask.
+void bias_dropout_residual(const bf16* y, const bf16* bias, const bf16* residual, bf16* out, unsigned char* mask, int T, int h,
+                           unsigned seed, cudaStream_t st);
+// dy = dout * mask / (1 - p).
+void dropout_backward(const bf16* dout, const unsigned char* mask, bf16* dy, size_t n, cudaStream_t st);
+// gelu_in = x + bias (kept), out = gelu(gelu_in).
+void bias_gelu(const bf16* x, const bf16* bias, bf16* gelu_in, bf16* out, int T, int f, cudaStream_t st);
+void gelu_backward(const bf16* dout, const bf16* gelu_in, bf16* din, size_t n, cudaStream_t st);
+// grad[c] += sum over rows of dy[r, c].
+void column_sum(const bf16* dy, float* grad, int T, int n, cudaStream_t st);
+void add_inplace(bf16* x, const bf16* y, size_t n, cudaStream_t st);
+// Cross-entropy over rows of logits (vocab-wide softmax in fp32 through logits32); writes the
+// gradient (softmax - onehot) * scale over the bf16 logits in place and adds the loss to *loss.
+void cross_entropy(bf16* logits, float* logits32, const int* targets, float* loss, int T, int V, float scale, cudaStream_t st);
+// Mixed-precision Adam: fp32 master, moments and gradient; writes the bf16 compute copy.
+void adam_update(float* w, float* m, float* v, const float* g, bf16* w16, size_t n, float lr, cudaStream_t st);
+void cast_to_bf16(const float* in, bf16* out, size_t n, cudaStream_t st);
+// Launches with a grid sized for n elements on this device.
+int grid_for_elements(size_t n);
+
+}  // namespace trainsim::gpu

@@ -1,0 +1,279 @@
+#include "step_runner.h"
+
+#include <cublas_v2.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "attention.h"
+#include "cuda_compat.h"
+#include "lt_matmul.h"
+#include "runner_kernels.h"
+#include "timing.h"
+
+namespace trainsim::gpu {
+
+namespace {
+
+// Every device allocation of the runner goes through here, so the total is known.
+class Arena {
+ public:
+  template <class T>
+  T* take(size_t count) {
+    bufs_.emplace_back(count * sizeof(T));
+    total_ += count * sizeof(T);
+    return bufs_.back().get<T>();
+  }
+  double total() const { return static_cast<double>(total_); }
+
+ private:
+  std::vector<DeviceBuffer> bufs_;
+  size_t total_ = 0;
+};
+
+struct LayerParams {
+  size_t ln1_g, ln1_b, wqkv, bqkv, wo, bo, ln2_g, ln2_b, w1, b1, w2, b2;  // offsets into the flat parameter array
+};
+
+// What one layer keeps for backward (Korthikanti et al.'s 34 s b h + 5 a s^2 b bytes).
+struct LayerActs {
+  bf16 *x = nullptr, *ln1 = nullptr, *q = nullptr, *k = nullptr, *v = nullptr, *ctx = nullptr, *xmid = nullptr,
+       *ln2 = nullptr, *gin = nullptr, *gout = nullptr;
+  unsigned char *mask_attn = nullptr, *mask_mlp = nullptr;
+  float *mean1 = nullptr, *rstd1 = nullptr, *mean2 = nullptr, *rstd2 = nullptr;
+  bf16 *p = nullptr, *pd = nullptr;  // attention probabilities and their dropout output
+  unsigned char* pmask = nullptr;
+};
+
+}  // namespace
+
+RunnerResult run_gpt_training(const RunnerConfig& c) {
+  const int L = c.layers, h = c.hidden, a = c.heads, d = h / a, f = c.ffn, V = c.vocab, s = c.seq, bsz = c.micro_batch;
+  const int T = bsz * s;
+  const size_t Th = static_cast<size_t>(T) * h, Tf = static_cast<size_t>(T) * f;
+  const size_t S2 = static_cast<size_t>(bsz) * a * s * s;  // attention scores elements
+  cudaStream_t st;
+  TRAINSIM_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  cublasHandle_t cb;
+  if (cublasCreate(&cb) != CUBLAS_STATUS_SUCCESS) throw std::runtime_error("cublasCreate failed");
+  cublasSetStream(cb, st);
+  Arena arena;
+  RunnerResult r;
+  {
+    LtMatmul mm(st);
+    // Parameters: one flat array in each precision (bf16 compute copy, fp32 master, moments, grads).
+    std::vector<LayerParams> lp(L);
+    size_t n = 0;
+    auto place = [&](size_t count) { const size_t o = n; n += count; return o; };
+    const size_t wte = place(static_cast<size_t>(V) * h), wpe = place(static_cast<size_t>(s) * h);
+    for (auto& p : lp) {
+      p.ln1_g = place(h); p.ln1_b = place(h);
+      p.wqkv = place(static_cast<size_t>(h) * 3 * h); p.bqkv = place(3 * h);
+      p.wo = place(static_cast<size_t>(h) * h); p.bo = place(h);
+      p.ln2_g = place(h); p.ln2_b = place(h);
+      p.w1 = place(static_cast<size_t>(h) * f); p.b1 = place(f);
+      p.w2 = place(static_cast<size_t>(f) * h); p.b2 = place(h);
+    }
+    const size_t lnf_g = place(h), lnf_b = place(h);
+    bf16* W = arena.take<bf16>(n);
+    float* master = arena.take<float>(n);
+    float* mom = arena.take<float>(n);
+    float* var = arena.take<float>(n);
+    float* grad = arena.take<float>(n);
+    // Initialisation: N(0, 0.02)-like uniform weights, LayerNorm gains 1 and biases 0.
+    fill_random_f32(master, n, 1234, 0.02f * std::sqrt(3.0f), st);
+    std::vector<float> ones(std::max(h, f), 1.0f), zeros(std::max(3 * h, f), 0.0f);
+    auto set = [&](size_t off, const std::vector<float>& v, size_t count) {
+      TRAINSIM_CUDA(cudaMemcpyAsync(master + off, v.data(), count * 4, cudaMemcpyHostToDevice, st));
+    };
+    for (auto& p : lp) {
+      set(p.ln1_g, ones, h); set(p.ln1_b, zeros, h); set(p.ln2_g, ones, h); set(p.ln2_b, zeros, h);
+      set(p.bqkv, zeros, 3 * h); set(p.bo, zeros, h); set(p.b1, zeros, f); set(p.b2, zeros, h);
+    }
+    set(lnf_g, ones, h); set(lnf_b, zeros, h);
+    TRAINSIM_CUDA(cudaMemsetAsync(mom, 0, n * 4, st));
+    TRAINSIM_CUDA(cudaMemsetAsync(var, 0, n * 4, st));
+    cast_to_bf16(master, W, n, st);
+
+    // Activations kept for backward, per layer (or only the layer inputs under full recompute).
+    const bool keep_scores = c.recompute == 0, keep_layers = c.recompute != 2;
+    std::vector<LayerActs> acts(L + 1);
+    auto alloc_layer = [&](LayerActs& x, bool scores) {
+      x.ln1 = arena.take<bf16>(Th); x.q = arena.take<bf16>(Th); x.k = arena.take<bf16>(Th); x.v = arena.take<bf16>(Th);
+      x.ctx = arena.take<bf16>(Th); x.xmid = arena.take<bf16>(Th); x.ln2 = arena.take<bf16>(Th);
+      x.gin = arena.take<bf16>(Tf); x.gout = arena.take<bf16>(Tf);
+      x.mask_attn = arena.take<unsigned char>(Th); x.mask_mlp = arena.take<unsigned char>(Th);
+      x.mean1 = arena.take<float>(T); x.rstd1 = arena.take<float>(T); x.mean2 = arena.take<float>(T); x.rstd2 = arena.take<float>(T);
+      if (scores) { x.p = arena.take<bf16>(S2); x.pd = arena.take<bf16>(S2); x.pmask = arena.take<unsigned char>(S2); }
+    };
+    for (int l = 0; l <= L; ++l) acts[l].x = arena.take<bf16>(Th);  // layer inputs (acts[L].x: final norm input)
+    for (int l = 0; l < L; ++l)
+      if (keep_layers) alloc_layer(acts[l], keep_scores);
+    LayerActs work;  // one layer's working set for recomputation
+    if (!keep_layers) alloc_layer(work, true);
+    bf16 *sp = nullptr, *spd = nullptr;
+    unsigned char* spmask = nullptr;
+    if (!keep_scores && keep_layers) { sp = arena.take<bf16>(S2); spd = arena.take<bf16>(S2); spmask = arena.take<unsigned char>(S2); }
+    unsigned char* emb_mask = arena.take<unsigned char>(Th);
+    bf16* lnf = arena.take<bf16>(Th);
+    float *meanf = arena.take<float>(T), *rstdf = arena.take<float>(T);
+    bf16* logits = arena.take<bf16>(static_cast<size_t>(T) * V);
+    float* logits32 = arena.take<float>(static_cast<size_t>(T) * V);
+    // Scratch: GEMM outputs before their element-wise epilogue, and the gradients of one layer.
+    bf16* s_wide = arena.take<bf16>(std::max(Th * 3, Tf));  // qkv_raw, fc1_raw; dqkv
+    bf16* s_h = arena.take<bf16>(Th);                       // attn / fc2 output before bias-dropout-residual
+    bf16 *dx = arena.take<bf16>(Th), *dtmp = arena.take<bf16>(Th), *dln = arena.take<bf16>(Th);
+    bf16 *dq = arena.take<bf16>(Th), *dk = arena.take<bf16>(Th), *dv = arena.take<bf16>(Th), *dctx = arena.take<bf16>(Th);
+    bf16* dff = arena.take<bf16>(Tf);
+    bf16* dS = arena.take<bf16>(S2);
+    int* tokens = arena.take<int>(T);
+    float* loss = arena.take<float>(1);
+    {
+      std::vector<int> tok(T);
+      for (int i = 0; i < T; ++i) tok[i] = static_cast<int>((1103515245u * static_cast<unsigned>(i) + 12345u) % static_cast<unsigned>(V));
+      TRAINSIM_CUDA(cudaMemcpyAsync(tokens, tok.data(), T * 4, cudaMemcpyHostToDevice, st));
+      TRAINSIM_CUDA(cudaStreamSynchronize(st));
+    }
+    auto Wp = [&](size_t off) { return W + off; };
+    auto Gp = [&](size_t off) { return grad + off; };
+    const long long rows = static_cast<long long>(bsz) * a * s;
+    const long long sd = static_cast<long long>(s) * d, ss = static_cast<long long>(s) * s;
+    const float qk_scale = 1.0f / std::sqrt(static_cast<float>(d));
+    unsigned seed_base = 1;
+
+    // Forward of layer l from acts[l].x into acts[l+1].x, writing the kept tensors into `x`.
+    auto layer_forward = [&](int l, LayerActs& x, bf16* p, bf16* pd, unsigned char* pm, unsigned seed) {
+      const LayerParams& P = lp[l];
+      layernorm_forward(acts[l].x, Wp(P.ln1_g), Wp(P.ln1_b), x.ln1, x.mean1, x.rstd1, T, h, st);
+      mm.gemm(false, false, T, 3 * h, h, x.ln1, Wp(P.wqkv), s_wide, false);
+      split_heads(s_wide, Wp(P.bqkv), x.q, x.k, x.v, bsz, s, a, d, st);
+      batched_gemm_rm(cb, false, true, s, s, d, x.q, sd, x.k, sd, p, ss, bsz * a, qk_scale);
+      softmax_dropout(p, pd, pm, s, rows, seed * 4 + 1, st);
+      batched_gemm_rm(cb, false, false, s, d, s, pd, ss, x.v, sd, dctx, sd, bsz * a, 1.0f);
+      heads_to_rows(dctx, x.ctx, bsz, s, a, d, st);
+      mm.gemm(false, false, T, h, h, x.ctx, Wp(P.wo), s_h, false);
+      bias_dropout_residual(s_h, Wp(P.bo), acts[l].x, x.xmid, x.mask_attn, T, h, seed * 4 + 2, st);
+      layernorm_forward(x.xmid, Wp(P.ln2_g), Wp(P.ln2_b), x.ln2, x.mean2, x.rstd2, T, h, st);
+      mm.gemm(false, false, T, f, h, x.ln2, Wp(P.w1), s_wide, false);
+      bias_gelu(s_wide, Wp(P.b1), x.gin, x.gout, T, f, st);
+      mm.gemm(false, false, T, h, f, x.gout, Wp(P.w2), s_h, false);
+      bias_dropout_residual(s_h, Wp(P.b2), x.xmid, acts[l + 1].x, x.mask_mlp, T, h, seed * 4 + 3, st);
+    };
+    // Recomputes only the attention core of layer l (selective recompute).
+    auto attention_core = [&](LayerActs& x, bf16* p, bf16* pd, unsigned char* pm, unsigned seed) {
+      batched_gemm_rm(cb, false, true, s, s, d, x.q, sd, x.k, sd, p, ss, bsz * a, qk_scale);
+      softmax_dropout(p, pd, pm, s, rows, seed * 4 + 1, st);
+    };
+    // Backward of layer l: dx holds d(acts[l+1].x) on entry and d(acts[l].x) on exit.
+    auto layer_backward = [&](int l, LayerActs& x, bf16* p, bf16* pd, unsigned char* pm) {
+      const LayerParams& P = lp[l];
+      // MLP: out = xmid + drop(gout W2 + b2)
+      dropout_backward(dx, x.mask_mlp, dtmp, Th, st);
+      column_sum(dtmp, Gp(P.b2), T, h, st);
+      mm.gemm(true, false, f, h, T, x.gout, dtmp, Gp(P.w2), true, 1.0f, 1.0f);
+      mm.gemm(false, true, T, f, h, dtmp, Wp(P.w2), dff, false);
+      gelu_backward(dff, x.gin, dff, Tf, st);
+      column_sum(dff, Gp(P.b1), T, f, st);
+      mm.gemm(true, false, h, f, T, x.ln2, dff, Gp(P.w1), true, 1.0f, 1.0f);
+      mm.gemm(false, true, T, h, f, dff, Wp(P.w1), dln, false);
+      layernorm_backward(dln, x.xmid, Wp(P.ln2_g), x.mean2, x.rstd2, dtmp, Gp(P.ln2_g), Gp(P.ln2_b), T, h, st);
+      add_inplace(dx, dtmp, Th, st);  // dx = d(xmid)
+      // Attention: xmid = x + drop(ctx Wo + bo)
+      dropout_backward(dx, x.mask_attn, dtmp, Th, st);
+      column_sum(dtmp, Gp(P.bo), T, h, st);
+      mm.gemm(true, false, h, h, T, x.ctx, dtmp, Gp(P.wo), true, 1.0f, 1.0f);
+      mm.gemm(false, true, T, h, h, dtmp, Wp(P.wo), dln, false);
+      rows_to_heads(dln, dctx, bsz, s, a, d, st);
+      batched_gemm_rm(cb, true, false, s, d, s, pd, ss, dctx, sd, dv, sd, bsz * a, 1.0f);     // dV = Pd^T dO
+      batched_gemm_rm(cb, false, true, s, s, d, dctx, sd, x.v, sd, dS, ss, bsz * a, 1.0f);    // dPd = dO V^T
+      softmax_dropout_backward(p, pm, dS, s, rows, st);
+      batched_gemm_rm(cb, false, false, s, d, s, dS, ss, x.k, sd, dq, sd, bsz * a, qk_scale);  // dQ
+      batched_gemm_rm(cb, true, false, s, d, s, dS, ss, x.q, sd, dk, sd, bsz * a, qk_scale);   // dK
+      merge_qkv_grad(dq, dk, dv, s_wide, bsz, s, a, d, st);
+      column_sum(s_wide, Gp(P.bqkv), T, 3 * h, st);
+      mm.gemm(true, false, h, 3 * h, T, x.ln1, s_wide, Gp(P.wqkv), true, 1.0f, 1.0f);
+      mm.gemm(false, true, T, h, 3 * h, s_wide, Wp(P.wqkv), dln, false);
+      layernorm_backward(dln, acts[l].x, Wp(P.ln1_g), x.mean1, x.rstd1, dtmp, Gp(P.ln1_g), Gp(P.ln1_b), T, h, st);
+      add_inplace(dx, dtmp, Th, st);
+    };
+
+    auto micro_step = [&](unsigned seed) {
+      embed_forward(tokens, Wp(wte), Wp(wpe), acts[0].x, emb_mask, T, h, s, seed * 1000, st);
+      for (int l = 0; l < L; ++l) {
+        LayerActs& x = keep_layers ? acts[l] : work;
+        bf16* p = keep_scores ? x.p : keep_layers ? sp : work.p;
+        bf16* pd = keep_scores ? x.pd : keep_layers ? spd : work.pd;
+        unsigned char* pm = keep_scores ? x.pmask : keep_layers ? spmask : work.pmask;
+        layer_forward(l, x, p, pd, pm, seed * 1000 + l + 1);
+      }
+      layernorm_forward(acts[L].x, Wp(lnf_g), Wp(lnf_b), lnf, meanf, rstdf, T, h, st);
+      mm.gemm(false, true, T, V, h, lnf, Wp(wte), logits, false);
+      cross_entropy(logits, logits32, tokens, loss, T, V, 1.0f / (static_cast<float>(T) * c.microbatches), st);
+      // Backward through the head (logits now hold d(logits)).
+      mm.gemm(true, false, V, h, T, logits, lnf, Gp(wte), true, 1.0f, 1.0f);
+      mm.gemm(false, false, T, h, V, logits, Wp(wte), dln, false);
+      layernorm_backward(dln, acts[L].x, Wp(lnf_g), meanf, rstdf, dx, Gp(lnf_g), Gp(lnf_b), T, h, st);
+      for (int l = L - 1; l >= 0; --l) {
+        const unsigned seed_l = seed * 1000 + l + 1;
+        if (c.recompute == 2) {
+          layer_forward(l, work, work.p, work.pd, work.pmask, seed_l);
+          layer_backward(l, work, work.p, work.pd, work.pmask);
+        } else if (c.recompute == 1) {
+          attention_core(acts[l], sp, spd, spmask, seed_l);
+          layer_backward(l, acts[l], sp, spd, spmask);
+        } else {
+          layer_backward(l, acts[l], acts[l].p, acts[l].pd, acts[l].pmask);
+        }
+      }
+      embed_backward(dx, emb_mask, tokens, Gp(wte), Gp(wpe), T, h, s, st);
+    };
+
+    std::vector<float> step_ms, opt_ms;
+    cudaEvent_t e0, e1, e2;
+    TRAINSIM_CUDA(cudaEventCreate(&e0));
+    TRAINSIM_CUDA(cudaEventCreate(&e1));
+    TRAINSIM_CUDA(cudaEventCreate(&e2));
+    const int total = c.warmup_steps + c.timed_steps;
+    for (int step = 0; step < total; ++step) {
+      TRAINSIM_CUDA(cudaMemsetAsync(loss, 0, 4, st));
+      TRAINSIM_CUDA(cudaEventRecord(e0, st));
+      for (int mb = 0; mb < c.microbatches; ++mb) micro_step(seed_base++);
+      TRAINSIM_CUDA(cudaEventRecord(e1, st));
+      adam_update(master, mom, var, grad, W, n, 1e-4f, st);
+      TRAINSIM_CUDA(cudaMemsetAsync(grad, 0, n * 4, st));
+      TRAINSIM_CUDA(cudaEventRecord(e2, st));
+      TRAINSIM_CUDA(cudaEventSynchronize(e2));
+      float ms = 0, ms_opt = 0;
+      TRAINSIM_CUDA(cudaEventElapsedTime(&ms, e0, e2));
+      TRAINSIM_CUDA(cudaEventElapsedTime(&ms_opt, e1, e2));
+      float host_loss = 0;
+      TRAINSIM_CUDA(cudaMemcpy(&host_loss, loss, 4, cudaMemcpyDeviceToHost));
+      if (step == 0) r.first_loss = host_loss;
+      r.last_loss = host_loss;
+      if (step >= c.warmup_steps) {
+        step_ms.push_back(ms);
+        opt_ms.push_back(ms_opt);
+      }
+    }
+    size_t free_b = 0, total_b = 0;
+    TRAINSIM_CUDA(cudaMemGetInfo(&free_b, &total_b));
+    r.device_used_bytes = static_cast<double>(total_b - free_b);
+    r.allocated_bytes = arena.total();
+    std::sort(step_ms.begin(), step_ms.end());
+    std::sort(opt_ms.begin(), opt_ms.end());
+    r.step_ms = step_ms[step_ms.size() / 2];
+    r.step_ms_min = step_ms.front();
+    r.step_ms_max = step_ms.back();
+    r.optimizer_ms = opt_ms[opt_ms.size() / 2];
+    r.finite = std::isfinite(r.first_loss) && std::isfinite(r.last_loss);
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    cudaEventDestroy(e2);
+  }
+  cublasDestroy(cb);
+  cudaStreamDestroy(st);
+  return r;
+}
+
+}  // namespace trainsim::gpu

@@ -1,0 +1,34 @@
+#pragma once
+// Runs real training steps of a GPT-style model on one GPU: embedding with dropout, per layer
+// LayerNorm, QKV GEMM, causal attention with dropout, output projection, bias-dropout-residual,
+// LayerNorm, GELU MLP, bias-dropout-residual; final LayerNorm, tied logits, fp32 cross-entropy;
+// the backward pass with the chosen recompute policy; fp32 gradient accumulation over micro-batches;
+// mixed-precision Adam. Parameters, gradients, optimizer states and kept activations are really
+// allocated as the memory model accounts them.
+#include <string>
+
+namespace trainsim::gpu {
+
+struct RunnerConfig {
+  int layers = 0, hidden = 0, heads = 0, ffn = 0, vocab = 0, seq = 0;
+  int micro_batch = 1;
+  int microbatches = 1;  // gradient accumulation steps per optimizer step
+  int recompute = 0;     // 0 none, 1 selective (attention core), 2 full
+  int warmup_steps = 2;
+  int timed_steps = 5;
+};
+
+struct RunnerResult {
+  double step_ms = 0;          // median over timed steps
+  double step_ms_min = 0, step_ms_max = 0;
+  double optimizer_ms = 0;     // zeroing gradients + Adam, median
+  double allocated_bytes = 0;  // everything the runner allocated
+  double device_used_bytes = 0;  // total - free at the end of the last step (context, workspaces included)
+  double first_loss = 0, last_loss = 0;
+  bool finite = false;
+};
+
+// Throws std::runtime_error on CUDA errors, or when the model does not fit.
+RunnerResult run_gpt_training(const RunnerConfig& c);
+
+}  // namespace trainsim::gpu
