@@ -89,7 +89,13 @@ json make_profile(const gpu::Measurements& m, const json& base, const std::strin
     fwd.push_back(a.fwd_tflops / peak);
     bwd.push_back(a.bwd_tflops / peak);
   }
-  if (!fwd.empty()) g["attention"] = {{"forward_fraction_of_peak", median(fwd)}, {"backward_fraction_of_peak", median(bwd)}};
+  if (!fwd.empty()) {
+    json rows = json::array();
+    for (const auto& a : m.attention)
+      rows.push_back({a.batch * a.heads, a.seq, a.head_dim, a.fwd_tflops / peak, a.bwd_tflops / peak});
+    g["attention"] = {{"forward_fraction_of_peak", median(fwd)}, {"backward_fraction_of_peak", median(bwd)},
+                      {"table", {{"columns", {"batch_heads", "seq", "head_dim", "forward_fraction", "backward_fraction"}}, {"rows", rows}}}};
+  }
   json pts = json::array();
   for (const auto& b : m.bandwidth)
     if (b.kernel == "add") pts.push_back({b.bytes, b.GBps});

@@ -47,7 +47,16 @@ __device__ __forceinline__ uint4 pack8(const float* f) {
   return u;
 }
 
-__global__ void softmax_causal(__nv_bfloat16* s, int seq, long long rows) {
+__device__ __forceinline__ bool keep_elem(size_t i, unsigned seed, float drop) {
+  unsigned long long x = (i + 1) * 0x9E3779B97F4A7C15ull ^ (static_cast<unsigned long long>(seed) << 32);
+  x ^= x >> 31; x *= 0xBF58476D1CE4E5B9ull; x ^= x >> 27;
+  return static_cast<float>(x >> 40) / static_cast<float>(1ull << 24) >= drop;
+}
+
+// One warp per row of scores, 8 values per lane per step: causal mask, max, sum, normalise into p;
+// with dropout, also the kept mask and the dropped-out probabilities pd.
+__global__ void softmax_dropout_k(__nv_bfloat16* s, __nv_bfloat16* pd, unsigned char* mask, int seq, long long rows,
+                                  unsigned seed, float drop) {
   const long long row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= rows) return;
@@ -55,8 +64,7 @@ __global__ void softmax_causal(__nv_bfloat16* s, int seq, long long rows) {
   uint4* x = reinterpret_cast<uint4*>(s + row * seq);
   const int vecs = seq / 8;
   float mx = -INFINITY;
-  for (int v = lane; v < vecs; v += 32) {
-    if (v * 8 > r) break;
+  for (int v = lane; v < vecs && v * 8 <= r; v += 32) {
     float f[8];
     unpack8(x[v], f);
     for (int i = 0; i < 8; ++i)
@@ -64,79 +72,99 @@ __global__ void softmax_causal(__nv_bfloat16* s, int seq, long long rows) {
   }
   for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, o));
   float sum = 0.0f;
-  for (int v = lane; v < vecs; v += 32) {
-    if (v * 8 > r) break;
+  for (int v = lane; v < vecs && v * 8 <= r; v += 32) {
     float f[8];
     unpack8(x[v], f);
     for (int i = 0; i < 8; ++i)
       if (v * 8 + i <= r) sum += __expf(f[i] - mx);
   }
   for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffff, sum, o);
-  const float inv = 1.0f / sum;
+  const float inv = 1.0f / sum, keep_scale = 1.0f / (1.0f - drop);
+  uint4* y = pd ? reinterpret_cast<uint4*>(pd + row * seq) : nullptr;
   for (int v = lane; v < vecs; v += 32) {
-    float f[8];
+    float f[8], g[8];
+    unsigned char m8[8];
     if (v * 8 <= r) unpack8(x[v], f);
-    for (int i = 0; i < 8; ++i) f[i] = (v * 8 + i <= r) ? __expf(f[i] - mx) * inv : 0.0f;
+    for (int i = 0; i < 8; ++i) {
+      f[i] = (v * 8 + i <= r) ? __expf(f[i] - mx) * inv : 0.0f;
+      const bool k = pd ? keep_elem(static_cast<size_t>(row) * seq + v * 8 + i, seed, drop) : true;
+      m8[i] = k;
+      g[i] = k ? f[i] * keep_scale : 0.0f;
+    }
     x[v] = pack8(f);
+    if (pd) {
+      y[v] = pack8(g);
+      *reinterpret_cast<uint2*>(mask + row * seq + v * 8) = *reinterpret_cast<uint2*>(m8);
+    }
   }
 }
 
-// dS = P * (dP - sum_j dP_j P_j), in place over dP.
-__global__ void softmax_backward(const __nv_bfloat16* p, __nv_bfloat16* dp, int seq, long long rows) {
+// d(pd) -> d(scores) in place: undo dropout with the mask, then dS = P * (dP - sum_j dP_j P_j).
+__global__ void softmax_dropout_bwd_k(const __nv_bfloat16* p, const unsigned char* mask, __nv_bfloat16* dp, int seq,
+                                      long long rows, float drop) {
   const long long row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= rows) return;
   const uint4* pr = reinterpret_cast<const uint4*>(p + row * seq);
   uint4* dr = reinterpret_cast<uint4*>(dp + row * seq);
+  const float keep_scale = 1.0f / (1.0f - drop);
   const int vecs = seq / 8;
+  auto grad8 = [&](int v, float* a, float* g) {
+    unpack8(pr[v], a);
+    unpack8(dr[v], g);
+    if (mask) {
+      const uint2 mm = *reinterpret_cast<const uint2*>(mask + row * seq + v * 8);
+      const unsigned char* m8 = reinterpret_cast<const unsigned char*>(&mm);
+      for (int i = 0; i < 8; ++i) g[i] = m8[i] ? g[i] * keep_scale : 0.0f;
+    }
+  };
   float dot = 0.0f;
   for (int v = lane; v < vecs; v += 32) {
-    float a[8], b[8];
-    unpack8(pr[v], a);
-    unpack8(dr[v], b);
-    for (int i = 0; i < 8; ++i) dot += a[i] * b[i];
+    float a[8], g[8];
+    grad8(v, a, g);
+    for (int i = 0; i < 8; ++i) dot += a[i] * g[i];
   }
   for (int o = 16; o > 0; o /= 2) dot += __shfl_xor_sync(0xffffffff, dot, o);
   for (int v = lane; v < vecs; v += 32) {
-    float a[8], b[8];
-    unpack8(pr[v], a);
-    unpack8(dr[v], b);
-    for (int i = 0; i < 8; ++i) b[i] = a[i] * (b[i] - dot);
-    dr[v] = pack8(b);
+    float a[8], g[8];
+    grad8(v, a, g);
+    for (int i = 0; i < 8; ++i) g[i] = a[i] * (g[i] - dot);
+    dr[v] = pack8(g);
   }
 }
 
 }  // namespace
 
-void attention_forward(cublasHandle_t h, const AttentionShape& a, const void* q, const void* k, const void* v, void* p,
-                       void* o, cudaStream_t st) {
+void attention_forward(cublasHandle_t h, const AttentionShape& a, const AttentionBuffers& b, unsigned seed, float dropout,
+                       cudaStream_t st) {
   if (a.seq % 8 != 0) throw std::invalid_argument("attention needs a sequence length divisible by 8");
   TRAINSIM_CUBLAS_V2(cublasSetStream(h, st));
   const int s = a.seq, d = a.head_dim, bh = a.batch_heads;
   const long long sd = static_cast<long long>(s) * d, ss = static_cast<long long>(s) * s;
-  // S = Q K^T / sqrt(d)
-  batched_gemm_rm(h, false, true, s, s, d, q, sd, k, sd, p, ss, bh, 1.0f / sqrtf(static_cast<float>(d)));
+  batched_gemm_rm(h, false, true, s, s, d, b.q, sd, b.k, sd, b.p, ss, bh, 1.0f / sqrtf(static_cast<float>(d)));  // S = Q K^T / sqrt(d)
   const long long rows = static_cast<long long>(bh) * s;
-  softmax_causal<<<static_cast<unsigned>((rows + 7) / 8), 256, 0, st>>>(static_cast<__nv_bfloat16*>(p), s, rows);
+  const bool dropping = dropout > 0;
+  softmax_dropout_k<<<static_cast<unsigned>((rows + 7) / 8), 256, 0, st>>>(static_cast<__nv_bfloat16*>(b.p),
+      dropping ? static_cast<__nv_bfloat16*>(b.pd) : nullptr, dropping ? b.mask : nullptr, s, rows, seed, dropout);
   TRAINSIM_KERNEL_CHECK();
-  // O = P V
-  batched_gemm_rm(h, false, false, s, d, s, p, ss, v, sd, o, sd, bh, 1.0f);
+  batched_gemm_rm(h, false, false, s, d, s, dropping ? b.pd : b.p, ss, b.v, sd, b.o, sd, bh, 1.0f);  // O = Pd V
 }
 
-void attention_backward(cublasHandle_t h, const AttentionShape& a, const void* q, const void* k, const void* v,
-                        const void* p, const void* d_o, void* dp, void* dq, void* dk, void* dv, cudaStream_t st) {
+void attention_backward(cublasHandle_t h, const AttentionShape& a, const AttentionBuffers& b, const void* d_o, void* ds,
+                        void* dq, void* dk, void* dv, float dropout, cudaStream_t st) {
   TRAINSIM_CUBLAS_V2(cublasSetStream(h, st));
   const int s = a.seq, d = a.head_dim, bh = a.batch_heads;
   const long long sd = static_cast<long long>(s) * d, ss = static_cast<long long>(s) * s;
   const float scale = 1.0f / sqrtf(static_cast<float>(d));
-  batched_gemm_rm(h, true, false, s, d, s, p, ss, d_o, sd, dv, sd, bh, 1.0f);   // dV = P^T dO
-  batched_gemm_rm(h, false, true, s, s, d, d_o, sd, v, sd, dp, ss, bh, 1.0f);   // dP = dO V^T
+  const bool dropping = dropout > 0;
+  batched_gemm_rm(h, true, false, s, d, s, dropping ? b.pd : b.p, ss, d_o, sd, dv, sd, bh, 1.0f);  // dV = Pd^T dO
+  batched_gemm_rm(h, false, true, s, s, d, d_o, sd, b.v, sd, ds, ss, bh, 1.0f);                    // dPd = dO V^T
   const long long rows = static_cast<long long>(bh) * s;
-  softmax_backward<<<static_cast<unsigned>((rows + 7) / 8), 256, 0, st>>>(static_cast<const __nv_bfloat16*>(p),
-                                                                         static_cast<__nv_bfloat16*>(dp), s, rows);
+  softmax_dropout_bwd_k<<<static_cast<unsigned>((rows + 7) / 8), 256, 0, st>>>(static_cast<const __nv_bfloat16*>(b.p),
+      dropping ? b.mask : nullptr, static_cast<__nv_bfloat16*>(ds), s, rows, dropout);
   TRAINSIM_KERNEL_CHECK();
-  batched_gemm_rm(h, false, false, s, d, s, dp, ss, k, sd, dq, sd, bh, scale);  // dQ = dS K
-  batched_gemm_rm(h, true, false, s, d, s, dp, ss, q, sd, dk, sd, bh, scale);   // dK = dS^T Q
+  batched_gemm_rm(h, false, false, s, d, s, ds, ss, b.k, sd, dq, sd, bh, scale);  // dQ = dS K
+  batched_gemm_rm(h, true, false, s, d, s, ds, ss, b.q, sd, dk, sd, bh, scale);   // dK = dS^T Q
 }
 
 }  // namespace trainsim::gpu

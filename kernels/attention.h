@@ -16,11 +16,22 @@ struct AttentionShape {
 void batched_gemm_rm(cublasHandle_t h, bool ta, bool tb, int M, int N, int K, const void* A, long long sa, const void* B,
                      long long sb, void* C, long long sc, int batch, float scale);
 
-// Q, K, V, O: [bh, s, d]; P (softmax probabilities, kept for backward): [bh, s, s].
-void attention_forward(cublasHandle_t h, const AttentionShape& a, const void* q, const void* k, const void* v, void* p,
-                       void* o, cudaStream_t st);
-// dO in; dQ, dK, dV out; dP is scratch of [bh, s, s].
-void attention_backward(cublasHandle_t h, const AttentionShape& a, const void* q, const void* k, const void* v,
-                        const void* p, const void* d_o, void* dp, void* dq, void* dk, void* dv, cudaStream_t st);
+// Q, K, V, O: [bh, s, d]. P (softmax probabilities) and, with dropout, PD (dropped-out
+// probabilities) and MASK: [bh, s, s], kept for backward. Dropout masks come from a counter hash
+// of (element, seed), so a recomputation with the same seed reproduces them.
+struct AttentionBuffers {
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  void* p = nullptr;
+  void* pd = nullptr;
+  unsigned char* mask = nullptr;
+  void* o = nullptr;
+};
+void attention_forward(cublasHandle_t h, const AttentionShape& a, const AttentionBuffers& b, unsigned seed, float dropout,
+                       cudaStream_t st);
+// dO in; dS is scratch of [bh, s, s]; dQ, dK, dV out.
+void attention_backward(cublasHandle_t h, const AttentionShape& a, const AttentionBuffers& b, const void* d_o, void* ds,
+                        void* dq, void* dk, void* dv, float dropout, cudaStream_t st);
 
 }  // namespace trainsim::gpu

@@ -70,8 +70,12 @@ DeviceInfo device_info() {
 
 std::vector<AttentionSample> bench_attention(bool quick) {
   struct S { int b, h, s, d; };
+  // The head counts and sizes of the preset models at micro-batches 1 to 8.
   std::vector<S> shapes = quick ? std::vector<S>{{4, 16, 2048, 64}, {2, 32, 2048, 128}}
-                                : std::vector<S>{{8, 12, 1024, 64}, {4, 16, 2048, 64}, {2, 32, 2048, 128}, {1, 32, 4096, 128}, {4, 40, 2048, 128}};
+                                : std::vector<S>{{1, 12, 2048, 64}, {4, 12, 2048, 64}, {8, 12, 2048, 64}, {1, 16, 2048, 64},
+                                                 {4, 16, 2048, 64}, {1, 16, 2048, 96}, {4, 16, 2048, 96}, {1, 16, 2048, 128},
+                                                 {4, 16, 2048, 128}, {1, 32, 2048, 80}, {4, 32, 2048, 80}, {1, 32, 2048, 128},
+                                                 {2, 32, 2048, 128}, {1, 32, 4096, 128}, {1, 40, 4096, 128}, {1, 64, 4096, 128}};
   std::vector<AttentionSample> out;
   cublasHandle_t h;
   if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) throw std::runtime_error("cublasCreate failed");
@@ -80,15 +84,16 @@ std::vector<AttentionSample> bench_attention(bool quick) {
   for (const auto& s : shapes) {
     AttentionShape a{s.b * s.h, s.s, s.d};
     const size_t sd = static_cast<size_t>(a.batch_heads) * s.s * s.d, ss = static_cast<size_t>(a.batch_heads) * s.s * s.s;
-    DeviceBuffer q(sd * 2), k(sd * 2), v(sd * 2), o(sd * 2), p(ss * 2), dp(ss * 2), dO(sd * 2), dq(sd * 2), dk(sd * 2), dv(sd * 2);
+    DeviceBuffer q(sd * 2), k(sd * 2), v(sd * 2), o(sd * 2), p(ss * 2), pd(ss * 2), mask(ss), dp(ss * 2), dO(sd * 2), dq(sd * 2),
+        dk(sd * 2), dv(sd * 2);
     fill_random_bf16(q.get(), sd, 1, 1.0f, st);
     fill_random_bf16(k.get(), sd, 2, 1.0f, st);
     fill_random_bf16(v.get(), sd, 3, 1.0f, st);
     fill_random_bf16(dO.get(), sd, 4, 1.0f, st);
-    const double fwd = time_median_us(st, 2, 10, [&] { attention_forward(h, a, q.get(), k.get(), v.get(), p.get(), o.get(), st); });
-    const double bwd = time_median_us(st, 2, 10, [&] {
-      attention_backward(h, a, q.get(), k.get(), v.get(), p.get(), dO.get(), dp.get(), dq.get(), dk.get(), dv.get(), st);
-    });
+    // Causal attention with dropout 0.1 on the probabilities, as GPT training runs it.
+    const AttentionBuffers ab{q.get(), k.get(), v.get(), p.get(), pd.get(), mask.get<unsigned char>(), o.get()};
+    const double fwd = time_median_us(st, 2, 10, [&] { attention_forward(h, a, ab, 7, 0.1f, st); });
+    const double bwd = time_median_us(st, 2, 10, [&] { attention_backward(h, a, ab, dO.get(), dp.get(), dq.get(), dk.get(), dv.get(), 0.1f, st); });
     const double flops = 4.0 * s.b * s.h * static_cast<double>(s.s) * s.s * s.d;
     out.push_back({s.b, s.h, s.s, s.d, fwd, bwd, flops / (fwd * 1e6), 2 * flops / (bwd * 1e6)});
   }

@@ -155,47 +155,6 @@ __global__ void rows_to_heads_k(const bf16* in, bf16* out, int bsz, int s, int a
   }
 }
 
-// One warp per row of scores: causal softmax in place, then dropout into pd.
-__global__ void softmax_dropout_k(bf16* p, bf16* pd, unsigned char* mask, int s, long long rows, unsigned seed) {
-  const long long row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
-  if (row >= rows) return;
-  const int r = static_cast<int>(row % s);
-  bf16* x = p + row * s;
-  float mx = -INFINITY;
-  for (int c = lane; c <= r; c += 32) mx = fmaxf(mx, f(x[c]));
-  for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, o));
-  float sum = 0;
-  for (int c = lane; c <= r; c += 32) sum += __expf(f(x[c]) - mx);
-  for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffff, sum, o);
-  const float inv = 1.0f / sum;
-  for (int c = lane; c < s; c += 32) {
-    const float pv = c <= r ? __expf(f(x[c]) - mx) * inv : 0.0f;
-    const size_t idx = static_cast<size_t>(row) * s + c;
-    const bool k = keep(idx, seed);
-    x[c] = b(pv);
-    mask[idx] = k;
-    pd[idx] = b(k ? pv * kKeepScale : 0.0f);
-  }
-}
-
-__global__ void softmax_dropout_bwd_k(const bf16* p, const unsigned char* mask, bf16* dpd, int s, long long rows) {
-  const long long row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
-  if (row >= rows) return;
-  const size_t base = static_cast<size_t>(row) * s;
-  float dot = 0;
-  for (int c = lane; c < s; c += 32) {
-    const float dp = mask[base + c] ? f(dpd[base + c]) * kKeepScale : 0.0f;
-    dot += dp * f(p[base + c]);
-  }
-  for (int o = 16; o > 0; o /= 2) dot += __shfl_xor_sync(0xffffffff, dot, o);
-  for (int c = lane; c < s; c += 32) {
-    const float dp = mask[base + c] ? f(dpd[base + c]) * kKeepScale : 0.0f;
-    dpd[base + c] = b(f(p[base + c]) * (dp - dot));
-  }
-}
-
 __global__ void bias_dropout_residual_k(const bf16* y, const bf16* bias, const bf16* res, bf16* out, unsigned char* mask, int T,
                                         int h, unsigned seed) {
   GRID_STRIDE(i, static_cast<size_t>(T) * h) {
@@ -322,14 +281,6 @@ void heads_to_rows(const bf16* in, bf16* out, int bsz, int s, int a, int d, cuda
 }
 void rows_to_heads(const bf16* in, bf16* out, int bsz, int s, int a, int d, cudaStream_t st) {
   LAUNCH_ELEMS(rows_to_heads_k, static_cast<size_t>(bsz) * s * a * d, st, in, out, bsz, s, a, d);
-}
-void softmax_dropout(bf16* p, bf16* pd, unsigned char* mask, int s, long long rows, unsigned seed, cudaStream_t st) {
-  softmax_dropout_k<<<static_cast<unsigned>((rows + 7) / 8), 256, 0, st>>>(p, pd, mask, s, rows, seed);
-  TRAINSIM_KERNEL_CHECK();
-}
-void softmax_dropout_backward(const bf16* p, const unsigned char* mask, bf16* dpd, int s, long long rows, cudaStream_t st) {
-  softmax_dropout_bwd_k<<<static_cast<unsigned>((rows + 7) / 8), 256, 0, st>>>(p, mask, dpd, s, rows);
-  TRAINSIM_KERNEL_CHECK();
 }
 void bias_dropout_residual(const bf16* y, const bf16* bias, const bf16* residual, bf16* out, unsigned char* mask, int T, int h,
                            unsigned seed, cudaStream_t st) {

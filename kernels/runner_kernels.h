@@ -25,10 +25,6 @@ void merge_qkv_grad(const bf16* dq, const bf16* dk, const bf16* dv, bf16* dqkv, 
 // [b*a, s, d] <-> [T, h]
 void heads_to_rows(const bf16* in, bf16* out, int b, int s, int a, int d, cudaStream_t st);
 void rows_to_heads(const bf16* in, bf16* out, int b, int s, int a, int d, cudaStream_t st);
-// Attention probabilities: causal softmax of scores in place (p), then dropout into pd with mask.
-void softmax_dropout(bf16* p, bf16* pd, unsigned char* mask, int s, long long rows, unsigned seed, cudaStream_t st);
-// d(pd) -> d(scores), in place: undo dropout with the mask, then the softmax backward with p.
-void softmax_dropout_backward(const bf16* p, const unsigned char* mask, bf16* dpd, int s, long long rows, cudaStream_t st);
 // out = residual + dropout(y + bias); keeps the mask.
 void bias_dropout_residual(const bf16* y, const bf16* bias, const bf16* residual, bf16* out, unsigned char* mask, int T, int h,
                            unsigned seed, cudaStream_t st);

@@ -137,9 +137,7 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
     }
     auto Wp = [&](size_t off) { return W + off; };
     auto Gp = [&](size_t off) { return grad + off; };
-    const long long rows = static_cast<long long>(bsz) * a * s;
-    const long long sd = static_cast<long long>(s) * d, ss = static_cast<long long>(s) * s;
-    const float qk_scale = 1.0f / std::sqrt(static_cast<float>(d));
+    const AttentionShape shape{bsz * a, s, d};
     unsigned seed_base = 1;
 
     // Forward of layer l from acts[l].x into acts[l+1].x, writing the kept tensors into `x`.
@@ -148,9 +146,7 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
       layernorm_forward(acts[l].x, Wp(P.ln1_g), Wp(P.ln1_b), x.ln1, x.mean1, x.rstd1, T, h, st);
       mm.gemm(false, false, T, 3 * h, h, x.ln1, Wp(P.wqkv), s_wide, false);
       split_heads(s_wide, Wp(P.bqkv), x.q, x.k, x.v, bsz, s, a, d, st);
-      batched_gemm_rm(cb, false, true, s, s, d, x.q, sd, x.k, sd, p, ss, bsz * a, qk_scale);
-      softmax_dropout(p, pd, pm, s, rows, seed * 4 + 1, st);
-      batched_gemm_rm(cb, false, false, s, d, s, pd, ss, x.v, sd, dctx, sd, bsz * a, 1.0f);
+      attention_forward(cb, shape, AttentionBuffers{x.q, x.k, x.v, p, pd, pm, dctx}, seed * 4 + 1, kDropout, st);
       heads_to_rows(dctx, x.ctx, bsz, s, a, d, st);
       mm.gemm(false, false, T, h, h, x.ctx, Wp(P.wo), s_h, false);
       bias_dropout_residual(s_h, Wp(P.bo), acts[l].x, x.xmid, x.mask_attn, T, h, seed * 4 + 2, st);
@@ -162,8 +158,7 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
     };
     // Recomputes only the attention core of layer l (selective recompute).
     auto attention_core = [&](LayerActs& x, bf16* p, bf16* pd, unsigned char* pm, unsigned seed) {
-      batched_gemm_rm(cb, false, true, s, s, d, x.q, sd, x.k, sd, p, ss, bsz * a, qk_scale);
-      softmax_dropout(p, pd, pm, s, rows, seed * 4 + 1, st);
+      attention_forward(cb, shape, AttentionBuffers{x.q, x.k, x.v, p, pd, pm, dq}, seed * 4 + 1, kDropout, st);
     };
     // Backward of layer l: dx holds d(acts[l+1].x) on entry and d(acts[l].x) on exit.
     auto layer_backward = [&](int l, LayerActs& x, bf16* p, bf16* pd, unsigned char* pm) {
@@ -185,11 +180,7 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
       mm.gemm(true, false, h, h, T, x.ctx, dtmp, Gp(P.wo), true, 1.0f, 1.0f);
       mm.gemm(false, true, T, h, h, dtmp, Wp(P.wo), dln, false);
       rows_to_heads(dln, dctx, bsz, s, a, d, st);
-      batched_gemm_rm(cb, true, false, s, d, s, pd, ss, dctx, sd, dv, sd, bsz * a, 1.0f);     // dV = Pd^T dO
-      batched_gemm_rm(cb, false, true, s, s, d, dctx, sd, x.v, sd, dS, ss, bsz * a, 1.0f);    // dPd = dO V^T
-      softmax_dropout_backward(p, pm, dS, s, rows, st);
-      batched_gemm_rm(cb, false, false, s, d, s, dS, ss, x.k, sd, dq, sd, bsz * a, qk_scale);  // dQ
-      batched_gemm_rm(cb, true, false, s, d, s, dS, ss, x.q, sd, dk, sd, bsz * a, qk_scale);   // dK
+      attention_backward(cb, shape, AttentionBuffers{x.q, x.k, x.v, p, pd, pm, nullptr}, dctx, dS, dq, dk, dv, kDropout, st);
       merge_qkv_grad(dq, dk, dv, s_wide, bsz, s, a, d, st);
       column_sum(s_wide, Gp(P.bqkv), T, 3 * h, st);
       mm.gemm(true, false, h, 3 * h, T, x.ln1, s_wide, Gp(P.wqkv), true, 1.0f, 1.0f);

@@ -39,7 +39,8 @@ double CostModel::gemm_time_s(double m, double n, double k) const {
   const double flops = 2.0 * m * n * k;
   const double compute = flops / (gemm_rate_tflops(m, n, k) * 1e12);
   const double bytes = activation_bytes(precision_) * (m * k + k * n + m * n);
-  return launch_s() + std::max(compute, bytes / (hw_.memory_bandwidth_GBps * 1e9));
+  // Kernels are issued asynchronously: a kernel shorter than the launch interval is launch-bound.
+  return std::max(launch_s(), std::max(compute, bytes / (hw_.memory_bandwidth_GBps * 1e9)));
 }
 
 double CostModel::memory_time_s(double bytes) const {
@@ -58,7 +59,7 @@ double CostModel::memory_time_s(double bytes) const {
           break;
         }
   }
-  return launch_s() + bytes / (bw * 1e9);
+  return std::max(launch_s(), bytes / (bw * 1e9));
 }
 
 double CostModel::op_time_s(const Op& op) const {
@@ -66,16 +67,23 @@ double CostModel::op_time_s(const Op& op) const {
     case OpKind::gemm: return gemm_time_s(op.m, op.n, op.k);
     case OpKind::attention: {
       const bool bwd = op.name.find(".bwd") != std::string::npos;
-      const double frac = bwd ? hw_.attention_bwd_fraction : hw_.attention_fwd_fraction;
+      double frac = bwd ? hw_.attention_bwd_fraction : hw_.attention_fwd_fraction;
+      // The measured shape nearest in (batch x heads, sequence, head size), in log space.
+      double best = 1e300;
+      for (const auto& p : hw_.attention) {
+        const double d = std::fabs(std::log(op.m / p.batch_heads)) + std::fabs(std::log(op.n / p.seq)) +
+                         std::fabs(std::log(op.k / p.head_dim));
+        if (d < best) { best = d; frac = bwd ? p.bwd_fraction : p.fwd_fraction; }
+      }
       const double rate = (frac > 0 ? frac : 0.5) * hw_.peak("bf16") * 1e12;
-      return launch_s() + std::max(op.flops / rate, op.bytes / (hw_.memory_bandwidth_GBps * 1e9));
+      return std::max(launch_s(), std::max(op.flops / rate, op.bytes / (hw_.memory_bandwidth_GBps * 1e9)));
     }
     case OpKind::memory: return memory_time_s(op.bytes);
   }
   return 0.0;
 }
 
-double CostModel::adam_time_s(double params) const { return memory_time_s(28.0 * params); }
+double CostModel::adam_time_s(double params) const { return memory_time_s(34.0 * params); }
 
 double CostModel::compression_time_s(const Compression& c, double bytes) const {
   switch (c.kind) {

@@ -8,8 +8,8 @@ namespace trainsim {
 
 // Times of work on one GPU from a hardware profile: GEMMs from the achieved-rate table (nearest
 // measured shape in log space, capped by the roofline), attention from its achieved fraction of
-// peak, memory-bound kernels from bytes over the achieved bandwidth at that size, plus a launch
-// overhead per kernel.
+// peak at the nearest measured shape, memory-bound kernels from bytes over the achieved bandwidth
+// at that size. Kernels are issued asynchronously, so none takes less than the launch interval.
 class CostModel {
  public:
   CostModel(const HardwareProfile& hw, Precision p);
@@ -17,8 +17,9 @@ class CostModel {
   double op_time_s(const Op& op) const;
   double gemm_time_s(double m, double n, double k) const;
   double memory_time_s(double bytes) const;
-  // Mixed-precision Adam over `params` parameters: reads fp32 master, momentum, variance and the
-  // gradient, writes the first three and the bf16 weights (4+4+4+2 read, 4+4+4+2 written, bytes).
+  // Mixed-precision Adam over `params` parameters: reads fp32 master, momentum, variance and
+  // gradient (16 bytes), writes the first three and the bf16 weights (14 bytes), then zeroes the
+  // fp32 gradient for the next step (4 bytes): 34 bytes per parameter.
   double adam_time_s(double params) const;
   // Kernel time to compress `bytes` of gradients and to decompress the received result.
   double compression_time_s(const Compression& c, double bytes) const;

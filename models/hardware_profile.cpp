@@ -107,6 +107,14 @@ void read_gpu(JsonFields& top, HardwareProfile& hp, bool derived) {
     JsonFields a = g.object("attention");
     hp.attention_fwd_fraction = a.number("forward_fraction_of_peak", std::nullopt, 0.01, 1.0);
     hp.attention_bwd_fraction = a.number("backward_fraction_of_peak", std::nullopt, 0.01, 1.0);
+    if (a.has("table")) {
+      JsonFields t = a.object("table");
+      const json& cols = t.required("columns");
+      if (cols != json::array({"batch_heads", "seq", "head_dim", "forward_fraction", "backward_fraction"}))
+        throw InputError(t.path("columns"), "expected [\"batch_heads\", \"seq\", \"head_dim\", \"forward_fraction\", \"backward_fraction\"], found " + json_excerpt(cols));
+      for (const auto& r : read_rows(t.required("rows"), t.path("rows"), 5)) hp.attention.push_back({r[0], r[1], r[2], r[3], r[4]});
+      t.finish();
+    }
     a.finish();
   }
   if (g.has("memory_bound")) {
@@ -198,6 +206,7 @@ void carry_over(HardwareProfile& hp, const HardwareProfile& base, double datashe
   if (hp.attention_fwd_fraction == 0) {
     hp.attention_fwd_fraction = base.attention_fwd_fraction;
     hp.attention_bwd_fraction = base.attention_bwd_fraction;
+    hp.attention = base.attention;
   }
   if (hp.memory_bandwidth_GBps == 0) hp.memory_bandwidth_GBps = base.memory_bandwidth_GBps * bw_ratio;
   if (hp.memory_bound.empty()) {

@@ -49,8 +49,12 @@ struct HardwareProfile {
   double datasheet_memory_bandwidth_GBps = 0;     // vendor figure
   double kernel_launch_us = 0;
   std::map<std::string, std::vector<GemmPoint>> gemm;  // achieved rate by shape, per dtype
-  double attention_fwd_fraction = 0;  // achieved attention forward FLOP rate / bf16 peak
+  double attention_fwd_fraction = 0;  // achieved attention forward FLOP rate / bf16 peak (median)
   double attention_bwd_fraction = 0;
+  struct AttentionPoint {
+    double batch_heads = 0, seq = 0, head_dim = 0, fwd_fraction = 0, bwd_fraction = 0;
+  };
+  std::vector<AttentionPoint> attention;  // by shape, when measured
   std::vector<BandwidthPoint> memory_bound;  // elementwise kernels: achieved GB/s by bytes moved
   Provenance compute_provenance;
 

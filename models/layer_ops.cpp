@@ -3,6 +3,12 @@
 namespace trainsim {
 namespace {
 
+// Memory-bound bytes follow a plain unfused implementation (the one kernels/ runs): each kernel
+// reads its inputs and writes its outputs once, except LayerNorm backward, which reads its inputs
+// in two passes for the input gradient, once more for the gain and bias gradients, and adds the
+// residual gradient: 5 times the forward's bytes.
+constexpr double kLayerNormBackwardPasses = 5.0;
+
 // Forward GEMM y[M,N] = x[M,K] w[K,N] and its backward pair: dgrad dx[M,K] = dy[M,N] w^T and
 // wgrad dw[K,N] = x^T dy, each with the same 2MNK FLOPs.
 Op gemm(const std::string& name, double m, double n, double k, double elem) {
@@ -75,6 +81,8 @@ LayerOps transformer_layer_ops(const OpContext& c) {
   Op qkv = gemm("qkv", tokens, (h + 2.0 * kv) / t, h, e);
   F.push_back(qkv);
   if (!gpt) F.push_back(memory_op("rope", 2.0 * tokens * (h + kv) / t * e));
+  // Bias add and the split into per-head Q, K, V (read and write the QKV activation once).
+  if (gpt) F.push_back(memory_op("qkv_bias_split", 2.0 * tokens * (h + 2.0 * kv) / t * e));
   Op attn;
   attn.name = "attention";
   attn.kind = OpKind::attention;
@@ -82,7 +90,11 @@ LayerOps transformer_layer_ops(const OpContext& c) {
   // saves with a causal mask shows up in its measured rate (the profile's attention fraction).
   attn.flops = 4.0 * b * s * s * h / t;
   attn.bytes = e * tokens * (2.0 * h + 2.0 * kv) / t;  // read Q, K, V, write O
+  attn.m = b * a / t;  // batch x heads on this rank, sequence, head size: the shape that sets its rate
+  attn.n = s;
+  attn.k = m.head_dim();
   F.push_back(attn);
+  if (gpt) F.push_back(memory_op("attention_merge_heads", 2.0 * tokens * h / t * e));
   Op proj = gemm("attn_out", tokens, h, h / t, e);
   F.push_back(with_comm(proj, exit_fwd, act));
   if (gpt) F.push_back(memory_op("dropout_residual1", rep * h * (3.0 * e + 1.0)));
@@ -90,7 +102,7 @@ LayerOps transformer_layer_ops(const OpContext& c) {
   F.push_back(with_comm(memory_op(gpt ? "ln2" : "rmsnorm2", norm_bytes), enter_fwd, act));
   Op fc1 = gemm(gpt ? "fc1" : "gate_up", tokens, (gpt ? f : 2.0 * f) / t, h, e);
   F.push_back(fc1);
-  if (gpt) F.push_back(memory_op("gelu", 2.0 * tokens * f / t * e));
+  if (gpt) F.push_back(memory_op("bias_gelu", 3.0 * tokens * f / t * e));  // read x, write GELU input and output
   else F.push_back(memory_op("swiglu", 3.0 * tokens * f / t * e));
   Op fc2 = gemm(gpt ? "fc2" : "down", tokens, h, f / t, e);
   F.push_back(with_comm(fc2, exit_fwd, act));
@@ -109,13 +121,15 @@ LayerOps transformer_layer_ops(const OpContext& c) {
     B.push_back(with_comm(g, enter_bwd, act));
     B.push_back(gemm("fc2.wgrad", fc2.k, fc2.n, fc2.m, e));
   }
-  B.push_back(memory_op(gpt ? "gelu.bwd" : "swiglu.bwd", (gpt ? 3.0 : 5.0) * tokens * f / t * e));
+  // GELU backward reads the gradient and the GELU input and writes one gradient; gpt then sums the
+  // gradient over tokens for the bias.
+  B.push_back(memory_op(gpt ? "gelu_bias.bwd" : "swiglu.bwd", (gpt ? 4.0 : 5.0) * tokens * f / t * e));
   {
     Op g = gemm(fc1.name + ".dgrad", fc1.m, fc1.k, fc1.n, e);
     B.push_back(with_comm(g, exit_bwd, act));
     B.push_back(gemm(fc1.name + ".wgrad", fc1.k, fc1.n, fc1.m, e));
   }
-  B.push_back(memory_op(gpt ? "ln2.bwd" : "rmsnorm2.bwd", 2.0 * norm_bytes));
+  B.push_back(memory_op(gpt ? "ln2.bwd" : "rmsnorm2.bwd", (gpt ? kLayerNormBackwardPasses : 2.0) * norm_bytes));
   B.push_back(memory_op(gpt ? "dropout_residual1.bwd" : "residual1.bwd", rep * h * (3.0 * e + (gpt ? 1.0 : 0.0))));
   {
     Op g = gemm("attn_out.dgrad", proj.m, proj.k, proj.n, e);
@@ -127,14 +141,17 @@ LayerOps transformer_layer_ops(const OpContext& c) {
   // Backward: dV = P^T dO, dP = dO V^T, dQ = dS K, dK = dS^T Q: four matmuls against two.
   attn_b.flops = attn.flops * 2.0;
   attn_b.bytes = attn.bytes * 2.0;
+  if (gpt) B.push_back(memory_op("attention_split_heads.bwd", 2.0 * tokens * h / t * e));
   B.push_back(attn_b);
   if (!gpt) B.push_back(memory_op("rope.bwd", 2.0 * tokens * (h + kv) / t * e));
+  // Merge dQ, dK, dV into the QKV gradient (read + write) and sum it over tokens for the bias.
+  if (gpt) B.push_back(memory_op("qkv_merge_bias.bwd", 3.0 * tokens * (h + 2.0 * kv) / t * e));
   {
     Op g = gemm("qkv.dgrad", qkv.m, qkv.k, qkv.n, e);
     B.push_back(with_comm(g, exit_bwd, act));
     B.push_back(gemm("qkv.wgrad", qkv.k, qkv.n, qkv.m, e));
   }
-  B.push_back(memory_op(gpt ? "ln1.bwd" : "rmsnorm1.bwd", 2.0 * norm_bytes));
+  B.push_back(memory_op(gpt ? "ln1.bwd" : "rmsnorm1.bwd", (gpt ? kLayerNormBackwardPasses : 2.0) * norm_bytes));
 
   if (c.recompute == Recompute::full) {
     L.recompute = F;
@@ -144,7 +161,6 @@ LayerOps transformer_layer_ops(const OpContext& c) {
     r.name = "attention.recompute";
     L.recompute.push_back(r);
   }
-  (void)a;
   return L;
 }
 
@@ -158,8 +174,11 @@ LayerOps embedding_ops(const OpContext& c) {
   // reduce-scatter with SP) combines the partial lookups.
   const bool tpc = c.tp > 1;
   const TpComm comm = !tpc ? TpComm::none : (c.sequence_parallel ? TpComm::reduce_scatter : TpComm::all_reduce);
-  L.forward.push_back(with_comm(memory_op("embedding", 2.0 * tokens * h * e), comm, tokens * h * e));
-  L.backward.push_back(memory_op("embedding.bwd", 2.0 * tokens * h * e));
+  // Gather token and position rows and write the sum (gpt: through dropout, with its 1-byte mask).
+  const bool gpt = m.family == Family::gpt;
+  L.forward.push_back(with_comm(memory_op("embedding", tokens * h * (3.0 * e + (gpt ? 1.0 : 0.0))), comm, tokens * h * e));
+  // Scatter-add into fp32 token (and position) gradients: read the gradient, read-modify-write 4 bytes each.
+  L.backward.push_back(memory_op("embedding.bwd", tokens * h * (e + (gpt ? 1.0 : 0.0) + (gpt ? 16.0 : 8.0))));
   return L;
 }
 
@@ -176,14 +195,14 @@ LayerOps head_ops(const OpContext& c) {
   L.forward.push_back(with_comm(memory_op("final_norm", 2.0 * rep * h * e), enter, tokens * h * e));
   Op logits = gemm("logits", tokens, v / t, h, e);
   L.forward.push_back(logits);
-  // Cross-entropy reads the logits, converts to fp32 and writes the softmax (vocab-parallel).
-  L.forward.push_back(memory_op("cross_entropy", tokens * v / t * (e + 4.0)));
-  L.backward.push_back(memory_op("cross_entropy.bwd", tokens * v / t * (4.0 + e)));
+  // Cross-entropy in fp32 (vocab-parallel): read the bf16 logits and write an fp32 copy, read it
+  // twice more (sum of exponentials, gradient), and write the gradient over the bf16 logits.
+  L.forward.push_back(memory_op("cross_entropy", tokens * v / t * (2.0 * e + 12.0)));
   Op dg = gemm("logits.dgrad", logits.m, logits.k, logits.n, e);
   const TpComm exit = c.tp <= 1 ? TpComm::none : (sp ? TpComm::reduce_scatter : TpComm::all_reduce);
   L.backward.push_back(with_comm(dg, exit, tokens * h * e));
   L.backward.push_back(gemm("logits.wgrad", logits.k, logits.n, logits.m, e));
-  L.backward.push_back(memory_op("final_norm.bwd", 4.0 * rep * h * e));
+  L.backward.push_back(memory_op("final_norm.bwd", (m.family == Family::gpt ? kLayerNormBackwardPasses : 2.0) * 2.0 * rep * h * e));
   return L;
 }
 

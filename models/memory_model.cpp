@@ -117,14 +117,30 @@ MemoryResult estimate_memory(const MemoryInput& in) {
       const int last_inflight = inflight_microbatches(L.schedule, L.pp, vpp, microbatches, L.pp - 1);
       act += last_inflight * tokens * m.vocab / t * (e + 4.0);
     }
+    // Selective recompute rebuilds one layer's attention scores at a time during backward.
+    if (L.recompute == Recompute::selective) act += la_none.attention_scores;
+    // Last stage: the final norm's input and output.
+    if (stage == L.pp - 1) act += inflight_microbatches(L.schedule, L.pp, vpp, microbatches, L.pp - 1) * tokens * 4.0 * m.hidden / (L.sequence_parallel ? t : 1.0);
+
     mb.activations_bytes = act;
 
     // Buffers: DDP keeps two gradient buckets in flight; ZeRO-3 gathers one layer's parameters and
     // prefetches the next; compressed gradients get a staging buffer the size of a bucket.
     const double bucket = L.bucket_MB * 1e6;
-    double buffers = 2.0 * bucket;
-    if (L.zero >= 3) buffers += 2.0 * 2.0 * (static_cast<double>(count_params(m).per_layer) / t);
-    if (L.compression.kind != Compression::Kind::none) buffers += bucket;
+    double buffers = dp > 1 ? 2.0 * bucket : 0.0;
+    if (L.zero >= 3 && dp > 1) buffers += 2.0 * 2.0 * (static_cast<double>(count_params(m).per_layer) / t);
+    if (L.compression.kind != Compression::Kind::none && dp > 1) buffers += bucket;
+    // One layer's backward working set, per token: GEMM outputs before their element-wise epilogue
+    // (the wider of QKV and the MLP, plus one hidden-sized), the gradients of the layer's
+    // activations (three residual-stream tensors, Q, K, V and the attention context, the MLP
+    // hidden) and the attention-score gradient.
+    {
+      const double h = m.hidden, kv = m.kv_hidden(), fw = m.family == Family::gpt ? m.ffn_hidden : 2.0 * m.ffn_hidden;
+      const double rep_div = L.sequence_parallel ? t : 1.0;
+      const double per_token = 2.0 * std::max(h + 2.0 * kv, fw) / t + 2.0 * h / t + 3.0 * 2.0 * h / rep_div +
+                               4.0 * 2.0 * h / t + 2.0 * fw / t + 2.0 * m.heads * m.seq_len / t;
+      buffers += tokens * per_token;
+    }
     mb.buffers_bytes = buffers;
     mb.workspace_bytes = kFixedWorkspaceBytes + kFragmentationFraction * (act + buffers);
     mb.peak_bytes = weights + grads + opt + act + buffers + mb.workspace_bytes;

@@ -31,7 +31,8 @@ struct MemoryBreakdown {
   double grads_bytes = 0;
   double optimizer_bytes = 0;
   double activations_bytes = 0;
-  double buffers_bytes = 0;    // gradient buckets, ZeRO-3 gathered parameters, compression buffers
+  double buffers_bytes = 0;    // gradient buckets, ZeRO-3 gathered parameters, compression buffers,
+                               // one layer's backward working set
   double workspace_bytes = 0;  // the stated allowance: context, library workspaces, fragmentation
   double peak_bytes = 0;
 };

@@ -38,6 +38,11 @@ int main(int argc, char** argv) {
   search->add_option("--threads", opt.threads, "worker threads (default: all cores)");
   search->add_flag("--json", opt.json, "print JSON");
 
+  auto* val = app.add_subcommand("validate", "run the best layouts that fit this machine for real; predicted vs measured");
+  val->add_option("scenario", opt.scenario, "scenario JSON file")->required();
+  val->add_option("--top", opt.top, "layouts per model");
+  val->add_option("--json-out", opt.json_out, "write the record (predicted, measured, errors) to this JSON file");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -50,6 +55,10 @@ int main(int argc, char** argv) {
     if (*sim) return run_simulate(opt, std::cout);
     if (*sweep) return run_sweep(opt, std::cout);
     if (*search) return run_search(opt, std::cout, std::cerr);
+    if (*val) {
+      opt.json = !opt.json_out.empty();
+      return run_validate(opt, std::cout, std::cerr);
+    }
   } catch (const InputError& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;

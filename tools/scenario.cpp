@@ -204,6 +204,20 @@ Scenario parse_scenario(const std::string& text, const std::string& file, const 
       read_search(sf, s.search);
       s.has_search = true;
     }
+    if (top.has("validate")) {
+      JsonFields vf = top.object("validate");
+      ValidateSpec& v = s.validate;
+      if (const json* ms = vf.find("models"))
+        v.models = read_list<ModelConfig>(*ms, vf.path("models"), [](const json& x, const std::string& p) { return read_model(x, p); });
+      if (const json* mbs = vf.find("micro_batch"))
+        v.micro_batch = read_list<int>(*mbs, vf.path("micro_batch"), [](const json& x, const std::string& p) { return json_integer(x, p, 1, 1024); });
+      if (const json* rs = vf.find("recompute"))
+        v.recompute = read_list<Recompute>(*rs, vf.path("recompute"), [](const json& x, const std::string& p) { return parse_recompute(json_string(x, p), p); });
+      v.top = vf.integer("top", 3, 1, 1000);
+      v.timed_steps = vf.integer("timed_steps", 5, 1, 1000);
+      vf.finish();
+      s.has_validate = true;
+    }
     if (top.has("cost")) {
       JsonFields cf = top.object("cost");
       s.cost.gpu_hour_usd = cf.number("gpu_hour_usd", 0.0, 0.0, 1e6);
@@ -211,8 +225,8 @@ Scenario parse_scenario(const std::string& text, const std::string& file, const 
       cf.finish();
     }
     top.finish();
-    if (!s.has_layout && !s.has_search)
-      throw InputError("layout", "a scenario needs a \"layout\" (for simulate) or a \"search\" block (for search)");
+    if (!s.has_layout && !s.has_search && !s.has_validate)
+      throw InputError("layout", "a scenario needs a \"layout\" (simulate), a \"search\" (search) or a \"validate\" block");
     if (s.has_layout)
       for (int nodes : s.cluster.nodes) (void)resolve_layout(s, s.layout, s.layout_dp_given, nodes);
   } catch (const InputError& e) {

@@ -48,6 +48,16 @@ struct SearchSpace {
   bool allow_tp_across_nodes = false;
 };
 
+// What `planner validate` runs for real on the GPUs at hand: for each model, the best layouts that
+// fit this machine.
+struct ValidateSpec {
+  std::vector<ModelConfig> models;  // empty: the scenario's model
+  std::vector<int> micro_batch;     // empty: 1, 2, 4, 8
+  std::vector<Recompute> recompute; // empty: none, selective, full
+  int top = 3;
+  int timed_steps = 5;
+};
+
 struct CostSpec {
   double gpu_hour_usd = 0;
   double budget_usd = 0;
@@ -67,6 +77,8 @@ struct Scenario {
   bool layout_dp_given = false;
   bool has_search = false;
   SearchSpace search;
+  bool has_validate = false;
+  ValidateSpec validate;
   CostSpec cost;
 };
 
