@@ -12,6 +12,7 @@
 #include "measurements.h"
 #include "memory_bench.h"
 #include "nccl_bench.h"
+#include "runner_kernels.h"
 #include "timing.h"
 
 namespace trainsim::gpu {
@@ -137,6 +138,79 @@ std::vector<CompressionSample> bench_compression(bool quick) {
   return out;
 }
 
+// The element-wise and row-wise kernels of a GPT training step (kernels/runner_kernels.cu), each
+// timed alone at the shapes of a few preset models and micro-batches.
+std::vector<KernelSample> bench_step_kernels(bool quick) {
+  struct Shape { int T, h, V; };
+  const std::vector<Shape> shapes = quick ? std::vector<Shape>{{2048, 768, 50257}, {4096, 2048, 50257}}
+                                          : std::vector<Shape>{{2048, 768, 50257}, {16384, 768, 50257}, {4096, 2048, 50257},
+                                                               {16384, 2048, 50257}, {2048, 4096, 50257}, {8192, 4096, 50257}};
+  std::vector<KernelSample> out;
+  cudaStream_t st;
+  TRAINSIM_CUDA(cudaStreamCreate(&st));
+  for (const auto& sh : shapes) {
+    const int T = sh.T, h = sh.h, f = 4 * h, V = sh.V, seq = 2048, bsz = T / seq, d = 64, a = h / d;
+    const size_t Th = static_cast<size_t>(T) * h, Tf = static_cast<size_t>(T) * f;
+    DeviceBuffer x(Th * 2), y(Th * 2), z(Th * 2), wide(std::max(3 * Th, Tf) * 2), wide2(Tf * 2), wide3(Tf * 2),
+        q(Th * 2), k(Th * 2), v(Th * 2), mask(Th), g(h * 2), bb(std::max(3 * h, f) * 2), mean(T * 4), rstd(T * 4),
+        gf(std::max(3 * h, f) * 4), gf2(h * 4), logits(static_cast<size_t>(T) * V * 2), l32(static_cast<size_t>(T) * V * 4),
+        tok(T * 4), loss(4), wte(static_cast<size_t>(V) * h * 2), wpe(static_cast<size_t>(seq) * h * 2),
+        dwte(static_cast<size_t>(V) * h * 4), dwpe(static_cast<size_t>(seq) * h * 4);
+    using bf = __nv_bfloat16;
+    for (auto* buf : {&x, &y, &z, &wide, &wide2, &wide3, &q, &k, &v, &g, &bb, &logits, &wte, &wpe})
+      fill_random_bf16(buf->get(), buf->bytes() / 2, 3, 1.0f, st);
+    std::vector<int> tk(T);
+    for (int i = 0; i < T; ++i) tk[i] = (i * 7919) % V;
+    TRAINSIM_CUDA(cudaMemcpy(tok.get(), tk.data(), T * 4, cudaMemcpyHostToDevice));
+    TRAINSIM_CUDA(cudaMemset(dwte.get(), 0, dwte.bytes()));
+    TRAINSIM_CUDA(cudaMemset(dwpe.get(), 0, dwpe.bytes()));
+    TRAINSIM_CUDA(cudaMemset(gf.get(), 0, gf.bytes()));
+    TRAINSIM_CUDA(cudaMemset(gf2.get(), 0, gf2.bytes()));
+    layernorm_forward(x.get<bf>(), g.get<bf>(), bb.get<bf>(), y.get<bf>(), mean.get<float>(), rstd.get<float>(), T, h, st);
+    bias_dropout_residual(x.get<bf>(), bb.get<bf>(), y.get<bf>(), z.get<bf>(), mask.get<unsigned char>(), T, h, 9, st);
+    auto time = [&](const char* name, auto&& fn) {
+      const double us = time_median_us(st, 2, 10, fn);
+      out.push_back({name, T, h, f, V, a, seq, us});
+    };
+    time("layernorm", [&] { layernorm_forward(x.get<bf>(), g.get<bf>(), bb.get<bf>(), y.get<bf>(), mean.get<float>(), rstd.get<float>(), T, h, st); });
+    time("layernorm.bwd", [&] {
+      layernorm_backward(z.get<bf>(), x.get<bf>(), g.get<bf>(), mean.get<float>(), rstd.get<float>(), y.get<bf>(), gf.get<float>(),
+                         gf2.get<float>(), T, h, st);
+      add_inplace(q.get<bf>(), y.get<bf>(), Th, st);
+    });
+    time("qkv_bias_split", [&] { split_heads(wide.get<bf>(), bb.get<bf>(), q.get<bf>(), k.get<bf>(), v.get<bf>(), bsz, seq, a, d, st); });
+    time("attention_merge_heads", [&] { heads_to_rows(q.get<bf>(), y.get<bf>(), bsz, seq, a, d, st); });
+    time("attention_split_heads.bwd", [&] { rows_to_heads(y.get<bf>(), q.get<bf>(), bsz, seq, a, d, st); });
+    time("qkv_merge_bias.bwd", [&] {
+      merge_qkv_grad(q.get<bf>(), k.get<bf>(), v.get<bf>(), wide.get<bf>(), bsz, seq, a, d, st);
+      column_sum(wide.get<bf>(), gf.get<float>(), T, 3 * h, st);
+    });
+    time("bias_dropout_residual", [&] {
+      bias_dropout_residual(x.get<bf>(), bb.get<bf>(), y.get<bf>(), z.get<bf>(), mask.get<unsigned char>(), T, h, 9, st);
+    });
+    time("dropout_residual.bwd", [&] {
+      dropout_backward(z.get<bf>(), mask.get<unsigned char>(), y.get<bf>(), Th, st);
+      column_sum(y.get<bf>(), gf2.get<float>(), T, h, st);
+    });
+    time("bias_gelu", [&] { bias_gelu(wide.get<bf>(), bb.get<bf>(), wide2.get<bf>(), wide3.get<bf>(), T, f, st); });
+    time("gelu_bias.bwd", [&] {
+      gelu_backward(wide3.get<bf>(), wide2.get<bf>(), wide.get<bf>(), Tf, st);
+      column_sum(wide.get<bf>(), gf.get<float>(), T, f, st);
+    });
+    time("cross_entropy", [&] {
+      cross_entropy(logits.get<bf>(), l32.get<float>(), tok.get<int>(), loss.get<float>(), T, V, 1.0f / T, st);
+    });
+    time("embedding", [&] {
+      embed_forward(tok.get<int>(), wte.get<bf>(), wpe.get<bf>(), y.get<bf>(), mask.get<unsigned char>(), T, h, seq, 5, st);
+    });
+    time("embedding.bwd", [&] {
+      embed_backward(y.get<bf>(), mask.get<unsigned char>(), tok.get<int>(), dwte.get<float>(), dwpe.get<float>(), T, h, seq, st);
+    });
+  }
+  cudaStreamDestroy(st);
+  return out;
+}
+
 }  // namespace
 
 Measurements run_calibration(const CalibrationPlan& plan) {
@@ -167,6 +241,7 @@ Measurements run_calibration(const CalibrationPlan& plan) {
   std::fprintf(stderr, "calibrate: memory and host copies done\n");
   m.attention = bench_attention(quick);
   m.compression = bench_compression(quick);
+  m.kernels = bench_step_kernels(quick);
   std::fprintf(stderr, "calibrate: attention and compression done\n");
   if (m.device.count >= 2) {
     auto p2p = bench_peer_copies(m.device.count);

@@ -8,12 +8,13 @@
 #include <set>
 #include <string>
 
+#include "lt_matmul.h"
 #include "timing.h"
 
 namespace trainsim::gpu {
 
 std::vector<GemmShape> transformer_gemm_shapes(bool quick) {
-  std::set<std::tuple<int, int, int>> s;
+  std::set<std::tuple<int, int, int, bool, bool>> s;
   const std::vector<int> hidden = quick ? std::vector<int>{1024, 2048, 4096, 8192}
                                         : std::vector<int>{768, 1024, 1536, 2048, 2560, 4096, 5120, 8192, 12288};
   const std::vector<int> tokens = quick ? std::vector<int>{4096} : std::vector<int>{2048, 8192, 16384};
@@ -23,15 +24,15 @@ std::vector<GemmShape> transformer_gemm_shapes(bool quick) {
       for (int t : tokens) {
         const int pairs[4][2] = {{3 * h / tp, h}, {h, h / tp}, {4 * h / tp, h}, {h, 4 * h / tp}};
         for (auto& p : pairs) {
-          s.insert({t, p[0], p[1]});   // forward: tokens x out x in
-          s.insert({t, p[1], p[0]});   // dgrad
-          s.insert({p[1], p[0], t});   // wgrad: in x out x tokens
+          s.insert({t, p[0], p[1], false, false});  // forward: tokens x out x in
+          s.insert({t, p[1], p[0], false, true});   // input gradient: tokens x in x out
+          s.insert({p[1], p[0], t, true, false});   // weight gradient: in x out x tokens
         }
       }
     }
-  for (int x : {1024, 2048, 4096, 8192, 16384}) s.insert({x, x, x});
+  for (int x : {1024, 2048, 4096, 8192, 16384}) s.insert({x, x, x, false, false});
   std::vector<GemmShape> out;
-  for (auto& [m, n, k] : s) out.push_back({m, n, k});
+  for (auto& [m, n, k, ta, tb] : s) out.push_back({m, n, k, ta, tb});
   return out;
 }
 
@@ -145,6 +146,18 @@ std::vector<GemmSample> bench_gemms(const std::vector<GemmShape>& shapes, const 
   DeviceBuffer A(max_a * t.ab_size), B(max_b * t.ab_size), C(max_c * t.cd_size);
   fill(dtype, A.get(), max_a, 1, g.stream());
   fill(dtype, B.get(), max_b, 2, g.stream());
+  if (dtype == "bf16") {
+    LtMatmul mm(g.stream());
+    for (const auto& s : shapes) {
+      const double flops = 2.0 * s.m * s.n * s.k;
+      const double guess_us = flops / 6e8;
+      const int reps = std::max(5, std::min(50, static_cast<int>(50000.0 / std::max(1.0, guess_us))));
+      mm.gemm(s.ta, s.tb, s.m, s.n, s.k, A.get(), B.get(), C.get(), false);  // autotunes this shape
+      const double us = time_median_us(g.stream(), 3, reps, [&] { mm.gemm(s.ta, s.tb, s.m, s.n, s.k, A.get(), B.get(), C.get(), false); });
+      out.push_back({dtype, s.m, s.n, s.k, us, flops / (us * 1e-6) / 1e12});
+    }
+    return out;
+  }
   for (const auto& s : shapes) {
     if (!g.prepare(t, s.m, s.n, s.k, A.get(), B.get(), C.get())) continue;
     const double flops = 2.0 * s.m * s.n * s.k;

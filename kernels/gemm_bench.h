@@ -5,15 +5,19 @@
 
 namespace trainsim::gpu {
 
+// Row-major C[m,n] = op(A) op(B) with the operand layouts of the role the shape plays in a layer:
+// forward X W (no transposes), input gradient dY W^T (tb), weight gradient X^T dY (ta).
 struct GemmShape {
   int m, n, k;
+  bool ta = false, tb = false;
 };
 
 // The shapes transformer layers produce (QKV, attention output, MLP up/down, their backward
 // dgrad/wgrad), for hidden sizes of the preset models, token counts and TP splits.
 std::vector<GemmShape> transformer_gemm_shapes(bool quick);
 
-// Times cuBLASLt matmuls (TN layout, fp32 accumulate) on random data; fp8 outputs bf16.
+// Times cuBLASLt matmuls (fp32 accumulate) on random data: bf16 in each shape's own layout through
+// the runner's LtMatmul; fp16, fp8 (bf16 output) and tf32 in the TN layout.
 std::vector<GemmSample> bench_gemms(const std::vector<GemmShape>& shapes, const char* dtype, int device_cc_major);
 // Relative error of a 256^3 bf16 cuBLASLt GEMM against a double-precision CPU reference.
 double check_gemm_bf16();

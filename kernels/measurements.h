@@ -55,6 +55,13 @@ struct CompressionSample {
   double rel_error = 0;  // quantize-dequantize error, or the kept fraction's error for top-k
 };
 
+// One kernel of the training step (the runner's element-wise and row-wise kernels) at one shape.
+struct KernelSample {
+  std::string kernel;
+  int tokens = 0, hidden = 0, ffn = 0, vocab = 0, heads = 0, seq = 0;
+  double time_us = 0;
+};
+
 struct Measurements {
   DeviceInfo device;
   std::vector<GemmSample> gemm;
@@ -62,6 +69,7 @@ struct Measurements {
   std::vector<AttentionSample> attention;
   std::vector<CollectiveSample> collectives;
   std::vector<CompressionSample> compression;
+  std::vector<KernelSample> kernels;
   double launch_overhead_us = 0;
   double gemm_check_rel_error = -1;  // cuBLASLt result against a CPU reference
   double interference_slowdown = -1; // GEMM slowdown with NCCL beside it (-1: not measured)

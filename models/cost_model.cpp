@@ -43,6 +43,26 @@ double CostModel::gemm_time_s(double m, double n, double k) const {
   return std::max(launch_s(), std::max(compute, bytes / (hw_.memory_bandwidth_GBps * 1e9)));
 }
 
+namespace {
+// Piecewise-linear in log(bytes); flat beyond the measured ends.
+double interpolate_GBps(const std::vector<BandwidthPoint>& pts, double bytes) {
+  if (bytes <= pts.front().bytes) return pts.front().GBps;
+  if (bytes >= pts.back().bytes) return pts.back().GBps;
+  for (std::size_t i = 1; i < pts.size(); ++i)
+    if (bytes <= pts[i].bytes) {
+      const double x = (std::log(bytes) - std::log(pts[i - 1].bytes)) / (std::log(pts[i].bytes) - std::log(pts[i - 1].bytes));
+      return pts[i - 1].GBps + x * (pts[i].GBps - pts[i - 1].GBps);
+    }
+  return pts.back().GBps;
+}
+}  // namespace
+
+double CostModel::kernel_time_s(const std::string& kernel, double bytes) const {
+  auto it = hw_.memory_kernels.find(kernel);
+  if (it == hw_.memory_kernels.end() || it->second.empty() || bytes <= 0) return memory_time_s(bytes);
+  return std::max(launch_s(), bytes / (interpolate_GBps(it->second, bytes) * 1e9));
+}
+
 double CostModel::memory_time_s(double bytes) const {
   if (bytes <= 0) return 0.0;
   double bw = hw_.memory_bandwidth_GBps;
@@ -78,7 +98,7 @@ double CostModel::op_time_s(const Op& op) const {
       const double rate = (frac > 0 ? frac : 0.5) * hw_.peak("bf16") * 1e12;
       return std::max(launch_s(), std::max(op.flops / rate, op.bytes / (hw_.memory_bandwidth_GBps * 1e9)));
     }
-    case OpKind::memory: return memory_time_s(op.bytes);
+    case OpKind::memory: return kernel_time_s(op.kernel, op.bytes);
   }
   return 0.0;
 }

@@ -1,5 +1,6 @@
 #include "hardware_profile.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -125,6 +126,16 @@ void read_gpu(JsonFields& top, HardwareProfile& hp, bool derived) {
     for (const auto& r : read_rows(m.required("points"), m.path("points"), 2)) hp.memory_bound.push_back({r[0], r[1]});
     m.finish();
   }
+  if (g.has("memory_kernels")) {
+    JsonFields mk = g.object("memory_kernels");
+    const json& obj = g.required("memory_kernels");
+    for (auto it = obj.begin(); it != obj.end(); ++it) {
+      for (const auto& r : read_rows(*mk.find(it.key()), mk.path(it.key()), 2)) hp.memory_kernels[it.key()].push_back({r[0], r[1]});
+      auto& v = hp.memory_kernels[it.key()];
+      std::sort(v.begin(), v.end(), [](const BandwidthPoint& a, const BandwidthPoint& b) { return a.bytes < b.bytes; });
+    }
+    mk.finish();
+  }
   hp.compute_provenance = read_provenance(g, "provenance", false);
   g.finish();
 }
@@ -212,6 +223,11 @@ void carry_over(HardwareProfile& hp, const HardwareProfile& base, double datashe
   if (hp.memory_bound.empty()) {
     hp.memory_bound = base.memory_bound;
     for (auto& p : hp.memory_bound) p.GBps *= bw_ratio;
+  }
+  if (hp.memory_kernels.empty()) {
+    hp.memory_kernels = base.memory_kernels;
+    for (auto& [k, pts] : hp.memory_kernels)
+      for (auto& p : pts) p.GBps *= bw_ratio;
   }
   if (hp.kernel_launch_us == 0) hp.kernel_launch_us = base.kernel_launch_us;
   if (hp.int8_quantize_GBps == 0) hp.int8_quantize_GBps = base.int8_quantize_GBps * bw_ratio;

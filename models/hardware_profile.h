@@ -56,6 +56,9 @@ struct HardwareProfile {
   };
   std::vector<AttentionPoint> attention;  // by shape, when measured
   std::vector<BandwidthPoint> memory_bound;  // elementwise kernels: achieved GB/s by bytes moved
+  // Measured kernels of a training step, by kernel class: achieved GB/s (the model's byte count
+  // for the op over its measured time) at the sizes measured.
+  std::map<std::string, std::vector<BandwidthPoint>> memory_kernels;
   Provenance compute_provenance;
 
   // Host link.

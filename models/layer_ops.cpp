@@ -21,9 +21,10 @@ Op gemm(const std::string& name, double m, double n, double k, double elem) {
   return op;
 }
 
-Op memory_op(const std::string& name, double bytes) {
+Op memory_op(const std::string& name, double bytes, const std::string& kernel = "") {
   Op op;
   op.name = name;
+  op.kernel = kernel.empty() ? name : kernel;
   op.kind = OpKind::memory;
   op.bytes = bytes;
   return op;
@@ -77,7 +78,7 @@ LayerOps transformer_layer_ops(const OpContext& c) {
   LayerOps L;
   auto& F = L.forward;
   const double norm_bytes = 2.0 * rep * h * e;  // read x, write y
-  F.push_back(with_comm(memory_op(gpt ? "ln1" : "rmsnorm1", norm_bytes), enter_fwd, act));
+  F.push_back(with_comm(memory_op(gpt ? "ln1" : "rmsnorm1", norm_bytes, gpt ? "layernorm" : "rmsnorm"), enter_fwd, act));
   Op qkv = gemm("qkv", tokens, (h + 2.0 * kv) / t, h, e);
   F.push_back(qkv);
   if (!gpt) F.push_back(memory_op("rope", 2.0 * tokens * (h + kv) / t * e));
@@ -97,16 +98,16 @@ LayerOps transformer_layer_ops(const OpContext& c) {
   if (gpt) F.push_back(memory_op("attention_merge_heads", 2.0 * tokens * h / t * e));
   Op proj = gemm("attn_out", tokens, h, h / t, e);
   F.push_back(with_comm(proj, exit_fwd, act));
-  if (gpt) F.push_back(memory_op("dropout_residual1", rep * h * (3.0 * e + 1.0)));
+  if (gpt) F.push_back(memory_op("dropout_residual1", rep * h * (3.0 * e + 1.0), "bias_dropout_residual"));
   else F.push_back(memory_op("residual1", 3.0 * rep * h * e));
-  F.push_back(with_comm(memory_op(gpt ? "ln2" : "rmsnorm2", norm_bytes), enter_fwd, act));
+  F.push_back(with_comm(memory_op(gpt ? "ln2" : "rmsnorm2", norm_bytes, gpt ? "layernorm" : "rmsnorm"), enter_fwd, act));
   Op fc1 = gemm(gpt ? "fc1" : "gate_up", tokens, (gpt ? f : 2.0 * f) / t, h, e);
   F.push_back(fc1);
   if (gpt) F.push_back(memory_op("bias_gelu", 3.0 * tokens * f / t * e));  // read x, write GELU input and output
   else F.push_back(memory_op("swiglu", 3.0 * tokens * f / t * e));
   Op fc2 = gemm(gpt ? "fc2" : "down", tokens, h, f / t, e);
   F.push_back(with_comm(fc2, exit_fwd, act));
-  if (gpt) F.push_back(memory_op("dropout_residual2", rep * h * (3.0 * e + 1.0)));
+  if (gpt) F.push_back(memory_op("dropout_residual2", rep * h * (3.0 * e + 1.0), "bias_dropout_residual"));
   else F.push_back(memory_op("residual2", 3.0 * rep * h * e));
 
   // Backward in reverse order. The activation-gradient collectives: without SP an all-reduce after
@@ -115,7 +116,8 @@ LayerOps transformer_layer_ops(const OpContext& c) {
   auto& B = L.backward;
   const TpComm exit_bwd = exit_fwd;
   const TpComm enter_bwd = enter_fwd;
-  B.push_back(memory_op(gpt ? "dropout_residual2.bwd" : "residual2.bwd", rep * h * (3.0 * e + (gpt ? 1.0 : 0.0))));
+  B.push_back(memory_op(gpt ? "dropout_residual2.bwd" : "residual2.bwd", rep * h * (3.0 * e + (gpt ? 1.0 : 0.0)),
+                        gpt ? "dropout_residual.bwd" : "residual.bwd"));
   {
     Op g = gemm("fc2.dgrad", fc2.m, fc2.k, fc2.n, e);
     B.push_back(with_comm(g, enter_bwd, act));
@@ -129,8 +131,10 @@ LayerOps transformer_layer_ops(const OpContext& c) {
     B.push_back(with_comm(g, exit_bwd, act));
     B.push_back(gemm(fc1.name + ".wgrad", fc1.k, fc1.n, fc1.m, e));
   }
-  B.push_back(memory_op(gpt ? "ln2.bwd" : "rmsnorm2.bwd", (gpt ? kLayerNormBackwardPasses : 2.0) * norm_bytes));
-  B.push_back(memory_op(gpt ? "dropout_residual1.bwd" : "residual1.bwd", rep * h * (3.0 * e + (gpt ? 1.0 : 0.0))));
+  B.push_back(memory_op(gpt ? "ln2.bwd" : "rmsnorm2.bwd", (gpt ? kLayerNormBackwardPasses : 2.0) * norm_bytes,
+                        gpt ? "layernorm.bwd" : "rmsnorm.bwd"));
+  B.push_back(memory_op(gpt ? "dropout_residual1.bwd" : "residual1.bwd", rep * h * (3.0 * e + (gpt ? 1.0 : 0.0)),
+                        gpt ? "dropout_residual.bwd" : "residual.bwd"));
   {
     Op g = gemm("attn_out.dgrad", proj.m, proj.k, proj.n, e);
     B.push_back(with_comm(g, enter_bwd, act));
@@ -151,7 +155,8 @@ LayerOps transformer_layer_ops(const OpContext& c) {
     B.push_back(with_comm(g, exit_bwd, act));
     B.push_back(gemm("qkv.wgrad", qkv.k, qkv.n, qkv.m, e));
   }
-  B.push_back(memory_op(gpt ? "ln1.bwd" : "rmsnorm1.bwd", (gpt ? kLayerNormBackwardPasses : 2.0) * norm_bytes));
+  B.push_back(memory_op(gpt ? "ln1.bwd" : "rmsnorm1.bwd", (gpt ? kLayerNormBackwardPasses : 2.0) * norm_bytes,
+                        gpt ? "layernorm.bwd" : "rmsnorm.bwd"));
 
   if (c.recompute == Recompute::full) {
     L.recompute = F;
@@ -192,7 +197,8 @@ LayerOps head_ops(const OpContext& c) {
   const double rep = sp ? tokens / t : tokens;
   LayerOps L;
   const TpComm enter = (c.tp > 1 && sp) ? TpComm::all_gather : TpComm::none;
-  L.forward.push_back(with_comm(memory_op("final_norm", 2.0 * rep * h * e), enter, tokens * h * e));
+  L.forward.push_back(with_comm(memory_op("final_norm", 2.0 * rep * h * e, m.family == Family::gpt ? "layernorm" : "rmsnorm"), enter,
+                                tokens * h * e));
   Op logits = gemm("logits", tokens, v / t, h, e);
   L.forward.push_back(logits);
   // Cross-entropy in fp32 (vocab-parallel): read the bf16 logits and write an fp32 copy, read it
@@ -202,7 +208,8 @@ LayerOps head_ops(const OpContext& c) {
   const TpComm exit = c.tp <= 1 ? TpComm::none : (sp ? TpComm::reduce_scatter : TpComm::all_reduce);
   L.backward.push_back(with_comm(dg, exit, tokens * h * e));
   L.backward.push_back(gemm("logits.wgrad", logits.k, logits.n, logits.m, e));
-  L.backward.push_back(memory_op("final_norm.bwd", (m.family == Family::gpt ? kLayerNormBackwardPasses : 2.0) * 2.0 * rep * h * e));
+  L.backward.push_back(memory_op("final_norm.bwd", (m.family == Family::gpt ? kLayerNormBackwardPasses : 2.0) * 2.0 * rep * h * e,
+                                 m.family == Family::gpt ? "layernorm.bwd" : "rmsnorm.bwd"));
   return L;
 }
 

@@ -17,6 +17,7 @@ enum class TpComm { none, all_reduce, all_gather, reduce_scatter };
 
 struct Op {
   std::string name;
+  std::string kernel;  // memory-bound ops: the kernel class whose calibrated bandwidth times it
   OpKind kind = OpKind::memory;
   double m = 0, n = 0, k = 0;  // GEMM shape on one TP rank
   double flops = 0;            // executed on one TP rank

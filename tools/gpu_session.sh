@@ -8,9 +8,9 @@ mkdir -p "$OUT"
 log() { echo "[$(date +%T)] $*" | tee -a "$OUT/session.log"; }
 log "host: $(nproc) cores"
 nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1
-nvidia-smi topo -m > "$OUT/topo.txt" 2>&1
+nvidia-smi topo -m > /tmp/topo.txt 2>&1
 log "$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1)"
-cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF -DTRAINSIM_BENCHMARKS=OFF > "$OUT/cmake.log" 2>&1 || { log "cmake failed"; tail -30 "$OUT/cmake.log"; exit 1; }
+cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF -DTRAINSIM_BENCHMARKS=OFF > /tmp/cmake.log 2>&1 || { log "cmake failed"; tail -30 /tmp/cmake.log; exit 1; }
 cmake --build build-gpu -j"$(nproc)" > "$OUT/build.log" 2>&1 || { log "build failed"; grep -E "error" "$OUT/build.log" | head -30; exit 1; }
 log "built"
 for step in "$@"; do
