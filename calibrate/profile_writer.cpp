@@ -105,6 +105,11 @@ json make_profile(const gpu::Measurements& m, const json& base, const std::strin
   // measured time, so that the cost model divides the same bytes by it.
   json mk = json::object();
   for (const auto& k : m.kernels) {
+    if (k.kernel == "adam") {
+      const double params = static_cast<double>(k.tokens) * (1 << 20);
+      mk["adam"].push_back({34.0 * params, 34.0 * params / (k.time_us * 1e3)});  // CostModel::adam_time_s's bytes
+      continue;
+    }
     ModelConfig cfg;
     cfg.family = Family::gpt;
     cfg.layers = 1; cfg.hidden = k.hidden; cfg.heads = k.heads; cfg.kv_heads = k.heads; cfg.ffn_hidden = k.ffn;

@@ -30,6 +30,17 @@ std::vector<GemmShape> transformer_gemm_shapes(bool quick) {
         }
       }
     }
+  // Logits against the (tied) word embedding: forward lnf x E^T, input gradient dlogits x E, weight
+  // gradient dlogits^T x lnf, for the GPT-2 and Llama vocabularies (not multiples of 8 for GPT-2,
+  // which makes them slower than their neighbours).
+  for (int vocab : {50257, 32000, 128256})
+    for (int t : tokens)
+      for (int h : hidden) {
+        if (vocab != 50257 && h < 4096) continue;
+        s.insert({t, vocab, h, false, true});
+        s.insert({t, h, vocab, false, false});
+        s.insert({vocab, h, t, true, false});
+      }
   for (int x : {1024, 2048, 4096, 8192, 16384}) s.insert({x, x, x, false, false});
   std::vector<GemmShape> out;
   for (auto& [m, n, k, ta, tb] : s) out.push_back({m, n, k, ta, tb});

@@ -103,7 +103,7 @@ double CostModel::op_time_s(const Op& op) const {
   return 0.0;
 }
 
-double CostModel::adam_time_s(double params) const { return memory_time_s(34.0 * params); }
+double CostModel::adam_time_s(double params) const { return kernel_time_s("adam", 34.0 * params); }
 
 double CostModel::compression_time_s(const Compression& c, double bytes) const {
   switch (c.kind) {
