@@ -169,7 +169,7 @@ std::vector<KernelSample> bench_step_kernels(bool quick) {
     layernorm_forward(x.get<bf>(), g.get<bf>(), bb.get<bf>(), y.get<bf>(), mean.get<float>(), rstd.get<float>(), T, h, st);
     bias_dropout_residual(x.get<bf>(), bb.get<bf>(), y.get<bf>(), z.get<bf>(), mask.get<unsigned char>(), T, h, 9, st);
     auto time = [&](const char* name, auto&& fn) {
-      const double us = time_median_us(st, 2, 10, fn);
+      const double us = time_median_us(st, 2, 10, fn, 10);
       out.push_back({name, T, h, f, V, a, seq, us});
     };
     time("layernorm", [&] { layernorm_forward(x.get<bf>(), g.get<bf>(), bb.get<bf>(), y.get<bf>(), mean.get<float>(), rstd.get<float>(), T, h, st); });

@@ -164,7 +164,8 @@ std::vector<GemmSample> bench_gemms(const std::vector<GemmShape>& shapes, const 
       const double guess_us = flops / 6e8;
       const int reps = std::max(5, std::min(50, static_cast<int>(50000.0 / std::max(1.0, guess_us))));
       mm.gemm(s.ta, s.tb, s.m, s.n, s.k, A.get(), B.get(), C.get(), false);  // autotunes this shape
-      const double us = time_median_us(g.stream(), 3, reps, [&] { mm.gemm(s.ta, s.tb, s.m, s.n, s.k, A.get(), B.get(), C.get(), false); });
+      const int inner = std::max(1, std::min(50, static_cast<int>(300.0 / std::max(1.0, guess_us))));
+      const double us = time_median_us(g.stream(), 3, reps, [&] { mm.gemm(s.ta, s.tb, s.m, s.n, s.k, A.get(), B.get(), C.get(), false); }, inner);
       out.push_back({dtype, s.m, s.n, s.k, us, flops / (us * 1e-6) / 1e12});
     }
     return out;

@@ -7,9 +7,11 @@
 namespace trainsim::gpu {
 
 // Times `fn` (which enqueues work on `stream`) with CUDA events: `warmup` untimed runs, then the
-// median of `reps` timed runs, in microseconds.
+// median of `reps` timed runs, in microseconds. With `inner` > 1 each timed run enqueues `fn` that
+// many times back to back and reports the mean, so that short kernels are timed as they run in a
+// stream (launches overlapping execution) rather than with the events' own overhead.
 template <class Fn>
-double time_median_us(cudaStream_t stream, int warmup, int reps, Fn&& fn) {
+double time_median_us(cudaStream_t stream, int warmup, int reps, Fn&& fn, int inner = 1) {
   for (int i = 0; i < warmup; ++i) fn();
   TRAINSIM_CUDA(cudaStreamSynchronize(stream));
   cudaEvent_t a, b;
@@ -18,7 +20,7 @@ double time_median_us(cudaStream_t stream, int warmup, int reps, Fn&& fn) {
   std::vector<float> ms(reps);
   for (int i = 0; i < reps; ++i) {
     TRAINSIM_CUDA(cudaEventRecord(a, stream));
-    fn();
+    for (int k = 0; k < inner; ++k) fn();
     TRAINSIM_CUDA(cudaEventRecord(b, stream));
     TRAINSIM_CUDA(cudaEventSynchronize(b));
     TRAINSIM_CUDA(cudaEventElapsedTime(&ms[i], a, b));
@@ -26,7 +28,7 @@ double time_median_us(cudaStream_t stream, int warmup, int reps, Fn&& fn) {
   cudaEventDestroy(a);
   cudaEventDestroy(b);
   std::sort(ms.begin(), ms.end());
-  return 1000.0 * ms[reps / 2];
+  return 1000.0 * ms[reps / 2] / inner;
 }
 
 // Fills with uniform values in [-scale, scale) from a counter-based hash (never zeros).
