@@ -26,7 +26,7 @@ for step in "$@"; do
       log "calibrate --quick exit ${PIPESTATUS[0]}" ;;
     validate)
       log "validate"
-      ./build-gpu/planner validate scenarios/validate-one-gpu.json --json-out "$OUT/validation-h200.json" 2>&1 | tee "$OUT/validate.log"
+      ./build-gpu/planner validate scenarios/${VALIDATE:-validate-one-gpu}.json --json-out "$OUT/validation-h200.json" 2>&1 | tee "$OUT/validate.log"
       log "validate exit ${PIPESTATUS[0]}" ;;
   esac
 done
