@@ -77,27 +77,28 @@ void Engine::recompute_rates() {
   if (cap_left_.size() != nl) {
     cap_left_.assign(nl, 0.0);
     unfrozen_on_link_.assign(nl, 0);
+    link_slot_.assign(nl, -1);
   }
-  std::vector<LinkId> touched;
+  touched_.clear();
   for (std::int32_t f : active_) {
     for (std::int32_t p = flows_[f].path_begin; p < flows_[f].path_end; ++p) {
       const LinkId l = paths_[p];
       if (unfrozen_on_link_[l]++ == 0) {
         cap_left_[l] = link_capacity_[l];
-        touched.push_back(l);
+        link_slot_[l] = static_cast<std::int32_t>(touched_.size());
+        touched_.push_back(l);
       }
     }
   }
-  // Flows crossing each touched link (CSR built on the fly).
-  std::sort(touched.begin(), touched.end());
-  std::vector<std::int32_t> offset(touched.size() + 1, 0);
-  auto slot = [&](LinkId l) { return static_cast<std::size_t>(std::lower_bound(touched.begin(), touched.end(), l) - touched.begin()); };
-  for (std::size_t i = 0; i < touched.size(); ++i) offset[i + 1] = offset[i] + unfrozen_on_link_[touched[i]];
-  std::vector<std::int32_t> fill(offset.begin(), offset.end() - 1);
-  std::vector<std::int32_t> members(offset.back());
+  // Flows crossing each touched link, grouped by link (counting sort into members_).
+  offset_.assign(touched_.size() + 1, 0);
+  for (std::size_t i = 0; i < touched_.size(); ++i) offset_[i + 1] = offset_[i] + unfrozen_on_link_[touched_[i]];
+  fill_.assign(offset_.begin(), offset_.end() - 1);
+  members_.resize(offset_.back());
   for (std::size_t ai = 0; ai < active_.size(); ++ai) {
     const std::int32_t f = active_[ai];
-    for (std::int32_t p = flows_[f].path_begin; p < flows_[f].path_end; ++p) members[fill[slot(paths_[p])]++] = static_cast<std::int32_t>(ai);
+    for (std::int32_t p = flows_[f].path_begin; p < flows_[f].path_end; ++p)
+      members_[fill_[link_slot_[paths_[p]]]++] = static_cast<std::int32_t>(ai);
   }
   frozen_.assign(active_.size(), 0);
   std::size_t left = 0;
@@ -111,17 +112,17 @@ void Engine::recompute_rates() {
     }
   }
   while (left > 0) {
-    std::size_t best = touched.size();
+    std::size_t best = touched_.size();
     double best_share = kInf;
-    for (std::size_t i = 0; i < touched.size(); ++i) {
-      const LinkId l = touched[i];
+    for (std::size_t i = 0; i < touched_.size(); ++i) {
+      const LinkId l = touched_[i];
       if (unfrozen_on_link_[l] == 0) continue;
       const double share = cap_left_[l] / unfrozen_on_link_[l];
       if (share < best_share) { best_share = share; best = i; }
     }
-    if (best == touched.size()) break;
-    for (std::int32_t k = offset[best]; k < offset[best + 1]; ++k) {
-      const std::int32_t ai = members[k];
+    if (best == touched_.size()) break;
+    for (std::int32_t k = offset_[best]; k < offset_[best + 1]; ++k) {
+      const std::int32_t ai = members_[k];
       if (frozen_[ai]) continue;
       frozen_[ai] = 1;
       --left;
@@ -134,7 +135,7 @@ void Engine::recompute_rates() {
       }
     }
   }
-  for (LinkId l : touched) unfrozen_on_link_[l] = 0;
+  for (LinkId l : touched_) unfrozen_on_link_[l] = 0;
 }
 
 void Engine::run() {

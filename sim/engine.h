@@ -94,6 +94,8 @@ class Engine {
   std::vector<double> cap_left_;
   std::vector<std::int32_t> unfrozen_on_link_;
   std::vector<char> frozen_;
+  std::vector<std::int32_t> link_slot_, offset_, fill_, members_;
+  std::vector<LinkId> touched_;
 };
 
 }  // namespace trainsim::sim

@@ -60,7 +60,7 @@ class SymmetricPaths : public PathProvider {
       links_[g] = l;
     }
   }
-  bool simulated(int gpu) const override { return links_.count(gpu) != 0; }
+  bool simulated(int gpu) const override { return links_.count(gpu) != 0; }  // one entry per stage
   void path(int src, int dst, int group_nodes_per_leaf, std::vector<LinkId>& out) override {
     out.clear();
     // A ring neighbour that is not simulated behaves like the source itself.
@@ -195,14 +195,29 @@ class Builder {
   PlacementInfo place_;
   std::vector<ChunkWork> chunks_;  // [stage * vpp + chunk]
   std::vector<int> sim_gpus_;
-  std::map<int, RankQueues> q_;
+  std::vector<RankQueues> q_;  // by GPU id
   std::vector<std::string> labels_;
   std::vector<int> lane_stream_;  // per task: stream kind
   int microbatches_ = 1;
   int vpp_ = 1;
   // Cross-rank hand-offs: the task that delivers activation / gradient of (virtual stage, mb).
-  std::map<std::tuple<int, int, int>, TaskId> fwd_done_, bwd_done_;  // (gpu, vstage, mb) -> task on that gpu
-  std::map<std::tuple<int, int, int>, TaskId> fwd_recv_, bwd_recv_;  // (gpu, vstage, mb) -> arrival on gpu
+  // Cross-stage hand-offs, indexed by (simulated GPU, virtual stage, micro-batch).
+  struct Handoffs {
+    std::vector<TaskId> fwd_done, bwd_done, fwd_recv, bwd_recv;
+  } h_;
+  std::vector<int> sim_index_;  // GPU id -> position in sim_gpus_ (-1 if not simulated)
+  std::size_t hidx(int gpu, int vs, int mb) const {
+    return (static_cast<std::size_t>(sim_index_[gpu]) * (L_.pp * vpp_) + vs) * microbatches_ + mb;
+  }
+  std::vector<std::vector<int>> tp_groups_, dp_groups_;  // cached per simulated GPU
+  const std::vector<int>& tp_group_of(int gpu) const { return tp_groups_[sim_index_[gpu]]; }
+  const std::vector<int>& dp_group_of(int gpu) const { return dp_groups_[sim_index_[gpu]]; }
+  struct CachedPlan {
+    CollectivePlan plan;
+    std::vector<int> members;  // the group's simulated GPUs
+    int leaf_share = 0;
+  };
+  std::map<std::tuple<int, int, double, int>, CachedPlan> plan_cache_;
   std::vector<TaskId> gpu0_compute_;
   std::vector<TaskId> gpu0_comm_;
   double dp_bytes_gpu0_ = 0, tp_bytes_gpu0_ = 0;
@@ -282,11 +297,18 @@ TaskId Builder::compute_task(int gpu, double dur, int cat, const std::string& na
 TaskId Builder::collective(const std::vector<int>& group, CollectiveKind kind, Algorithm algo, double bytes, int count,
                            double extra_latency_s, int cat, bool on_compute_queue, const std::vector<TaskId>& triggers,
                            const std::string& name, double* sent_by_first) {
-  std::vector<int> members;
-  for (int g : group)
-    if (paths_->simulated(g)) members.push_back(g);
-  const CollectivePlan plan = plan_collective(kind, algo, bytes, group, place_);
-  const int leaf_share = group_nodes_per_leaf(group);
+  // Identical collectives (same kind, size and group) recur every micro-batch: plan once.
+  auto key = std::make_tuple(static_cast<int>(kind), static_cast<int>(algo), bytes, group.front());
+  auto pit = plan_cache_.find(key);
+  if (pit == plan_cache_.end()) {
+    CachedPlan c{plan_collective(kind, algo, bytes, group, place_), {}, group_nodes_per_leaf(group)};
+    for (int g : group)
+      if (paths_->simulated(g)) c.members.push_back(g);
+    pit = plan_cache_.emplace(key, std::move(c)).first;
+  }
+  const CollectivePlan& plan = pit->second.plan;
+  const std::vector<int>& members = pit->second.members;
+  const int leaf_share = pit->second.leaf_share;
   TaskId prev = -1;
   const std::size_t nphases = std::max<std::size_t>(1, plan.phases.size());
   for (std::size_t pi = 0; pi < nphases; ++pi) {
@@ -330,7 +352,7 @@ TaskId Builder::collective(const std::vector<int>& group, CollectiveKind kind, A
 
 TaskId Builder::tp_collectives(int gpu, const CommTotals& t, int cat, const std::string& name) {
   if (L_.tp == 1 || t.empty()) return q_[gpu].compute;
-  const std::vector<int> group = tp_group(gpu);
+  const std::vector<int>& group = tp_group_of(gpu);
   static const CollectiveKind kinds[3] = {CollectiveKind::all_reduce, CollectiveKind::all_gather, CollectiveKind::reduce_scatter};
   TaskId last = -1;
   for (int k = 0; k < 3; ++k) {
@@ -347,7 +369,7 @@ TaskId Builder::tp_collectives(int gpu, const CommTotals& t, int cat, const std:
 // the chosen compression's bytes and kernel cost.
 void Builder::grad_collective(int gpu, double bytes, int bucket_index) {
   if (L_.dp == 1 || bytes <= 0) return;
-  const std::vector<int> group = dp_group(gpu);
+  const std::vector<int>& group = dp_group_of(gpu);
   const int n = L_.dp;
   CollectiveKind kind = L_.zero == 0 ? CollectiveKind::all_reduce : CollectiveKind::reduce_scatter;
   double wire = bytes;
@@ -399,7 +421,7 @@ void Builder::build_stage(int stage, const std::vector<int>& gpus) {
   auto leaders = [&](bool tp) {
     std::vector<int> out;
     for (int g : gpus) {
-      const auto grp = tp ? tp_group(g) : dp_group(g);
+      const auto& grp = tp ? tp_group_of(g) : dp_group_of(g);
       for (int x : grp)
         if (paths_->simulated(x)) { if (x == g) out.push_back(g); break; }
     }
@@ -425,7 +447,7 @@ void Builder::build_stage(int stage, const std::vector<int>& gpus) {
     if (!zero3) return by_gpu;
     for (int g : dp_leaders) {
       double sent = 0;
-      const auto group = dp_group(g);
+      const auto& group = dp_group_of(g);
       const TaskId t = collective(group, CollectiveKind::all_gather, Algorithm::ring, 2.0 * w.params_per_rank, 1, 0.0,
                                   kDpComm, false, {}, name, g == 0 ? &sent : nullptr);
       if (g == 0) dp_bytes_gpu0_ += sent;
@@ -437,20 +459,21 @@ void Builder::build_stage(int stage, const std::vector<int>& gpus) {
   for (const PipeOp& op : order) {
     const int vs = op.chunk * pp + stage;
     const ChunkWork& w = chunks_[stage * vpp_ + op.chunk];
-    const std::string tag = " mb" + std::to_string(op.microbatch) + (vpp_ > 1 ? " c" + std::to_string(op.chunk) : "");
+    const std::string tag = !in_.record_timeline ? std::string()
+                            : " mb" + std::to_string(op.microbatch) + (vpp_ > 1 ? " c" + std::to_string(op.chunk) : "");
     const auto gathers = zero3_gather(w, "ZeRO-3 gather" + tag);
     if (op.forward) {
       for (int g : gpus) {
         if (zero3) compute_task(g, 0.0, kDpComm, "wait params", gathers.at(g));
-        compute_task(g, w.fwd_s, kCompute, "F" + tag, vs > 0 ? fwd_recv_.at({g, vs, op.microbatch}) : -1);
+        compute_task(g, w.fwd_s, kCompute, "F" + tag, vs > 0 ? h_.fwd_recv[hidx(g, vs, op.microbatch)] : -1);
       }
       tp_all(w.tp_fwd, kTpComm, "TP F" + tag);
-      for (int g : gpus) fwd_done_[{g, vs, op.microbatch}] = q_[g].compute;
+      for (int g : gpus) h_.fwd_done[hidx(g, vs, op.microbatch)] = q_[g].compute;
       continue;
     }
     for (int g : gpus) {
       if (zero3) compute_task(g, 0.0, kDpComm, "wait params", gathers.at(g));
-      const TaskId dep = vs < pp * vpp_ - 1 ? bwd_recv_.at({g, vs, op.microbatch}) : -1;
+      const TaskId dep = vs < pp * vpp_ - 1 ? h_.bwd_recv[hidx(g, vs, op.microbatch)] : -1;
       if (w.recompute_s > 0) compute_task(g, w.recompute_s, kRecompute, "R" + tag, dep);
       else if (dep >= 0) compute_task(g, 0.0, kCompute, "recv" + tag, dep);
     }
@@ -473,7 +496,7 @@ void Builder::build_stage(int stage, const std::vector<int>& gpus) {
       for (int g : gpus) compute_task(g, w.bwd_s, kCompute, "B" + tag);
       tp_all(w.tp_bwd, kTpComm, "TP B" + tag);
     }
-    for (int g : gpus) bwd_done_[{g, vs, op.microbatch}] = q_[g].compute;
+    for (int g : gpus) h_.bwd_done[hidx(g, vs, op.microbatch)] = q_[g].compute;
   }
   flush(true);
 }
@@ -496,6 +519,18 @@ StepResult Builder::run() {
     for (int s = 0; s < L_.pp; ++s) sim_gpus_.push_back(gpu_of(0, 0, s));
     paths_ = std::make_unique<SymmetricPaths>(e_, sh, sim_gpus_);
   }
+  q_.assign(sh.gpus(), RankQueues{});
+  sim_index_.assign(sh.gpus(), -1);
+  for (std::size_t i = 0; i < sim_gpus_.size(); ++i) {
+    sim_index_[sim_gpus_[i]] = static_cast<int>(i);
+    tp_groups_.push_back(tp_group(sim_gpus_[i]));
+    dp_groups_.push_back(dp_group(sim_gpus_[i]));
+  }
+  const std::size_t slots = sim_gpus_.size() * L_.pp * vpp_ * microbatches_;
+  h_.fwd_done.assign(slots, -1);
+  h_.bwd_done.assign(slots, -1);
+  h_.fwd_recv.assign(slots, -1);
+  h_.bwd_recv.assign(slots, -1);
   e_.reserve(sim_gpus_.size() * microbatches_ * vpp_ * 4, sim_gpus_.size() * microbatches_ * vpp_ * 8);
 
   // Pipeline hand-offs are created lazily as ranks are built in stage order: a forward on stage s
@@ -514,8 +549,8 @@ StepResult Builder::run() {
         TaskSpec spec;
         spec.lane = g;
         spec.category = kPpComm;
-        if (vs > 0) { fwd_recv_[{g, vs, mb}] = e_.add_task(spec); lane_stream_.push_back(2); }
-        if (vs < V - 1) { bwd_recv_[{g, vs, mb}] = e_.add_task(spec); lane_stream_.push_back(2); }
+        if (vs > 0) { h_.fwd_recv[hidx(g, vs, mb)] = e_.add_task(spec); lane_stream_.push_back(2); }
+        if (vs < V - 1) { h_.bwd_recv[hidx(g, vs, mb)] = e_.add_task(spec); lane_stream_.push_back(2); }
       }
     }
   }
@@ -553,13 +588,13 @@ StepResult Builder::run() {
           const int dst_stage = (vs + 1) % pp;
           const int dst = g + (dst_stage - stage) * L_.tp * L_.dp;
           if (paths_->simulated(dst))
-            transfer(vs + 1, fwd_done_.at({g, vs, mb}), fwd_recv_.at({dst, vs + 1, mb}), "PP send F mb" + std::to_string(mb));
+            transfer(vs + 1, h_.fwd_done[hidx(g, vs, mb)], h_.fwd_recv[hidx(dst, vs + 1, mb)], "PP send F mb" + std::to_string(mb));
         }
         if (vs > 0) {
           const int dst_stage = (vs - 1) % pp;
           const int dst = g + (dst_stage - stage) * L_.tp * L_.dp;
           if (paths_->simulated(dst))
-            transfer(vs - 1, bwd_done_.at({g, vs, mb}), bwd_recv_.at({dst, vs - 1, mb}), "PP send B mb" + std::to_string(mb));
+            transfer(vs - 1, h_.bwd_done[hidx(g, vs, mb)], h_.bwd_recv[hidx(dst, vs - 1, mb)], "PP send B mb" + std::to_string(mb));
         }
       }
     }
@@ -574,7 +609,7 @@ StepResult Builder::run() {
     const double shard = L_.zero >= 1 ? params / L_.dp : params;
     compute_task(g, cost_.adam_time_s(shard), kOptimizer, "optimizer", q_[g].comm);
     if ((L_.zero == 1 || L_.zero == 2) && L_.dp > 1) {
-      const std::vector<int> group = dp_group(g);
+      const std::vector<int>& group = dp_group_of(g);
       if (group.front() == g || !paths_->simulated(group.front())) {
         double sent = 0;
         collective(group, CollectiveKind::all_gather, Algorithm::ring, 2.0 * params, 1, 0.0, kDpComm, false,
