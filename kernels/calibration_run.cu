@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <sstream>
 #include <vector>
 
 #include "attention.h"
@@ -47,13 +48,15 @@ DeviceInfo device_info() {
     char line[512] = {};
     if (std::fgets(line, sizeof line, f)) {
       const std::string s(line);
+      // "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build ...":
+      // the first token made of digits and dots after "Kernel Module".
       const auto k = s.find("Kernel Module");
-      if (k != std::string::npos) {
-        std::string rest = s.substr(k + 13);
-        const auto b = rest.find_first_not_of(" \t");
-        const auto e = rest.find_first_of(" \t", b);
-        if (b != std::string::npos) d.driver = rest.substr(b, e - b) + " (" + d.driver + ")";
-      }
+      std::istringstream words(k == std::string::npos ? std::string() : s.substr(k));
+      for (std::string w; words >> w;)
+        if (!w.empty() && w.find_first_not_of("0123456789.") == std::string::npos && w.find('.') != std::string::npos) {
+          d.driver = w + " (" + d.driver + ")";
+          break;
+        }
     }
     std::fclose(f);
   }
