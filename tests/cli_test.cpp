@@ -143,3 +143,19 @@ TEST(Cli, CalibrateImportsNcclTestsLogs) {
   EXPECT_EQ(bad.status, 2);
   EXPECT_FALSE(std::filesystem::exists(out + ".2"));
 }
+
+TEST(Cli, ExportSpellsOutTheBatchArithmetic) {
+  const Outcome r = run("export " + kScenarios + "/gpt3-175b-1024-gpus.json --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  const auto& ds = j["deepspeed_config"];
+  // DeepSpeed's own rule: train_batch_size = micro-batch x accumulation x data-parallel size.
+  EXPECT_EQ(ds["train_batch_size"].get<int>(),
+            ds["train_micro_batch_size_per_gpu"].get<int>() * ds["gradient_accumulation_steps"].get<int>() * j["layout"]["dp"].get<int>());
+  const std::string meg = j["megatron_args"];
+  EXPECT_NE(meg.find("--tensor-model-parallel-size 8"), std::string::npos);
+  EXPECT_NE(meg.find("--pipeline-model-parallel-size 8"), std::string::npos);
+  EXPECT_NE(meg.find("--num-layers-per-virtual-pipeline-stage 4"), std::string::npos);  // 96 / (8 x 3)
+  EXPECT_NE(j["launch_command"].get<std::string>().find("--nnodes=128"), std::string::npos);
+  EXPECT_EQ(run("export " + kScenarios + "/gpt3-175b-1024-gpus.json --layout pp=7").status, 2);
+}

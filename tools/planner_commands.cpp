@@ -6,6 +6,7 @@
 
 #include "evaluation.h"
 #include "input_error.h"
+#include "launch_export.h"
 #include "layout_search.h"
 #include "result_json.h"
 #include "text_report.h"
@@ -174,6 +175,30 @@ int run_search(const PlannerOptions& o, std::ostream& out, std::ostream& progres
            "compare compressed layouts on time per step only.\n";
   if (r.ranked.empty()) out << "every layout is out of memory; for example " << describe(r.oom.front().layout) << ": "
                             << oom_phrase(r.oom.front()) << "\n";
+  return 0;
+}
+
+}  // namespace trainsim
+
+namespace trainsim {
+
+int run_export(const PlannerOptions& o, std::ostream& out) {
+  const Scenario s = load_scenario(o.scenario, o.profile_dir);
+  const int nodes = o.nodes > 0 ? o.nodes : s.cluster.nodes.front();
+  const Layout l = chosen_layout(s, o, nodes);
+  const LaunchExport e = export_launch(s, l, nodes);
+  if (o.json) {
+    out << json{{"layout", layout_to_json(l)}, {"nodes", nodes}, {"batch_arithmetic", e.batch_arithmetic},
+                {"megatron_args", e.megatron_args}, {"deepspeed_config", json::parse(e.deepspeed_config)},
+                {"launch_command", e.launch_command}, {"notes", e.notes}}.dump(2)
+        << "\n";
+    return 0;
+  }
+  out << "# " << s.name << ": " << describe(l) << " on " << nodes << " nodes\n# " << e.batch_arithmetic << "\n\n"
+      << "## Megatron-LM arguments\n" << e.megatron_args << "\n## DeepSpeed config (ds_config.json)\n" << e.deepspeed_config
+      << "\n\n## Slurm + torchrun\n" << e.launch_command;
+  for (const auto& n : e.notes) out << "\nnote: " << n;
+  out << "\n";
   return 0;
 }
 

@@ -23,6 +23,7 @@ struct PlannerOptions {
 int run_simulate(const PlannerOptions& o, std::ostream& out);
 int run_sweep(const PlannerOptions& o, std::ostream& out);
 int run_search(const PlannerOptions& o, std::ostream& out, std::ostream& progress);
+int run_export(const PlannerOptions& o, std::ostream& out);
 int run_validate(const PlannerOptions& o, std::ostream& out, std::ostream& progress);
 
 }  // namespace trainsim

@@ -38,6 +38,12 @@ int main(int argc, char** argv) {
   search->add_option("--threads", opt.threads, "worker threads (default: all cores)");
   search->add_flag("--json", opt.json, "print JSON");
 
+  auto* exp = app.add_subcommand("export", "Megatron-LM arguments, DeepSpeed config and a Slurm/torchrun command for the layout");
+  exp->add_option("scenario", opt.scenario, "scenario JSON file")->required();
+  exp->add_option("--layout", opt.layout_overrides, "override layout keys");
+  exp->add_option("--nodes", opt.nodes, "node count (default: the scenario's first)");
+  exp->add_flag("--json", opt.json, "print JSON");
+
   auto* val = app.add_subcommand("validate", "run the best layouts that fit this machine for real; predicted vs measured");
   val->add_option("scenario", opt.scenario, "scenario JSON file")->required();
   val->add_option("--top", opt.top, "layouts per model");
@@ -55,6 +61,7 @@ int main(int argc, char** argv) {
     if (*sim) return run_simulate(opt, std::cout);
     if (*sweep) return run_sweep(opt, std::cout);
     if (*search) return run_search(opt, std::cout, std::cerr);
+    if (*exp) return run_export(opt, std::cout);
     if (*val) {
       opt.json = !opt.json_out.empty();
       return run_validate(opt, std::cout, std::cerr);
