@@ -74,3 +74,13 @@ TEST(Profiles, BadProfilesAreInputErrors) {
   }
   EXPECT_THROW(load_hardware_profile("no-such-gpu", kProfiles), InputError);
 }
+
+TEST(Profiles, MisalignedShapesOnlyMatchMisalignedMeasurements) {
+  // A vocabulary of 50257 is not a multiple of 8 and runs far slower; an aligned query nearby
+  // (an MLP of 49152) must not borrow that rate, and a misaligned query must.
+  HardwareProfile hp = load_hardware_profile("test-gpu", kData);
+  hp.gemm["bf16"] = {{4096, 4096, 4096, 500}, {4096, 50257, 4096, 100}};
+  const CostModel c(hp, Precision::bf16);
+  EXPECT_DOUBLE_EQ(c.gemm_rate_tflops(4096, 49152, 4096), 500);
+  EXPECT_DOUBLE_EQ(c.gemm_rate_tflops(8192, 50257, 2048), 100);
+}

@@ -104,6 +104,29 @@ int run_sweep(const PlannerOptions& o, std::ostream& out) {
                   ev.memory.oom ? "  (OOM)" : "");
     out << line;
   }
+  if (s.training.tokens_total > 0) {
+    // Capacity: time, GPU-hours and cost to train the scenario's tokens at each size.
+    out << "\ntraining " << s.training.tokens_total << " tokens:\n";
+    int smallest = 0;
+    for (const auto& ev : evs) {
+      const double days = ev.time_to_train_s / 86400.0;
+      std::snprintf(line, sizeof line, "%6d nodes  %9s  %10.0f GPU-hours", ev.nodes, format_seconds(ev.time_to_train_s).c_str(),
+                    ev.time_to_train_s / 3600.0 * ev.gpus);
+      out << line;
+      if (s.cost.gpu_hour_usd > 0) {
+        std::snprintf(line, sizeof line, "  $%.0f", ev.cost_usd);
+        out << line;
+        if (s.cost.budget_usd > 0 && ev.cost_usd > s.cost.budget_usd) out << "  (over budget)";
+      }
+      if (s.training.deadline_days > 0 && days <= s.training.deadline_days && !ev.memory.oom && (smallest == 0 || ev.nodes < smallest))
+        smallest = ev.nodes;
+      out << "\n";
+    }
+    if (s.training.deadline_days > 0) {
+      if (smallest > 0) out << "smallest cluster that meets the " << s.training.deadline_days << "-day deadline: " << smallest << " nodes\n";
+      else out << "no swept size meets the " << s.training.deadline_days << "-day deadline\n";
+    }
+  }
   for (std::size_t i = 1; i < evs.size(); ++i)
     if (evs[i].tokens_per_s < evs[i - 1].tokens_per_s) {
       const auto& a = evs[i - 1];
