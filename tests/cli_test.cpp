@@ -159,3 +159,44 @@ TEST(Cli, ExportSpellsOutTheBatchArithmetic) {
   EXPECT_NE(j["launch_command"].get<std::string>().find("--nnodes=128"), std::string::npos);
   EXPECT_EQ(run("export " + kScenarios + "/gpt3-175b-1024-gpus.json --layout pp=7").status, 2);
 }
+
+TEST(Cli, ReportIsOneSelfContainedPage) {
+  const std::string html = (std::filesystem::temp_directory_path() / (std::to_string(getpid()) + "_review.html")).string();
+  std::filesystem::remove(html);
+  const Outcome r = run("report " + kScenarios + "/slow-network-25gbe.json -o " + html);
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::ifstream in(html);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string page = ss.str();
+  EXPECT_EQ(page.rfind("<!DOCTYPE html>", 0), 0u);
+  EXPECT_NE(page.find("</html>"), std::string::npos);
+  // Candidates table, breakdown, memory, scaling and timeline charts, all inline.
+  std::size_t svgs = 0;
+  for (auto p = page.find("<svg"); p != std::string::npos; p = page.find("<svg", p + 1)) ++svgs;
+  EXPECT_EQ(svgs, 4u);
+  EXPECT_NE(page.find("Top candidates"), std::string::npos);
+  EXPECT_EQ(page.find("http://"), page.find("http://www.w3.org/2000/svg"));  // no external resources
+  EXPECT_EQ(page.find("<script"), std::string::npos);
+  // A path that cannot be written: exit 2, nothing left behind.
+  const Outcome bad = run("report " + kScenarios + "/slow-network-25gbe.json -o /nonexistent/dir/review.html");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_FALSE(std::filesystem::exists("/nonexistent/dir/review.html.tmp"));
+}
+
+TEST(Cli, ReportRendersInHeadlessChromium) {
+  if (!std::filesystem::exists("/usr/bin/chromium")) GTEST_SKIP() << "chromium is not installed";
+  const auto dir = std::filesystem::temp_directory_path();
+  const std::string html = (dir / (std::to_string(getpid()) + "_render.html")).string();
+  ASSERT_EQ(run("report " + kScenarios + "/llama2-7b-one-node.json -o " + html).status, 0);
+  // The DOM after layout, as the browser built it: not blank, the charts are there.
+  const std::string profile = (dir / (std::to_string(getpid()) + "_chromium")).string();
+  const Outcome r = run("--headless --no-sandbox --disable-gpu --disable-quic --no-first-run --disable-background-networking "
+                        "--disable-component-update --disable-sync --user-data-dir=" + profile + " --dump-dom file://" + html,
+                        "timeout 60 /usr/bin/chromium");
+  std::filesystem::remove_all(profile);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("<svg"), std::string::npos);
+  EXPECT_NE(r.out.find("Top candidates"), std::string::npos);
+  EXPECT_NE(r.out.find("<rect"), std::string::npos);
+}

@@ -6,6 +6,7 @@
 
 #include "evaluation.h"
 #include "input_error.h"
+#include "html_report.h"
 #include "launch_export.h"
 #include "layout_search.h"
 #include "result_json.h"
@@ -222,6 +223,28 @@ int run_export(const PlannerOptions& o, std::ostream& out) {
       << "\n\n## Slurm + torchrun\n" << e.launch_command;
   for (const auto& n : e.notes) out << "\nnote: " << n;
   out << "\n";
+  return 0;
+}
+
+}  // namespace trainsim
+
+namespace trainsim {
+
+int run_report(const PlannerOptions& o) {
+  const Scenario s = load_scenario(o.scenario, o.profile_dir);
+  const std::string html = render_report(s, o.top > 0 ? o.top : (s.has_search ? s.search.top : 1));
+  const std::string tmp = o.output + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "w");
+  if (!f) throw InputError("-o " + o.output, "cannot write the report here");
+  const bool ok = std::fwrite(html.data(), 1, html.size(), f) == html.size();
+  if (std::fclose(f) != 0 || !ok) {
+    std::remove(tmp.c_str());
+    throw InputError("-o " + o.output, "failed while writing the report");
+  }
+  if (std::rename(tmp.c_str(), o.output.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw InputError("-o " + o.output, "cannot move the report into place");
+  }
   return 0;
 }
 

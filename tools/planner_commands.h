@@ -17,12 +17,14 @@ struct PlannerOptions {
   int top = 0;
   int threads = 0;
   std::string json_out;  // validate: where to write the JSON record
+  std::string output;    // report: the HTML file
 };
 
 // Each returns the process exit status; input errors are thrown as InputError.
 int run_simulate(const PlannerOptions& o, std::ostream& out);
 int run_sweep(const PlannerOptions& o, std::ostream& out);
 int run_search(const PlannerOptions& o, std::ostream& out, std::ostream& progress);
+int run_report(const PlannerOptions& o);
 int run_export(const PlannerOptions& o, std::ostream& out);
 int run_validate(const PlannerOptions& o, std::ostream& out, std::ostream& progress);
 

@@ -38,6 +38,11 @@ int main(int argc, char** argv) {
   search->add_option("--threads", opt.threads, "worker threads (default: all cores)");
   search->add_flag("--json", opt.json, "print JSON");
 
+  auto* rep = app.add_subcommand("report", "one self-contained HTML page for a design meeting");
+  rep->add_option("scenario", opt.scenario, "scenario JSON file")->required();
+  rep->add_option("-o,--output", opt.output, "HTML file to write")->required();
+  rep->add_option("--top", opt.top, "candidates to show");
+
   auto* exp = app.add_subcommand("export", "Megatron-LM arguments, DeepSpeed config and a Slurm/torchrun command for the layout");
   exp->add_option("scenario", opt.scenario, "scenario JSON file")->required();
   exp->add_option("--layout", opt.layout_overrides, "override layout keys");
@@ -62,6 +67,7 @@ int main(int argc, char** argv) {
     if (*sweep) return run_sweep(opt, std::cout);
     if (*search) return run_search(opt, std::cout, std::cerr);
     if (*exp) return run_export(opt, std::cout);
+    if (*rep) return run_report(opt);
     if (*val) {
       opt.json = !opt.json_out.empty();
       return run_validate(opt, std::cout, std::cerr);

@@ -1,0 +1,240 @@
+#include "html_report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "evaluation.h"
+#include "layout_search.h"
+#include "text_report.h"
+
+namespace trainsim {
+
+namespace {
+
+std::string esc(const std::string& in) {
+  std::string o;
+  for (char c : in) {
+    switch (c) {
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '&': o += "&amp;"; break;
+      case '"': o += "&quot;"; break;
+      default: o += c;
+    }
+  }
+  return o;
+}
+
+std::string fmt(const char* f, double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+const char* kColors[sim::kCategories] = {"#4e79a7", "#a0cbe8", "#f28e2b", "#e15759", "#b07aa1", "#bab0ac", "#59a14f", "#edc948"};
+const char* kMemColors[6] = {"#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#999999"};
+
+std::string compact(const Layout& l) {
+  std::ostringstream o;
+  o << "tp" << l.tp << " pp" << l.pp << " dp" << l.dp;
+  if (l.schedule == Schedule::interleaved) o << " v" << l.vpp;
+  o << " mb" << l.micro_batch << (l.sequence_parallel ? " sp" : "") << " " << to_string(l.recompute) << " z" << l.zero << " "
+    << l.bucket_MB << "MB";
+  if (l.compression.kind != Compression::Kind::none) o << " " << to_string(l.compression);
+  if (l.schedule == Schedule::gpipe) o << " gpipe";
+  return o.str();
+}
+
+// Horizontal stacked bars of the exposed breakdown, one per layout.
+std::string breakdown_chart(const std::vector<Evaluation>& evs) {
+  const int W = 860, row = 26, left = 40, top = 10;
+  double tmax = 0;
+  for (const auto& e : evs) tmax = std::max(tmax, e.step.step_time_s);
+  std::ostringstream o;
+  const int H = top + row * static_cast<int>(evs.size()) + 40;
+  o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='" << H << "' role='img' aria-label='step time breakdown'>";
+  for (std::size_t i = 0; i < evs.size(); ++i) {
+    double x = left;
+    const int y = top + row * static_cast<int>(i);
+    o << "<text x='4' y='" << y + 16 << "' font-size='12'>#" << i + 1 << "</text>";
+    for (int c = 0; c < sim::kCategories; ++c) {
+      const double w = (W - left - 80) * evs[i].step.breakdown_s[c] / tmax;
+      if (w <= 0) continue;
+      o << "<rect x='" << x << "' y='" << y << "' width='" << w << "' height='" << row - 6 << "' fill='" << kColors[c]
+        << "'><title>" << sim::category_name(c) << " " << format_seconds(evs[i].step.breakdown_s[c]) << "</title></rect>";
+      x += w;
+    }
+    o << "<text x='" << x + 4 << "' y='" << y + 16 << "' font-size='11'>" << format_seconds(evs[i].step.step_time_s) << "</text>";
+  }
+  int lx = left;
+  const int ly = top + row * static_cast<int>(evs.size()) + 14;
+  for (int c = 0; c < sim::kCategories; ++c) {
+    o << "<rect x='" << lx << "' y='" << ly << "' width='12' height='12' fill='" << kColors[c] << "'/><text x='" << lx + 16 << "' y='"
+      << ly + 11 << "' font-size='11'>" << sim::category_name(c) << "</text>";
+    lx += 100;
+  }
+  o << "</svg>";
+  return o.str();
+}
+
+// Bars of the peak memory per pipeline stage, with the device's memory as a line.
+std::string memory_chart(const Evaluation& ev) {
+  const auto& st = ev.memory.per_stage;
+  const int W = 860, H = 220, left = 60, bottom = 190;
+  double vmax = ev.memory.device_bytes;
+  for (const auto& s : st) vmax = std::max(vmax, s.peak_bytes);
+  vmax *= 1.1;
+  const double bw = std::min(60.0, (W - left - 20.0) / st.size());
+  std::ostringstream o;
+  o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='" << H << "' role='img' aria-label='memory per stage'>";
+  for (std::size_t i = 0; i < st.size(); ++i) {
+    const double parts[6] = {st[i].params_bytes, st[i].grads_bytes, st[i].optimizer_bytes, st[i].activations_bytes,
+                             st[i].buffers_bytes, st[i].workspace_bytes};
+    const char* names[6] = {"parameters", "gradients", "optimizer", "activations", "buffers", "workspace"};
+    double y = bottom;
+    for (int p = 0; p < 6; ++p) {
+      const double h = (bottom - 10) * parts[p] / vmax;
+      y -= h;
+      o << "<rect x='" << left + i * bw + 2 << "' y='" << y << "' width='" << bw - 4 << "' height='" << h << "' fill='"
+        << kMemColors[p] << "'><title>stage " << i << " " << names[p] << " " << format_bytes(parts[p]) << "</title></rect>";
+    }
+    o << "<text x='" << left + i * bw + 4 << "' y='" << bottom + 14 << "' font-size='10'>s" << i << "</text>";
+  }
+  const double dy = bottom - (bottom - 10) * ev.memory.device_bytes / vmax;
+  o << "<line x1='" << left << "' x2='" << W - 10 << "' y1='" << dy << "' y2='" << dy << "' stroke='#d62728' stroke-dasharray='6 3'/>"
+    << "<text x='" << left << "' y='" << dy - 4 << "' font-size='11' fill='#d62728'>device memory " << format_bytes(ev.memory.device_bytes)
+    << "</text><text x='4' y='20' font-size='11'>" << format_bytes(vmax / 1.1) << "</text>";
+  const char* names[6] = {"parameters", "gradients", "optimizer", "activations", "buffers", "workspace"};
+  for (int p = 0; p < 6; ++p)
+    o << "<rect x='" << W - 130 << "' y='" << 30 + 16 * p << "' width='12' height='12' fill='" << kMemColors[p] << "'/><text x='" << W - 114
+      << "' y='" << 41 + 16 * p << "' font-size='11'>" << names[p] << "</text>";
+  o << "</svg>";
+  return o.str();
+}
+
+// Tokens/s against GPU count, with ideal linear scaling from the smallest size.
+std::string scaling_chart(const std::vector<Evaluation>& evs) {
+  const int W = 860, H = 260, left = 70, bottom = 220;
+  double gmax = 0, tmax = 0, gmin = 1e300;
+  for (const auto& e : evs) {
+    gmax = std::max<double>(gmax, e.gpus);
+    gmin = std::min<double>(gmin, e.gpus);
+    tmax = std::max(tmax, e.tokens_per_s);
+  }
+  const double ideal_max = evs.front().tokens_per_s / evs.front().gpus * gmax;
+  tmax = std::max(tmax, ideal_max) * 1.05;
+  auto X = [&](double g) { return left + (W - left - 30) * std::log2(g / gmin) / std::max(1.0, std::log2(gmax / gmin)); };
+  auto Y = [&](double t) { return bottom - (bottom - 10) * t / tmax; };
+  std::ostringstream o;
+  o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='" << H << "' role='img' aria-label='scaling'>";
+  o << "<line x1='" << X(evs.front().gpus) << "' y1='" << Y(evs.front().tokens_per_s) << "' x2='" << X(gmax) << "' y2='" << Y(ideal_max)
+    << "' stroke='#bbb' stroke-dasharray='4 3'/><polyline fill='none' stroke='#4e79a7' stroke-width='2' points='";
+  for (const auto& e : evs) o << X(e.gpus) << "," << Y(e.tokens_per_s) << " ";
+  o << "'/>";
+  for (const auto& e : evs)
+    o << "<circle cx='" << X(e.gpus) << "' cy='" << Y(e.tokens_per_s) << "' r='4' fill='#4e79a7'><title>" << e.gpus << " GPUs: "
+      << fmt("%.0f", e.tokens_per_s) << " tokens/s</title></circle><text x='" << X(e.gpus) - 10 << "' y='" << bottom + 16
+      << "' font-size='11'>" << e.gpus << "</text>";
+  o << "<text x='4' y='20' font-size='11'>" << fmt("%.3g", tmax / 1.05) << " tok/s</text><text x='" << W / 2 << "' y='" << H - 4
+    << "' font-size='11'>GPUs (log scale); dashed: linear scaling</text></svg>";
+  return o.str();
+}
+
+// One step of a layout: a row per simulated GPU (one per pipeline stage) and stream.
+std::string timeline_chart(const sim::StepResult& r) {
+  std::vector<std::pair<int, int>> lanes;
+  for (const auto& e : r.timeline)
+    if (std::find(lanes.begin(), lanes.end(), std::make_pair(e.gpu, e.stream)) == lanes.end()) lanes.push_back({e.gpu, e.stream});
+  std::sort(lanes.begin(), lanes.end());
+  const int W = 860, row = 16, left = 120;
+  const int H = 20 + row * static_cast<int>(lanes.size());
+  static const char* stream_name[3] = {"compute", "dp/zero", "pp"};
+  std::ostringstream o;
+  o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='" << H << "' role='img' aria-label='timeline'>";
+  for (std::size_t i = 0; i < lanes.size(); ++i)
+    o << "<text x='2' y='" << 12 + row * i << "' font-size='10'>GPU " << lanes[i].first << " " << stream_name[lanes[i].second] << "</text>";
+  for (const auto& e : r.timeline) {
+    if (e.end_s <= e.start_s) continue;
+    const std::size_t li = std::find(lanes.begin(), lanes.end(), std::make_pair(e.gpu, e.stream)) - lanes.begin();
+    const double x = left + (W - left - 10) * e.start_s / r.step_time_s, w = std::max(0.5, (W - left - 10) * (e.end_s - e.start_s) / r.step_time_s);
+    o << "<rect x='" << x << "' y='" << 2 + row * li << "' width='" << w << "' height='" << row - 4 << "' fill='" << kColors[e.category]
+      << "'><title>" << esc(e.name) << " " << format_seconds(e.end_s - e.start_s) << "</title></rect>";
+  }
+  o << "</svg>";
+  return o.str();
+}
+
+}  // namespace
+
+std::string render_report(const Scenario& s, int top) {
+  std::vector<Evaluation> ranked;
+  std::size_t evaluated = 0, pruned = 0;
+  if (s.has_search) {
+    SearchResult r = search_layouts(s, enumerate_layouts(s), SearchOptions{});
+    evaluated = r.evaluated;
+    pruned = r.pruned_oom;
+    ranked = std::move(r.ranked);
+    if (static_cast<int>(ranked.size()) > top) ranked.resize(top);
+  } else if (s.has_layout) {
+    const int nodes = s.cluster.nodes.front();
+    ranked.push_back(evaluate(s, resolve_layout(s, s.layout, s.layout_dp_given, nodes), nodes, EvalOptions{}));
+  }
+  std::ostringstream o;
+  o << "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>" << esc(s.name) << "</title><style>"
+    << "body{font-family:system-ui,sans-serif;margin:24px auto;max-width:900px;color:#222}h1{font-size:22px}"
+    << "h2{font-size:17px;margin-top:28px;border-bottom:1px solid #ddd}table{border-collapse:collapse;font-size:12px}"
+    << "td,th{padding:3px 8px;border-bottom:1px solid #eee;text-align:right;white-space:nowrap}th{background:#f4f4f4}td.l,th.l{text-align:left}"
+    << ".note{color:#666;font-size:12px}</style></head><body>";
+  o << "<h1>" << esc(s.name) << "</h1><p>" << esc(s.description) << "</p>";
+  o << "<table><tr><th class='l'>model</th><td class='l'>" << esc(s.model.name) << " (" << fmt("%.3g", static_cast<double>(count_params(s.model).total))
+    << " parameters, " << s.model.layers << " layers, hidden " << s.model.hidden << ", seq " << s.model.seq_len << ")</td></tr>"
+    << "<tr><th class='l'>hardware</th><td class='l'>" << esc(s.hardware.name) << " — profile " << esc(s.hardware.provenance.source)
+    << (s.hardware.provenance.device.empty() ? "" : " on " + esc(s.hardware.provenance.device) + ", " + esc(s.hardware.provenance.date))
+    << "</td></tr><tr><th class='l'>cluster</th><td class='l'>";
+  for (int n : s.cluster.nodes) o << n << " ";
+  o << "nodes × " << s.cluster.gpus_per_node << " GPUs, " << s.cluster.network.nics_per_node << " × " << s.cluster.network.nic_Gbps
+    << " Gb/s NICs, " << esc(s.cluster.network.fabric) << "</td></tr><tr><th class='l'>training</th><td class='l'>global batch "
+    << s.training.global_batch << ", " << to_string(s.training.precision) << "</td></tr></table>";
+  if (ranked.empty()) {
+    o << "<p>Every layout is out of memory.</p></body></html>";
+    return o.str();
+  }
+  o << "<h2>Top candidates</h2>";
+  if (evaluated) o << "<p class='note'>" << evaluated << " layouts, " << pruned << " pruned by the memory model.</p>";
+  o << "<table><tr><th>#</th><th>nodes</th><th class='l'>layout</th><th>step</th><th>tokens/s</th><th>MFU</th><th>memory</th><th class='l'>why not first</th></tr>";
+  for (std::size_t i = 0; i < ranked.size(); ++i) {
+    const auto& e = ranked[i];
+    o << "<tr><td>" << i + 1 << "</td><td>" << e.nodes << "</td><td class='l'>" << esc(compact(e.layout)) << "</td><td>"
+      << format_seconds(e.step.step_time_s) << "</td><td>" << fmt("%.0f", e.tokens_per_s) << "</td><td>" << fmt("%.1f%%", 100 * e.mfu)
+      << "</td><td>" << format_bytes(e.memory.peak().peak_bytes) << "</td><td class='l'>" << (i ? esc(why_lost(s, ranked[0], e)) : "—")
+      << "</td></tr>";
+  }
+  o << "</table><h2>Where the step goes (exposed time, first pipeline stage)</h2>" << breakdown_chart(ranked);
+  const Evaluation& best = ranked.front();
+  o << "<h2>Memory per pipeline stage, winner</h2>" << memory_chart(best);
+  if (s.cluster.nodes.size() > 1 || (s.has_search && s.search.nodes.size() > 1)) {
+    std::vector<Evaluation> sweep;
+    const auto nodes_list = s.search.nodes.size() > 1 ? s.search.nodes : s.cluster.nodes;
+    for (int n : nodes_list) {
+      Layout l = best.layout;
+      const int gpus = n * s.cluster.gpus_per_node;
+      if (gpus % (l.tp * l.pp) != 0) continue;
+      try {
+        sweep.push_back(evaluate(s, resolve_layout(s, l, false, n), n, EvalOptions{}));
+      } catch (const std::exception&) {
+      }
+    }
+    if (sweep.size() > 1) o << "<h2>Scaling of the winner's layout</h2>" << scaling_chart(sweep);
+  }
+  EvalOptions traced;
+  traced.record_timeline = true;
+  const Evaluation t = evaluate(s, best.layout, best.nodes, traced);
+  o << "<h2>One step of the winner</h2><p class='note'>" << esc(describe(best.layout)) << ", " << format_seconds(t.step.step_time_s)
+    << "; one representative GPU per pipeline stage.</p>" << timeline_chart(t.step);
+  o << "<p class='note'>Generated by trainsim planner report. Compression effects on convergence are not simulated.</p></body></html>\n";
+  return o.str();
+}
+
+}  // namespace trainsim
