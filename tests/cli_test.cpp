@@ -200,3 +200,17 @@ TEST(Cli, ReportRendersInHeadlessChromium) {
   EXPECT_NE(r.out.find("Top candidates"), std::string::npos);
   EXPECT_NE(r.out.find("<rect"), std::string::npos);
 }
+
+TEST(Cli, SearchShardedOverMpiRanksMatchesOneProcess) {
+  if (!std::filesystem::exists("/usr/bin/mpirun")) GTEST_SKIP() << "mpirun is not installed";
+  const std::string args = "search " + kScenarios + "/slow-network-25gbe.json --json";
+  const Outcome one = run(args);
+  ASSERT_EQ(one.status, 0) << one.err;
+  // Two ranks on this machine (loopback); Open MPI's own allocations are not ours to leak-check.
+  const Outcome two = run(args, "env ASAN_OPTIONS=detect_leaks=0 mpirun --allow-run-as-root --oversubscribe -np 2 " + kPlanner);
+  ASSERT_EQ(two.status, 0) << two.err;
+  auto a = nlohmann::json::parse(one.out), b = nlohmann::json::parse(two.out);
+  a.erase("wall_s");
+  b.erase("wall_s");
+  EXPECT_EQ(a, b);
+}

@@ -161,7 +161,12 @@ int run_search(const PlannerOptions& o, std::ostream& out, std::ostream& progres
       progress << buf << std::flush;
     };
   }
+  so.shard = static_cast<std::size_t>(o.sharding.rank);
+  so.shards = static_cast<std::size_t>(o.sharding.size);
+  if (o.sharding.size > 1) so.progress = nullptr;
   SearchResult r = search_layouts(s, cands, so);
+  if (o.sharding.gather) o.sharding.gather(s, cands, r, o.top > 0 ? o.top : s.search.top);
+  if (o.sharding.rank != 0) return 0;
   if (tty) progress << "\n";
   const int top = o.top > 0 ? o.top : s.search.top;
   if (o.json) {

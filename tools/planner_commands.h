@@ -1,9 +1,21 @@
 #pragma once
 #include <ostream>
 #include <string>
+#include <functional>
 #include <vector>
 
 namespace trainsim {
+
+struct Scenario;
+struct Candidate;
+struct SearchResult;
+
+// Set by the program when it runs under MPI: which share of the candidates this process evaluates,
+// and how the shares come back together on rank 0 (which alone prints).
+struct Sharding {
+  int rank = 0, size = 1;
+  std::function<void(const Scenario&, const std::vector<Candidate>&, SearchResult&, int keep)> gather;
+};
 
 struct PlannerOptions {
   std::string profile_dir;
@@ -18,6 +30,7 @@ struct PlannerOptions {
   int threads = 0;
   std::string json_out;  // validate: where to write the JSON record
   std::string output;    // report: the HTML file
+  Sharding sharding;
 };
 
 // Each returns the process exit status; input errors are thrown as InputError.

@@ -7,14 +7,35 @@
 #include "evaluation.h"
 #include "input_error.h"
 #include "planner_commands.h"
+#ifdef TRAINSIM_HAVE_MPI
+#include "mpi_sharding.h"
+#endif
 
 using namespace trainsim;
 
+namespace {
+int run_planner(int argc, char** argv, const Sharding& sharding);
+}
+
 int main(int argc, char** argv) {
+#ifdef TRAINSIM_HAVE_MPI
+  const Sharding sharding = mpi_start(&argc, &argv);
+  const int rc = run_planner(argc, argv, sharding);
+  mpi_stop();
+  return rc;
+#else
+  return run_planner(argc, argv, Sharding{});
+#endif
+}
+
+namespace {
+
+int run_planner(int argc, char** argv, const Sharding& sharding) {
   CLI::App app{"planner: a calibrated simulator and capacity planner for distributed training"};
   app.require_subcommand(1);
   PlannerOptions opt;
   opt.profile_dir = default_profile_dir();
+  opt.sharding = sharding;
   app.add_option("--profiles", opt.profile_dir, "directory of hardware profiles");
 
   auto* sim = app.add_subcommand("simulate", "simulate the scenario's layout for one step");
@@ -81,3 +102,5 @@ int main(int argc, char** argv) {
   }
   return 1;
 }
+
+}  // namespace

@@ -1,0 +1,101 @@
+#include "mpi_sharding.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+#include "layout_search.h"
+
+namespace trainsim {
+
+namespace {
+bool g_started = false;
+
+// Every rank sends (candidate index, objective) for its share; rank 0 orders them exactly as
+// rank_evaluations would (objective, then fewer nodes, then the layout's description) and
+// re-evaluates only the `keep` best (plus one out-of-memory example when nothing fits).
+void gather(const Scenario& s, const std::vector<Candidate>& cands, SearchResult& r, int keep) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const double kOom = -std::numeric_limits<double>::infinity();
+  std::vector<double> mine;
+  std::size_t ri = 0;
+  for (std::size_t i = static_cast<std::size_t>(rank); i < cands.size(); i += static_cast<std::size_t>(size)) {
+    double v = kOom;
+    // r.ranked holds this rank's simulated candidates; find this one's result.
+    for (std::size_t j = 0; j < r.ranked.size(); ++j) {
+      const std::size_t jj = (ri + j) % r.ranked.size();
+      if (r.ranked[jj].nodes == cands[i].nodes && r.ranked[jj].layout == cands[i].layout) {
+        v = objective_value(s, r.ranked[jj]);
+        ri = jj;
+        break;
+      }
+    }
+    mine.push_back(static_cast<double>(i));
+    mine.push_back(v);
+  }
+  int count = static_cast<int>(mine.size());
+  std::vector<int> counts(size), displs(size);
+  MPI_Gather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+  std::vector<double> all;
+  if (rank == 0) {
+    int total = 0;
+    for (int i = 0; i < size; ++i) { displs[i] = total; total += counts[i]; }
+    all.resize(total);
+  }
+  MPI_Gatherv(mine.data(), count, MPI_DOUBLE, all.data(), counts.data(), displs.data(), MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  double wall = r.wall_s, max_wall = 0;
+  MPI_Reduce(&wall, &max_wall, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+  if (rank != 0) {
+    r = SearchResult{};
+    return;
+  }
+  struct Entry { std::size_t idx; double v; };
+  std::vector<Entry> ok;
+  std::size_t first_oom = cands.size(), n_oom = 0;
+  for (std::size_t j = 0; j + 1 < all.size(); j += 2) {
+    const auto idx = static_cast<std::size_t>(all[j]);
+    if (std::isinf(all[j + 1])) { ++n_oom; first_oom = std::min(first_oom, idx); }
+    else ok.push_back({idx, all[j + 1]});
+  }
+  std::stable_sort(ok.begin(), ok.end(), [&](const Entry& a, const Entry& b) {
+    if (a.v != b.v) return a.v > b.v;
+    if (cands[a.idx].nodes != cands[b.idx].nodes) return cands[a.idx].nodes < cands[b.idx].nodes;
+    return describe(cands[a.idx].layout) < describe(cands[b.idx].layout);
+  });
+  SearchResult merged;
+  merged.evaluated = cands.size();
+  merged.pruned_oom = n_oom;
+  EvalOptions eo;
+  eo.simulate_if_oom = false;
+  for (std::size_t j = 0; j < ok.size() && static_cast<int>(j) < std::max(1, keep); ++j)
+    merged.ranked.push_back(evaluate(s, cands[ok[j].idx].layout, cands[ok[j].idx].nodes, eo));
+  if (merged.ranked.empty() && first_oom < cands.size())
+    merged.oom.push_back(evaluate(s, cands[first_oom].layout, cands[first_oom].nodes, eo));
+  merged.wall_s = max_wall;
+  r = std::move(merged);
+}
+
+}  // namespace
+
+Sharding mpi_start(int* argc, char*** argv) {
+  Sharding sh;
+  // Only under a launcher: a plain run must not need an MPI runtime.
+  if (!std::getenv("OMPI_COMM_WORLD_SIZE") && !std::getenv("PMI_SIZE") && !std::getenv("PMIX_RANK")) return sh;
+  MPI_Init(argc, argv);
+  g_started = true;
+  MPI_Comm_rank(MPI_COMM_WORLD, &sh.rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &sh.size);
+  if (sh.size > 1) sh.gather = gather;
+  return sh;
+}
+
+void mpi_stop() {
+  if (g_started) MPI_Finalize();
+}
+
+}  // namespace trainsim
