@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "runner_kernels.h"
 #include "timing.h"
 
 namespace trainsim::gpu {
@@ -19,23 +20,6 @@ __global__ void add_kernel(const float4* __restrict__ a, const float4* __restric
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<size_t>(gridDim.x) * blockDim.x) {
     const float4 x = a[i], y = b[i];
     c[i] = make_float4(x.x + y.x, x.y + y.y, x.z + y.z, x.w + y.w);
-  }
-}
-
-// Mixed-precision Adam: fp32 master weights, moments and gradients in; master, moments and the
-// bf16 compute copy out (16 bytes read, 14 written per parameter).
-__global__ void adam_kernel(float* __restrict__ w, float* __restrict__ m, float* __restrict__ v,
-                            const float* __restrict__ g, __nv_bfloat16* __restrict__ w16, size_t n, float lr, float b1,
-                            float b2, float eps, float c1, float c2) {
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const float gi = g[i];
-    const float mi = b1 * m[i] + (1.0f - b1) * gi;
-    const float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
-    const float wi = w[i] - lr * (mi / c1) / (sqrtf(vi / c2) + eps);
-    m[i] = mi;
-    v[i] = vi;
-    w[i] = wi;
-    w16[i] = __float2bfloat16(wi);
   }
 }
 
@@ -92,9 +76,8 @@ std::vector<BandwidthSample> bench_memory_kernels(bool quick) {
     __nv_bfloat16* w16 = b.get<__nv_bfloat16>();
     const double moved = 30.0 * n;
     const double us = time_median_us(st, 3, bytes < 64e6 ? 50 : 10, [&] {
-      adam_kernel<<<grid_for(n), 256, 0, st>>>(w, m, v, g, w16, n, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.5f, 0.5f);
+      adam_update(w, m, v, g, w16, n, 1e-4f, st);
     });
-    TRAINSIM_KERNEL_CHECK();
     out.push_back({"adam", moved, us, moved / (us * 1e3), -1, -1});
   }
   TRAINSIM_CUDA(cudaStreamSynchronize(st));

@@ -103,7 +103,9 @@ double CostModel::op_time_s(const Op& op) const {
                          std::fabs(std::log(op.k / p.head_dim));
         if (d < best) { best = d; frac = bwd ? p.bwd_fraction : p.fwd_fraction; }
       }
-      const double rate = (frac > 0 ? frac : 0.5) * hw_.peak("bf16") * 1e12;
+      // Without an attention measurement, the two batched matmuls at the GEMM table's rate for
+      // their shape (sequence x sequence x head size).
+      const double rate = frac > 0 ? frac * hw_.peak("bf16") * 1e12 : gemm_rate_tflops(op.n, op.n, op.k) * 1e12;
       return std::max(launch_s(), std::max(op.flops / rate, op.bytes / (hw_.memory_bandwidth_GBps * 1e9)));
     }
     case OpKind::memory: return kernel_time_s(op.kernel, op.bytes);
@@ -118,14 +120,17 @@ double CostModel::compression_time_s(const Compression& c, double bytes) const {
     case Compression::Kind::none: return 0.0;
     case Compression::Kind::fp16: return memory_time_s(bytes * 1.5);  // read fp32, write fp16
     case Compression::Kind::int8: {
-      const double bw = hw_.int8_quantize_GBps > 0 ? hw_.int8_quantize_GBps : hw_.memory_bandwidth_GBps / 2;
-      return 2.0 * launch_s() + 2.0 * bytes / (bw * 1e9);  // quantize, then dequantize the result
+      // Quantize, then dequantize the result. Unmeasured: a memory-bound pass over the fp32 input
+      // and the int8 output (5/4 of the gradient bytes), each way.
+      if (hw_.int8_quantize_GBps > 0) return 2.0 * std::max(launch_s(), bytes / (hw_.int8_quantize_GBps * 1e9));
+      return 2.0 * memory_time_s(1.25 * bytes);
     }
     case Compression::Kind::topk: {
-      const double bw = hw_.topk_select_GBps > 0 ? hw_.topk_select_GBps : hw_.memory_bandwidth_GBps / 8;
-      // Selection with error feedback (add the residual, select, keep the rest) and the scatter-add
-      // of the gathered sparse values.
-      return 2.0 * launch_s() + bytes / (bw * 1e9) + memory_time_s(2.0 * bytes);
+      // Selection with error feedback (read gradient and residual, write the residual back:
+      // 3x the gradient bytes when unmeasured), then the scatter-add of the gathered values.
+      const double select = hw_.topk_select_GBps > 0 ? std::max(launch_s(), bytes / (hw_.topk_select_GBps * 1e9))
+                                                     : memory_time_s(3.0 * bytes);
+      return select + memory_time_s(2.0 * bytes);
     }
     case Compression::Kind::powersgd: {
       // Two thin GEMMs per matrix (P = M Q, Q = M^T P) over the gradient viewed as a square-ish

@@ -53,7 +53,8 @@ Topology::Topology(const ClusterShape& s) : shape_(s), g_(std::make_unique<Graph
   for (int gpu = 0; gpu < gpus; ++gpu) {
     const int node = s.node_of(gpu);
     g_->link(gpu, nvswitch0 + node, s.nvlink_Bps);
-    // GPU to its rail NIC over PCIe: not the bottleneck for one GPU per NIC, shared otherwise.
+    // GPU to its rail NIC through the PCIe switch. Assumed never to bind (4x the NIC rate): each GPU's
+    // path carries only its own traffic, at most its NIC's, and symmetric mode has no such link.
     g_->link(gpu, nic0 + node * s.nics_per_node + s.rail_of(gpu), s.nic_Bps * 4);
   }
   if (s.nodes == 1) return;

@@ -22,7 +22,9 @@ struct ClusterShape {
   double nic_Bps = 0;     // achievable per NIC, per direction
   Fabric fabric = Fabric::fat_tree;
   double oversubscription = 1.0;
-  int nics_per_leaf = 32;  // leaf switch down-ports (fat-tree) or rail-switch ports (rail-optimized)
+  // Leaf switch down-ports (fat-tree) or rail-switch ports (rail-optimized): half of a 64-port
+  // switch (NVIDIA Quantum-2 QM9700: 64 x 400 Gb/s), the other half up to the spine.
+  int nics_per_leaf = 32;
 
   int gpus() const { return nodes * gpus_per_node; }
   int node_of(int gpu) const { return gpu / gpus_per_node; }
