@@ -92,4 +92,15 @@ std::string describe(const Layout& l) {
   return buf;
 }
 
+std::string describe_short(const Layout& l) {
+  char buf[160];
+  int n = std::snprintf(buf, sizeof buf, "tp%d pp%d dp%d", l.tp, l.pp, l.dp);
+  if (l.schedule == Schedule::interleaved) n += std::snprintf(buf + n, sizeof buf - n, " v%d", l.vpp);
+  n += std::snprintf(buf + n, sizeof buf - n, " mb%d%s %s z%d %gMB", l.micro_batch, l.sequence_parallel ? " sp" : "",
+                     to_string(l.recompute), l.zero, l.bucket_MB);
+  if (l.compression.kind != Compression::Kind::none) n += std::snprintf(buf + n, sizeof buf - n, " %s", to_string(l.compression).c_str());
+  if (l.schedule == Schedule::gpipe) std::snprintf(buf + n, sizeof buf - n, " gpipe");
+  return buf;
+}
+
 }  // namespace trainsim

@@ -41,5 +41,7 @@ const char* to_string(Schedule s);
 std::string to_string(const Compression& c);
 // "tp=8,pp=8,dp=16,vpp=3,mb=1,sp,recompute=selective,zero=1,bucket=25MB,compression=none,1f1b"
 std::string describe(const Layout& l);
+// "tp8 pp8 dp16 v3 mb1 sp selective z1 25MB" for tables.
+std::string describe_short(const Layout& l);
 
 }  // namespace trainsim

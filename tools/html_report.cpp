@@ -36,16 +36,6 @@ std::string fmt(const char* f, double v) {
 const char* kColors[sim::kCategories] = {"#4e79a7", "#a0cbe8", "#f28e2b", "#e15759", "#b07aa1", "#bab0ac", "#59a14f", "#edc948"};
 const char* kMemColors[6] = {"#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#999999"};
 
-std::string compact(const Layout& l) {
-  std::ostringstream o;
-  o << "tp" << l.tp << " pp" << l.pp << " dp" << l.dp;
-  if (l.schedule == Schedule::interleaved) o << " v" << l.vpp;
-  o << " mb" << l.micro_batch << (l.sequence_parallel ? " sp" : "") << " " << to_string(l.recompute) << " z" << l.zero << " "
-    << l.bucket_MB << "MB";
-  if (l.compression.kind != Compression::Kind::none) o << " " << to_string(l.compression);
-  if (l.schedule == Schedule::gpipe) o << " gpipe";
-  return o.str();
-}
 
 // Horizontal stacked bars of the exposed breakdown, one per layout.
 std::string breakdown_chart(const std::vector<Evaluation>& evs) {
@@ -206,7 +196,7 @@ std::string render_report(const Scenario& s, int top) {
   o << "<table><tr><th>#</th><th>nodes</th><th class='l'>layout</th><th>step</th><th>tokens/s</th><th>MFU</th><th>memory</th><th class='l'>why not first</th></tr>";
   for (std::size_t i = 0; i < ranked.size(); ++i) {
     const auto& e = ranked[i];
-    o << "<tr><td>" << i + 1 << "</td><td>" << e.nodes << "</td><td class='l'>" << esc(compact(e.layout)) << "</td><td>"
+    o << "<tr><td>" << i + 1 << "</td><td>" << e.nodes << "</td><td class='l'>" << esc(describe_short(e.layout)) << "</td><td>"
       << format_seconds(e.step.step_time_s) << "</td><td>" << fmt("%.0f", e.tokens_per_s) << "</td><td>" << fmt("%.1f%%", 100 * e.mfu)
       << "</td><td>" << format_bytes(e.memory.peak().peak_bytes) << "</td><td class='l'>" << (i ? esc(why_lost(s, ranked[0], e)) : "—")
       << "</td></tr>";

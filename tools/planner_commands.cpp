@@ -185,13 +185,13 @@ int run_search(const PlannerOptions& o, std::ostream& out, std::ostream& progres
   std::snprintf(line, sizeof line, "%s: %zu layouts, %zu pruned by memory, %zu simulated in %.2f s (objective %s)\n\n",
                 s.name.c_str(), r.evaluated, r.pruned_oom, r.ranked.size(), r.wall_s, s.search.objective.c_str());
   out << line;
-  std::snprintf(line, sizeof line, "%3s %5s  %-52s %9s %11s %6s %9s  %s\n", "#", "nodes", "layout", "step", "tokens/s",
+  std::snprintf(line, sizeof line, "%3s %5s  %-44s %9s %11s %6s %9s  %s\n", "#", "nodes", "layout", "step", "tokens/s",
                 "MFU", "mem", "why not first");
   out << line;
   for (std::size_t i = 0; i < r.ranked.size() && static_cast<int>(i) < top; ++i) {
     const auto& ev = r.ranked[i];
-    std::snprintf(line, sizeof line, "%3zu %5d  %-52s %9s %11.0f %5.1f%% %9s  %s\n", i + 1, ev.nodes,
-                  describe(ev.layout).c_str(), format_seconds(ev.step.step_time_s).c_str(), ev.tokens_per_s,
+    std::snprintf(line, sizeof line, "%3zu %5d  %-44s %9s %11.0f %5.1f%% %9s  %s\n", i + 1, ev.nodes,
+                  describe_short(ev.layout).c_str(), format_seconds(ev.step.step_time_s).c_str(), ev.tokens_per_s,
                   100 * ev.mfu, format_bytes(ev.memory.peak().peak_bytes).c_str(),
                   i == 0 ? "-" : why_lost(s, r.ranked.front(), ev).c_str());
     out << line;
