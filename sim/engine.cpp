@@ -160,12 +160,22 @@ void Engine::run() {
     Task& t = tasks_[id];
     if (t.flows_end > t.flows_begin) {
       t.flows_left = t.flows_end - t.flows_begin;
+      for (std::int32_t f = t.flows_begin; f < t.flows_end; ++f)
+        for (std::int32_t p = flows_[f].path_begin; p < flows_[f].path_end; ++p) ++link_flows_[paths_[p]];
       for (std::int32_t f = t.flows_begin; f < t.flows_end; ++f) {
         active_.push_back(f);
         remaining_.push_back(flows_[f].bytes);
-        rate_.push_back(0.0);
+        // A flow alone on every link of its path runs at its bottleneck's capacity (max-min of one
+        // flow); anything shared needs the full recomputation.
+        double rate = kInf;
+        bool alone = true;
+        for (std::int32_t p = flows_[f].path_begin; p < flows_[f].path_end; ++p) {
+          alone &= link_flows_[paths_[p]] == 1;
+          rate = std::min(rate, link_capacity_[paths_[p]]);
+        }
+        rate_.push_back(alone ? rate : 0.0);
+        if (!alone) rates_dirty = true;
       }
-      rates_dirty = true;
     } else {
       completed.push_back(id);
     }
@@ -188,6 +198,7 @@ void Engine::run() {
     }
   };
 
+  link_flows_.assign(link_capacity_.size(), 0);
   for (std::size_t i = 0; i < tasks_.size(); ++i)
     if (tasks_[i].pending == 0) schedule_start(static_cast<TaskId>(i));
 
@@ -233,7 +244,9 @@ void Engine::run() {
       if (remaining_[ai] <= 1e-9 * flows_[f].bytes + 1e-9 || now + remaining_[ai] / rate_[ai] <= now) {
         Task& t = tasks_[flow_task_[f]];
         if (--t.flows_left == 0) completed.push_back(flow_task_[f]);
-        rates_dirty = true;
+        // Others speed up only if they shared a link with this flow.
+        for (std::int32_t p = flows_[f].path_begin; p < flows_[f].path_end; ++p)
+          if (--link_flows_[paths_[p]] > 0) rates_dirty = true;
       } else {
         active_[w] = f;
         remaining_[w] = remaining_[ai];

@@ -96,6 +96,7 @@ class Engine {
   std::vector<char> frozen_;
   std::vector<std::int32_t> link_slot_, offset_, fill_, members_;
   std::vector<LinkId> touched_;
+  std::vector<std::int32_t> link_flows_;  // active flows crossing each link
 };
 
 }  // namespace trainsim::sim

@@ -51,6 +51,8 @@ class SymmetricPaths : public PathProvider {
  public:
   SymmetricPaths(Engine& e, const ClusterShape& s, const std::vector<int>& reps) : e_(e), s_(s) {
     nic_share_ = s.nics_per_node * s.nic_Bps / s.gpus_per_node;
+    is_rep_.assign(s.gpus(), 0);
+    for (int g : reps) is_rep_[g] = 1;
     for (int g : reps) {
       Links l;
       l.nvl_out = e.add_link(s.nvlink_Bps);
@@ -60,7 +62,7 @@ class SymmetricPaths : public PathProvider {
       links_[g] = l;
     }
   }
-  bool simulated(int gpu) const override { return links_.count(gpu) != 0; }  // one entry per stage
+  bool simulated(int gpu) const override { return gpu < static_cast<int>(is_rep_.size()) && is_rep_[gpu]; }
   void path(int src, int dst, int group_nodes_per_leaf, std::vector<LinkId>& out) override {
     out.clear();
     // A ring neighbour that is not simulated behaves like the source itself.
@@ -95,6 +97,7 @@ class SymmetricPaths : public PathProvider {
   ClusterShape s_;
   double nic_share_ = 0;
   std::map<int, Links> links_;
+  std::vector<char> is_rep_;
   std::map<std::pair<int, int>, LinkId> uplink_;
 };
 
