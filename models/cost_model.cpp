@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "input_error.h"
+
 namespace trainsim {
 
 CostModel::CostModel(const HardwareProfile& hw, Precision p) : hw_(hw), precision_(p) {
@@ -22,8 +24,10 @@ double CostModel::peak_flops() const {
 
 double CostModel::gemm_rate_tflops(double m, double n, double k) const {
   if (!table_) {
+    // The profile loader requires a GEMM table or a measured ceiling.
     auto it = hw_.measured_tflops.find("bf16");
-    return (it != hw_.measured_tflops.end() ? it->second : 0.7 * hw_.peak("bf16")) * table_scale_;
+    TRAINSIM_ASSERT(it != hw_.measured_tflops.end(), "profile has neither a GEMM table nor a measured bf16 rate");
+    return it->second * table_scale_;
   }
   // Dimensions that are not multiples of 8 (a GPT-2 vocabulary of 50257) keep cuBLAS off its fast
   // kernels: such shapes are matched only with measured shapes that are misaligned too.

@@ -34,7 +34,12 @@ void write_chrome_trace(const sim::StepResult& r, const std::string& path) {
       throw InputError("--trace " + path, "failed while writing the trace file");
     }
   }
-  std::filesystem::rename(tmp, path);
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::remove(tmp.c_str());
+    throw InputError("--trace " + path, "cannot move the trace into place: " + ec.message());
+  }
 }
 
 }  // namespace trainsim

@@ -56,6 +56,15 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
     progress << "error: planner validate runs training steps on a GPU, and none is visible\n";
     return 1;
   }
+  // The record is written at the end, through a temporary file: check now that it can be, before
+  // minutes of GPU work.
+  const std::string tmp = opt.json_out + ".tmp";
+  if (opt.json) {
+    std::FILE* probe = std::fopen(tmp.c_str(), "w");
+    if (!probe) throw InputError("--json-out " + opt.json_out, "cannot write here");
+    std::fclose(probe);
+    std::remove(tmp.c_str());
+  }
   const ValidateSpec v = s.validate;
   std::vector<ModelConfig> models = v.models.empty() ? std::vector<ModelConfig>{s.model} : v.models;
   for (const auto& m : models)
@@ -136,11 +145,14 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
     json doc = {{"scenario", s.name}, {"hardware", s.hardware.name}, {"date", date},
                 {"profile_provenance", {{"device", s.hardware.provenance.device}, {"date", s.hardware.provenance.date}}},
                 {"median_abs_error", {{"step_time", mt}, {"peak_bytes", mm}}}, {"runs", records}};
-    std::FILE* f = std::fopen(opt.json_out.c_str(), "w");
-    if (!f) throw InputError("--json-out " + opt.json_out, "cannot write");
     const std::string text = doc.dump(1) + "\n";
-    std::fwrite(text.data(), 1, text.size(), f);
-    std::fclose(f);
+    std::FILE* f = std::fopen(tmp.c_str(), "w");
+    const bool ok = f && std::fwrite(text.data(), 1, text.size(), f) == text.size();
+    if (f && std::fclose(f) != 0) std::remove(tmp.c_str());
+    if (!ok || std::rename(tmp.c_str(), opt.json_out.c_str()) != 0) {
+      std::remove(tmp.c_str());
+      throw InputError("--json-out " + opt.json_out, "failed while writing the record");
+    }
   }
   return 0;
 #endif
