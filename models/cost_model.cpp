@@ -7,6 +7,14 @@
 
 namespace trainsim {
 
+namespace {
+// Dimensions that are not multiples of 8 (a GPT-2 vocabulary of 50257) keep cuBLAS off its fast
+// kernels: such shapes are matched only with measured shapes that are misaligned too.
+bool misaligned(double a, double b, double c) {
+  return std::fmod(a, 8.0) != 0 || std::fmod(b, 8.0) != 0 || std::fmod(c, 8.0) != 0;
+}
+}  // namespace
+
 CostModel::CostModel(const HardwareProfile& hw, Precision p) : hw_(hw), precision_(p) {
   const std::string want = to_string(p);
   if (auto it = hw_.gemm.find(want); it != hw_.gemm.end() && !it->second.empty()) {
@@ -15,6 +23,8 @@ CostModel::CostModel(const HardwareProfile& hw, Precision p) : hw_(hw), precisio
     table_ = &b->second;
     if (hw_.peak(want) > 0 && hw_.peak("bf16") > 0) table_scale_ = hw_.peak(want) / hw_.peak("bf16");
   }
+  if (table_)
+    for (const auto& g : *table_) log_table_.push_back({std::log(g.m), std::log(g.n), std::log(g.k), misaligned(g.m, g.n, g.k)});
 }
 
 double CostModel::peak_flops() const {
@@ -29,21 +39,18 @@ double CostModel::gemm_rate_tflops(double m, double n, double k) const {
     TRAINSIM_ASSERT(it != hw_.measured_tflops.end(), "profile has neither a GEMM table nor a measured bf16 rate");
     return it->second * table_scale_;
   }
-  // Dimensions that are not multiples of 8 (a GPT-2 vocabulary of 50257) keep cuBLAS off its fast
-  // kernels: such shapes are matched only with measured shapes that are misaligned too.
-  auto misaligned = [](double a, double b, double c) {
-    return std::fmod(a, 8.0) != 0 || std::fmod(b, 8.0) != 0 || std::fmod(c, 8.0) != 0;
-  };
   const bool want = misaligned(m, n, k);
-  const GemmPoint* best = nullptr;
+  const double lm = std::log(m), ln = std::log(n), lk = std::log(k);
+  std::size_t best = log_table_.size();
   double best_d = 1e300;
-  for (int pass = 0; pass < 2 && !best; ++pass)
-    for (const auto& p : *table_) {
-      if (pass == 0 && misaligned(p.m, p.n, p.k) != want) continue;
-      const double d = std::fabs(std::log(m / p.m)) + std::fabs(std::log(n / p.n)) + std::fabs(std::log(k / p.k));
-      if (d < best_d) { best_d = d; best = &p; }
+  for (int pass = 0; pass < 2 && best == log_table_.size(); ++pass)
+    for (std::size_t i = 0; i < log_table_.size(); ++i) {
+      const LogShape& p = log_table_[i];
+      if (pass == 0 && p.misaligned != want) continue;
+      const double d = std::fabs(lm - p.lm) + std::fabs(ln - p.ln) + std::fabs(lk - p.lk);
+      if (d < best_d) { best_d = d; best = i; }
     }
-  return best->tflops * table_scale_;
+  return (*table_)[best].tflops * table_scale_;
 }
 
 double CostModel::gemm_time_s(double m, double n, double k) const {

@@ -1,4 +1,6 @@
 #pragma once
+#include <vector>
+
 #include "hardware_profile.h"
 #include "layer_ops.h"
 #include "layout.h"
@@ -36,6 +38,12 @@ class CostModel {
   Precision precision_;
   const std::vector<GemmPoint>* table_ = nullptr;
   double table_scale_ = 1.0;  // fp8 without an fp8 table: bf16 table times the peak ratio
+  // The table's shapes in log space, and whether each is misaligned, computed once.
+  struct LogShape {
+    double lm, ln, lk;
+    bool misaligned;
+  };
+  std::vector<LogShape> log_table_;
 };
 
 }  // namespace trainsim

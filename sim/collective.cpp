@@ -57,9 +57,17 @@ bool spans_nodes(const std::vector<int>& g, const PlacementInfo& w) {
 
 // Members per node (the channel count NCCL's rings use across nodes).
 int members_per_node(const std::vector<int>& g, const PlacementInfo& w) {
-  std::map<int, int> count;
+  std::vector<int> nodes;
+  nodes.reserve(g.size());
+  for (int x : g) nodes.push_back(w.node_of(x));
+  std::sort(nodes.begin(), nodes.end());
   int best = 0;
-  for (int x : g) best = std::max(best, ++count[w.node_of(x)]);
+  for (std::size_t i = 0; i < nodes.size();) {
+    std::size_t j = i;
+    while (j < nodes.size() && nodes[j] == nodes[i]) ++j;
+    best = std::max(best, static_cast<int>(j - i));
+    i = j;
+  }
   return best;
 }
 
@@ -174,16 +182,24 @@ CollectivePlan hierarchical(double S, const std::vector<int>& g, const Placement
 
 double idle_time_s(const CollectivePlan& plan, const PlacementInfo& w) {
   double t = 0;
+  std::vector<std::pair<int, double>> intra, inter;
   for (const auto& p : plan.phases) {
     // Per-GPU outgoing bytes by link class; the slower class bounds the phase.
-    std::map<int, double> intra_out, inter_out;
-    for (const auto& f : p.flows) {
-      if (w.node_of(f.src) == w.node_of(f.dst)) intra_out[f.src] += f.bytes;
-      else inter_out[f.src] += f.bytes;
-    }
+    intra.clear();
+    inter.clear();
+    for (const auto& f : p.flows) (w.node_of(f.src) == w.node_of(f.dst) ? intra : inter).push_back({f.src, f.bytes});
     double worst = 0;
-    for (const auto& [gpu, b] : intra_out) worst = std::max(worst, b / w.intra_Bps);
-    for (const auto& [gpu, b] : inter_out) worst = std::max(worst, b / w.inter_Bps);
+    for (auto* v : {&intra, &inter}) {
+      std::sort(v->begin(), v->end());
+      const double Bps = v == &intra ? w.intra_Bps : w.inter_Bps;
+      for (std::size_t i = 0; i < v->size();) {
+        double b = 0;
+        std::size_t j = i;
+        for (; j < v->size() && (*v)[j].first == (*v)[i].first; ++j) b += (*v)[j].second;
+        worst = std::max(worst, b / Bps);
+        i = j;
+      }
+    }
     t += p.latency_s + worst;
   }
   return t;

@@ -145,6 +145,14 @@ void Engine::run() {
   std::vector<TaskId> ready;
   std::size_t done = 0;
   bool rates_dirty = false;
+  // Active flows keep their bytes left as of `since_` and their rate; both change only when rates
+  // are recomputed. `flow_next`, the earliest flow completion, is kept up to date as flows start,
+  // finish and change rate, not rescanned at every event.
+  double flow_next = kInf;
+  auto finish_time = [&](std::size_t ai) {
+    if (rate_[ai] == kInf) return since_[ai];
+    return rate_[ai] > 0 ? since_[ai] + remaining_[ai] / rate_[ai] : kInf;
+  };
 
   auto schedule_start = [&](TaskId id) {
     Task& t = tasks_[id];
@@ -165,6 +173,7 @@ void Engine::run() {
       for (std::int32_t f = t.flows_begin; f < t.flows_end; ++f) {
         active_.push_back(f);
         remaining_.push_back(flows_[f].bytes);
+        since_.push_back(now);
         // A flow alone on every link of its path runs at its bottleneck's capacity (max-min of one
         // flow); anything shared needs the full recomputation.
         double rate = kInf;
@@ -175,6 +184,7 @@ void Engine::run() {
         }
         rate_.push_back(alone ? rate : 0.0);
         if (!alone) rates_dirty = true;
+        else flow_next = std::min(flow_next, finish_time(rate_.size() - 1));
       }
     } else {
       completed.push_back(id);
@@ -217,31 +227,32 @@ void Engine::run() {
       }
     }
     if (rates_dirty) {
+      for (std::size_t ai = 0; ai < active_.size(); ++ai) {
+        remaining_[ai] = rate_[ai] == kInf ? 0.0 : std::max(0.0, remaining_[ai] - rate_[ai] * (now - since_[ai]));
+        since_[ai] = now;
+      }
       recompute_rates();
       rates_dirty = false;
+      flow_next = kInf;
+      for (std::size_t ai = 0; ai < active_.size(); ++ai) flow_next = std::min(flow_next, finish_time(ai));
     }
-    double next = heap.empty() ? kInf : heap.top().time;
-    for (std::size_t ai = 0; ai < active_.size(); ++ai) {
-      const double t = rate_[ai] == kInf ? now : now + remaining_[ai] / rate_[ai];
-      next = std::min(next, t);
-    }
+    const double next = std::min(heap.empty() ? kInf : heap.top().time, flow_next);
     if (next == kInf) break;
-    const double dt = next - now;
-    for (std::size_t ai = 0; ai < active_.size(); ++ai)
-      remaining_[ai] = rate_[ai] == kInf ? 0.0 : remaining_[ai] - rate_[ai] * dt;
     now = next;
     while (!heap.empty() && heap.top().time <= now) {
       const TaskId id = heap.top().task;
       heap.pop();
       after_fixed(id, completed);
     }
-    // Flows that have delivered their bytes (relative tolerance against rounding).
+    if (now < flow_next) continue;
+    // Flows that have delivered their bytes (relative tolerance against rounding), or whose rest
+    // would finish within the clock's resolution.
     std::size_t w = 0;
+    flow_next = kInf;
     for (std::size_t ai = 0; ai < active_.size(); ++ai) {
       const std::int32_t f = active_[ai];
-      // Done when the bytes are delivered (relative tolerance), or when what is left would finish
-      // within the clock's resolution.
-      if (remaining_[ai] <= 1e-9 * flows_[f].bytes + 1e-9 || now + remaining_[ai] / rate_[ai] <= now) {
+      const double left = rate_[ai] == kInf ? 0.0 : remaining_[ai] - rate_[ai] * (now - since_[ai]);
+      if (left <= 1e-9 * flows_[f].bytes + 1e-9 || finish_time(ai) <= now) {
         Task& t = tasks_[flow_task_[f]];
         if (--t.flows_left == 0) completed.push_back(flow_task_[f]);
         // Others speed up only if they shared a link with this flow.
@@ -250,12 +261,15 @@ void Engine::run() {
       } else {
         active_[w] = f;
         remaining_[w] = remaining_[ai];
+        since_[w] = since_[ai];
         rate_[w] = rate_[ai];
+        flow_next = std::min(flow_next, finish_time(w));
         ++w;
       }
     }
     active_.resize(w);
     remaining_.resize(w);
+    since_.resize(w);
     rate_.resize(w);
   }
   if (done != tasks_.size()) throw std::logic_error("task graph has a dependency cycle or an unreachable task");

@@ -86,7 +86,7 @@ class Engine {
   std::vector<TaskId> flow_task_;
   // Active flows and their state.
   std::vector<std::int32_t> active_;    // flow indices
-  std::vector<double> remaining_, rate_;
+  std::vector<double> remaining_, rate_, since_;  // bytes left as of time since_, current rate
   double makespan_ = 0;
   std::uint64_t events_ = 0, rate_updates_ = 0;
   std::vector<std::int32_t> pending_flow_tasks_;  // tasks whose flows start after their latency

@@ -1,6 +1,7 @@
 #include "step_builder.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -136,7 +137,8 @@ double ops_time(const CostModel& c, const std::vector<Op>& ops) {
 
 class Builder {
  public:
-  explicit Builder(const StepInput& in) : in_(in), L_(in.layout), m_(*in.model), cost_(*in.cost) {}
+  Builder(const StepInput& in, int microbatches)
+      : in_(in), L_(in.layout), m_(*in.model), cost_(*in.cost), microbatches_(microbatches) {}
 
   StepResult run();
 
@@ -162,13 +164,16 @@ class Builder {
   // Nodes of the group per leaf switch when the group spans several leaves, else 0.
   int group_nodes_per_leaf(const std::vector<int>& g) const {
     const auto& sh = in_.net.shape;
-    std::map<int, int> leaves, nodes;
-    for (int x : g) {
-      leaves[sh.node_of(x) / sh.nodes_per_leaf()] = 1;
-      nodes[sh.node_of(x)] = 1;
-    }
-    if (leaves.size() < 2) return 0;
-    return std::max(1, static_cast<int>(nodes.size() / leaves.size()));
+    std::vector<int> nodes;
+    nodes.reserve(g.size());
+    for (int x : g) nodes.push_back(sh.node_of(x));
+    std::sort(nodes.begin(), nodes.end());
+    nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+    const int per_leaf = sh.nodes_per_leaf();
+    std::size_t leaves = 0;
+    for (std::size_t i = 0; i < nodes.size(); ++i) leaves += i == 0 || nodes[i] / per_leaf != nodes[i - 1] / per_leaf;
+    if (leaves < 2) return 0;
+    return std::max(1, static_cast<int>(nodes.size() / leaves));
   }
   std::int32_t label(const std::string& s) {
     if (!in_.record_timeline) return 0;
@@ -176,15 +181,34 @@ class Builder {
     return static_cast<std::int32_t>(labels_.size() - 1);
   }
 
+  // A piece of work on a compute queue: fixed compute time, then the tensor-parallel collectives it
+  // ends with (if any).
+  struct Part {
+    double seconds = 0;
+    int cat = kCompute;
+    const CommTotals* tp = nullptr;
+  };
+
   void prepare_chunks();
   TaskId compute_task(int gpu, double dur, int cat, const std::string& name, TaskId extra_dep = -1);
+  // Runs `parts` in order on every GPU of `gpus` (one stage, built in lockstep). With one simulated
+  // member per TP group the parts become one task per GPU whose flows are the TP traffic; otherwise a
+  // compute task per part and GPU, then the part's TP collectives over whole groups. `first[i]` gets
+  // the first task of gpus[i], where a pipeline hand-off or a ZeRO-3 gather attaches.
+  void run_parts(const std::vector<int>& gpus, std::initializer_list<Part> parts, const std::string& name,
+                 std::vector<TaskId>& first);
   // A collective (one task per phase) over `members`; it waits for `triggers` and the members'
   // previous task on the chosen queue, and becomes the new tail of that queue for each member.
   TaskId collective(const std::vector<int>& members, CollectiveKind kind, Algorithm algo, double bytes, int count,
                     double extra_latency_s, int cat, bool on_compute_queue, const std::vector<TaskId>& triggers,
                     const std::string& name, double* bytes_sent_by_first = nullptr);
-  TaskId tp_collectives(int gpu, const CommTotals& t, int cat, const std::string& name);
-  void grad_collective(int gpu, double bytes, int bucket_index);
+  // The TP collectives of `t` over every TP group of the stage being built (issued by its leaders).
+  void tp_all(const CommTotals& t, const std::string& name);
+  std::vector<int> tp_leaders_;
+  // `count` buckets of `bytes` released together go back to back on the communication queue; they
+  // are one task chain whose latencies and kernel times add up (equal to `count` separate ones on
+  // idle links, since each phase's time is its latency plus bytes over bandwidth).
+  void grad_collective(int gpu, double bytes, int count, int bucket_index);
   std::vector<TaskId> compute_tails(const std::vector<int>& group);
   void build_stage(int stage, const std::vector<int>& gpus);
   void breakdown(StepResult& r);
@@ -193,6 +217,7 @@ class Builder {
   const Layout& L_;
   const ModelConfig& m_;
   const CostModel& cost_;
+  const int microbatches_;
   Engine e_;
   std::unique_ptr<PathProvider> paths_;
   PlacementInfo place_;
@@ -201,12 +226,11 @@ class Builder {
   std::vector<RankQueues> q_;  // by GPU id
   std::vector<std::string> labels_;
   std::vector<int> lane_stream_;  // per task: stream kind
-  int microbatches_ = 1;
   int vpp_ = 1;
   // Cross-rank hand-offs: the task that delivers activation / gradient of (virtual stage, mb).
   // Cross-stage hand-offs, indexed by (simulated GPU, virtual stage, micro-batch).
   struct Handoffs {
-    std::vector<TaskId> fwd_done, bwd_done, fwd_recv, bwd_recv;
+    std::vector<TaskId> fwd_done, bwd_done, fwd_start, bwd_start;
   } h_;
   std::vector<int> sim_index_;  // GPU id -> position in sim_gpus_ (-1 if not simulated)
   std::size_t hidx(int gpu, int vs, int mb) const {
@@ -215,13 +239,58 @@ class Builder {
   std::vector<std::vector<int>> tp_groups_, dp_groups_;  // cached per simulated GPU
   const std::vector<int>& tp_group_of(int gpu) const { return tp_groups_[sim_index_[gpu]]; }
   const std::vector<int>& dp_group_of(int gpu) const { return dp_groups_[sim_index_[gpu]]; }
-  struct CachedPlan {
-    CollectivePlan plan;
-    std::vector<int> members;  // the group's simulated GPUs
-    int leaf_share = 0;
+  // A collective's plan for a one-byte buffer with the flows of its simulated members already
+  // routed (flows of one phase over the same path are one transfer). Every algorithm's flow bytes
+  // scale with the buffer and its latencies do not, so one plan serves every size: the flows of a
+  // collective of S bytes carry S times the cached bytes.
+  struct CachedFlow {
+    double bytes = 0;
+    std::int32_t path_begin = 0, path_end = 0;
   };
-  std::map<std::tuple<int, int, double, int>, CachedPlan> plan_cache_;
-  std::vector<TaskId> gpu0_compute_;
+  struct CachedPhase {
+    double latency_s = 0;
+    std::int32_t flow_begin = 0, flow_end = 0;
+  };
+  struct CachedPlan {
+    std::vector<CachedPhase> phases;
+    std::vector<CachedFlow> flows;
+    std::vector<LinkId> paths;
+    std::vector<int> members;  // the group's simulated GPUs
+    double sent_by_first = 0;  // bytes the first simulated member sends, per byte of buffer
+    double idle_latency_s = 0, idle_per_byte_s = 0;  // idle-network time: latency + S * per_byte
+  };
+  // The plan for `bytes` over `group`; with Algorithm::automatic, the candidate with the smaller
+  // idle-network time at this size, as plan_collective chooses.
+  const CachedPlan& cached_plan(const std::vector<int>& group, CollectiveKind kind, Algorithm algo, double bytes);
+  const CachedPlan& unit_plan(const std::vector<int>& group, CollectiveKind kind, Algorithm algo);
+  using PlanKey = std::array<int, 5>;  // kind, algorithm, first member, stride, size
+  std::map<PlanKey, CachedPlan> plan_cache_;
+  // GPU 0's compute queue in order, with the fixed compute time of each task by category; the rest
+  // of a task's time is the tensor-parallel communication fused into it.
+  struct Gpu0Task {
+    TaskId id = -1;
+    int nparts = 0;
+    int cat[2] = {0, 0};
+    double seconds[2] = {0, 0};
+  };
+  std::vector<Gpu0Task> gpu0_tasks_;
+  bool fuse_tp_ = false;  // one simulated member per TP group: TP traffic rides on the compute task
+  // Scratch for run_parts: the fused task's flows, one per distinct path.
+  std::vector<CachedFlow> fused_flows_;
+  std::vector<LinkId> fused_paths_;
+  void add_fused_flow(const CachedPlan& plan, const CachedFlow& cf, double scale) {
+    const LinkId* p = plan.paths.data() + cf.path_begin;
+    const std::int32_t n = cf.path_end - cf.path_begin;
+    for (CachedFlow& x : fused_flows_)
+      if (x.path_end - x.path_begin == n && std::equal(p, p + n, fused_paths_.begin() + x.path_begin)) {
+        x.bytes += cf.bytes * scale;
+        return;
+      }
+    CachedFlow f{cf.bytes * scale, static_cast<std::int32_t>(fused_paths_.size()), 0};
+    fused_paths_.insert(fused_paths_.end(), p, p + n);
+    f.path_end = static_cast<std::int32_t>(fused_paths_.size());
+    fused_flows_.push_back(f);
+  }
   std::vector<TaskId> gpu0_comm_;
   double dp_bytes_gpu0_ = 0, tp_bytes_gpu0_ = 0;
   std::vector<LinkId> scratch_;
@@ -293,25 +362,131 @@ TaskId Builder::compute_task(int gpu, double dur, int cat, const std::string& na
   if (q.compute >= 0) e_.add_dependency(q.compute, t);
   if (extra_dep >= 0) e_.add_dependency(extra_dep, t);
   q.compute = t;
-  if (gpu == 0) gpu0_compute_.push_back(t);
+  if (gpu == 0) gpu0_tasks_.push_back({t, 1, {cat, 0}, {dur, 0}});
   return t;
+}
+
+void Builder::run_parts(const std::vector<int>& gpus, std::initializer_list<Part> parts, const std::string& name,
+                        std::vector<TaskId>& first) {
+  first.assign(gpus.size(), -1);
+  if (!fuse_tp_) {
+    bool head = true;
+    for (const Part& p : parts) {
+      for (std::size_t i = 0; i < gpus.size(); ++i) {
+        const TaskId t = compute_task(gpus[i], p.seconds, p.cat, name);
+        if (head) first[i] = t;
+      }
+      head = false;
+      if (p.tp) tp_all(*p.tp, name);
+    }
+    return;
+  }
+  static const CollectiveKind kinds[3] = {CollectiveKind::all_reduce, CollectiveKind::all_gather, CollectiveKind::reduce_scatter};
+  for (std::size_t i = 0; i < gpus.size(); ++i) {
+    const int g = gpus[i];
+    TaskSpec spec;
+    spec.category = static_cast<std::int16_t>(parts.begin()->cat);
+    spec.lane = g;
+    spec.label = label(name);
+    Gpu0Task rec;
+    rec.nparts = 0;
+    fused_flows_.clear();
+    fused_paths_.clear();
+    for (const Part& p : parts) {
+      spec.duration_s += p.seconds;
+      if (rec.nparts < 2) rec.cat[rec.nparts] = p.cat, rec.seconds[rec.nparts] = p.seconds, ++rec.nparts;
+      else rec.seconds[1] += p.seconds;
+      if (!p.tp || L_.tp == 1) continue;
+      for (int k = 0; k < 3; ++k) {
+        if (p.tp->count[k] == 0) continue;
+        const CachedPlan& plan = cached_plan(tp_group_of(g), kinds[k], Algorithm::ring, p.tp->bytes[k]);
+        if (g == 0) tp_bytes_gpu0_ += plan.sent_by_first * p.tp->bytes[k];
+        for (const CachedPhase& ph : plan.phases) {
+          spec.duration_s += ph.latency_s * p.tp->count[k];
+          for (std::int32_t f = ph.flow_begin; f < ph.flow_end; ++f) add_fused_flow(plan, plan.flows[f], p.tp->bytes[k]);
+        }
+      }
+    }
+    const TaskId t = e_.add_task(spec);
+    lane_stream_.push_back(0);
+    for (const CachedFlow& f : fused_flows_)
+      e_.add_flow(t, f.bytes, fused_paths_.data() + f.path_begin, f.path_end - f.path_begin);
+    RankQueues& q = q_[g];
+    if (q.compute >= 0) e_.add_dependency(q.compute, t);
+    q.compute = t;
+    first[i] = t;
+    if (g == 0) {
+      rec.id = t;
+      gpu0_tasks_.push_back(rec);
+    }
+  }
+}
+
+const Builder::CachedPlan& Builder::cached_plan(const std::vector<int>& group, CollectiveKind kind, Algorithm algo,
+                                                double bytes) {
+  if (algo != Algorithm::automatic || kind != CollectiveKind::all_reduce || group.size() < 2)
+    return unit_plan(group, kind, algo);
+  const CachedPlan& ring = unit_plan(group, kind, Algorithm::ring);
+  bool spans = false;
+  for (int g : group) spans |= place_.node_of(g) != place_.node_of(group.front());
+  if (!spans) return ring;
+  const CachedPlan& tree = unit_plan(group, kind, Algorithm::tree);
+  const auto idle = [bytes](const CachedPlan& p) { return p.idle_latency_s + bytes * p.idle_per_byte_s; };
+  return idle(tree) < idle(ring) ? tree : ring;
+}
+
+const Builder::CachedPlan& Builder::unit_plan(const std::vector<int>& group, CollectiveKind kind, Algorithm algo) {
+  // Identical collectives (same kind and group) recur every micro-batch and bucket: plan and route once.
+  // Groups here are arithmetic progressions of GPU ids (TP contiguous, DP and PP strided): the first
+  // member, the stride and the size name one.
+  const int stride = group.size() > 1 ? group[1] - group[0] : 0;
+  const PlanKey key{static_cast<int>(kind), static_cast<int>(algo), group.front(), stride, static_cast<int>(group.size())};
+  auto it = plan_cache_.find(key);
+  if (it != plan_cache_.end()) return it->second;
+  for (std::size_t i = 1; i < group.size(); ++i)
+    if (group[i] - group[i - 1] != stride) throw std::logic_error("collective group is not evenly strided");
+  const CollectivePlan plan = plan_collective(kind, algo, 1.0, group, place_);
+  CachedPlan c;
+  for (const Phase& ph : plan.phases) c.idle_latency_s += ph.latency_s;
+  c.idle_per_byte_s = idle_time_s(plan, place_) - c.idle_latency_s;
+  for (int g : group)
+    if (paths_->simulated(g)) c.members.push_back(g);
+  const int leaf_share = group_nodes_per_leaf(group);
+  for (const Phase& ph : plan.phases) {
+    CachedPhase cp;
+    cp.latency_s = ph.latency_s;
+    cp.flow_begin = static_cast<std::int32_t>(c.flows.size());
+    for (const auto& f : ph.flows) {
+      if (!paths_->simulated(f.src)) continue;
+      if (!c.members.empty() && f.src == c.members.front()) c.sent_by_first += f.bytes;
+      paths_->path(f.src, f.dst, place_.node_of(f.src) != place_.node_of(f.dst) ? leaf_share : 0, scratch_);
+      bool merged = false;
+      for (std::int32_t i = cp.flow_begin; i < static_cast<std::int32_t>(c.flows.size()) && !merged; ++i) {
+        CachedFlow& x = c.flows[i];
+        if (x.path_end - x.path_begin == static_cast<std::int32_t>(scratch_.size()) &&
+            std::equal(scratch_.begin(), scratch_.end(), c.paths.begin() + x.path_begin)) {
+          x.bytes += f.bytes;
+          merged = true;
+        }
+      }
+      if (merged) continue;
+      CachedFlow cf{f.bytes, static_cast<std::int32_t>(c.paths.size()), 0};
+      c.paths.insert(c.paths.end(), scratch_.begin(), scratch_.end());
+      cf.path_end = static_cast<std::int32_t>(c.paths.size());
+      c.flows.push_back(cf);
+    }
+    cp.flow_end = static_cast<std::int32_t>(c.flows.size());
+    c.phases.push_back(cp);
+  }
+  return plan_cache_.emplace(key, std::move(c)).first->second;
 }
 
 TaskId Builder::collective(const std::vector<int>& group, CollectiveKind kind, Algorithm algo, double bytes, int count,
                            double extra_latency_s, int cat, bool on_compute_queue, const std::vector<TaskId>& triggers,
                            const std::string& name, double* sent_by_first) {
-  // Identical collectives (same kind, size and group) recur every micro-batch: plan once.
-  auto key = std::make_tuple(static_cast<int>(kind), static_cast<int>(algo), bytes, group.front());
-  auto pit = plan_cache_.find(key);
-  if (pit == plan_cache_.end()) {
-    CachedPlan c{plan_collective(kind, algo, bytes, group, place_), {}, group_nodes_per_leaf(group)};
-    for (int g : group)
-      if (paths_->simulated(g)) c.members.push_back(g);
-    pit = plan_cache_.emplace(key, std::move(c)).first;
-  }
-  const CollectivePlan& plan = pit->second.plan;
-  const std::vector<int>& members = pit->second.members;
-  const int leaf_share = pit->second.leaf_share;
+  const CachedPlan& plan = cached_plan(group, kind, algo, bytes);
+  const std::vector<int>& members = plan.members;
+  if (sent_by_first) *sent_by_first += plan.sent_by_first * bytes;
   TaskId prev = -1;
   const std::size_t nphases = std::max<std::size_t>(1, plan.phases.size());
   for (std::size_t pi = 0; pi < nphases; ++pi) {
@@ -319,18 +494,16 @@ TaskId Builder::collective(const std::vector<int>& group, CollectiveKind kind, A
     spec.category = static_cast<std::int16_t>(cat);
     spec.lane = members.front();
     spec.label = label(name);
-    const Phase* ph = pi < plan.phases.size() ? &plan.phases[pi] : nullptr;
+    const CachedPhase* ph = pi < plan.phases.size() ? &plan.phases[pi] : nullptr;
     // `count` calls of the same collective share one task: their latencies add up, their bytes are
     // already summed in `bytes`.
     spec.duration_s = (ph ? ph->latency_s * std::max(1, count) : 0.0) + (pi == 0 ? extra_latency_s : 0.0);
     const TaskId t = e_.add_task(spec);
     lane_stream_.push_back(on_compute_queue ? 0 : 1);
     if (ph)
-      for (const auto& f : ph->flows) {
-        if (!paths_->simulated(f.src)) continue;
-        paths_->path(f.src, f.dst, place_.node_of(f.src) != place_.node_of(f.dst) ? leaf_share : 0, scratch_);
-        e_.add_flow(t, f.bytes, scratch_.data(), static_cast<int>(scratch_.size()));
-        if (sent_by_first && f.src == members.front()) *sent_by_first += f.bytes;
+      for (std::int32_t f = ph->flow_begin; f < ph->flow_end; ++f) {
+        const CachedFlow& cf = plan.flows[f];
+        e_.add_flow(t, cf.bytes * bytes, plan.paths.data() + cf.path_begin, cf.path_end - cf.path_begin);
       }
     if (prev >= 0) {
       e_.add_dependency(prev, t);
@@ -348,29 +521,30 @@ TaskId Builder::collective(const std::vector<int>& group, CollectiveKind kind, A
   for (int g : members) {
     RankQueues& q = q_[g];
     (on_compute_queue ? q.compute : q.comm) = prev;
-    if (g == 0) (on_compute_queue ? gpu0_compute_ : gpu0_comm_).push_back(prev);
+    if (g == 0) {
+      if (on_compute_queue) gpu0_tasks_.push_back({prev, 0, {0, 0}, {0, 0}});
+      else gpu0_comm_.push_back(prev);
+    }
   }
   return prev;
 }
 
-TaskId Builder::tp_collectives(int gpu, const CommTotals& t, int cat, const std::string& name) {
-  if (L_.tp == 1 || t.empty()) return q_[gpu].compute;
-  const std::vector<int>& group = tp_group_of(gpu);
+void Builder::tp_all(const CommTotals& t, const std::string& name) {
+  if (L_.tp == 1 || t.empty()) return;
   static const CollectiveKind kinds[3] = {CollectiveKind::all_reduce, CollectiveKind::all_gather, CollectiveKind::reduce_scatter};
-  TaskId last = -1;
-  for (int k = 0; k < 3; ++k) {
-    if (t.count[k] == 0) continue;
-    double sent = 0;
-    last = collective(group, kinds[k], Algorithm::ring, t.bytes[k], t.count[k], 0.0, cat, true, {}, name,
-                      gpu == 0 ? &sent : nullptr);
-    if (gpu == 0) tp_bytes_gpu0_ += sent;
-  }
-  return last;
+  for (int gpu : tp_leaders_)
+    for (int k = 0; k < 3; ++k) {
+      if (t.count[k] == 0) continue;
+      double sent = 0;
+      collective(tp_group_of(gpu), kinds[k], Algorithm::ring, t.bytes[k], t.count[k], 0.0, kTpComm, true, {}, "TP " + name,
+                 gpu == 0 ? &sent : nullptr);
+      if (gpu == 0) tp_bytes_gpu0_ += sent;
+    }
 }
 
 // Gradient synchronisation of one bucket: all-reduce (ZeRO-0) or reduce-scatter (ZeRO 1-3), with
 // the chosen compression's bytes and kernel cost.
-void Builder::grad_collective(int gpu, double bytes, int bucket_index) {
+void Builder::grad_collective(int gpu, double bytes, int count, int bucket_index) {
   if (L_.dp == 1 || bytes <= 0) return;
   const std::vector<int>& group = dp_group_of(gpu);
   const int n = L_.dp;
@@ -397,8 +571,13 @@ void Builder::grad_collective(int gpu, double bytes, int bucket_index) {
     }
   }
   double sent = 0;
-  collective(group, kind, in_.net.dp_algorithm, wire, 1, kernel_s, kDpComm, false, compute_tails(group),
-             "DP " + std::string(to_string(kind)) + " bucket " + std::to_string(bucket_index), gpu == 0 ? &sent : nullptr);
+  std::string name;
+  if (in_.record_timeline) {
+    name.append("DP ").append(to_string(kind)).append(" bucket ").append(std::to_string(bucket_index));
+    if (count > 1) name.append("-").append(std::to_string(bucket_index + count - 1));
+  }
+  collective(group, kind, in_.net.dp_algorithm, wire * count, count, kernel_s * count, kDpComm, false, compute_tails(group),
+             name, gpu == 0 ? &sent : nullptr);
   if (gpu == 0) dp_bytes_gpu0_ += sent;
 }
 
@@ -430,74 +609,88 @@ void Builder::build_stage(int stage, const std::vector<int>& gpus) {
     }
     return out;
   };
-  const std::vector<int> tp_leaders = leaders(true), dp_leaders = leaders(false);
+  tp_leaders_ = leaders(true);
+  const std::vector<int> dp_leaders = leaders(false);
   double fill = 0;
   int buckets = 0;
   auto flush = [&](bool force) {
-    while (fill >= bucket_bytes || (force && fill > 1e-9)) {
-      const double b = std::min(fill, bucket_bytes);
-      for (int g : dp_leaders) grad_collective(g, b, buckets);
+    const int full = static_cast<int>(std::floor(fill / bucket_bytes));
+    if (full > 0) {
+      for (int g : dp_leaders) grad_collective(g, bucket_bytes, full, buckets);
+      buckets += full;
+      fill -= full * bucket_bytes;
+    }
+    if (force && fill > 1e-9) {
+      for (int g : dp_leaders) grad_collective(g, fill, 1, buckets);
       ++buckets;
-      fill -= b;
+      fill = 0;
     }
   };
-  auto tp_all = [&](const CommTotals& t, int cat, const std::string& name) {
-    for (int g : tp_leaders) tp_collectives(g, t, cat, name);
-  };
-  // ZeRO-3 gathers the chunk's parameters on the communication queue ahead of use.
+  // ZeRO-3 gathers the chunk's parameters on the communication queue ahead of use; the chunk's
+  // first task waits for them.
+  std::vector<TaskId> gather_of(gpus.size(), -1);
   auto zero3_gather = [&](const ChunkWork& w, const std::string& name) {
-    std::map<int, TaskId> by_gpu;
-    if (!zero3) return by_gpu;
+    if (!zero3) return;
     for (int g : dp_leaders) {
       double sent = 0;
       const auto& group = dp_group_of(g);
       const TaskId t = collective(group, CollectiveKind::all_gather, Algorithm::ring, 2.0 * w.params_per_rank, 1, 0.0,
                                   kDpComm, false, {}, name, g == 0 ? &sent : nullptr);
       if (g == 0) dp_bytes_gpu0_ += sent;
-      for (int x : group) by_gpu[x] = t;
+      for (std::size_t i = 0; i < gpus.size(); ++i)
+        if (std::find(group.begin(), group.end(), gpus[i]) != group.end()) gather_of[i] = t;
     }
-    return by_gpu;
   };
+  auto wait_gathers = [&](const std::vector<TaskId>& first) {
+    if (!zero3) return;
+    for (std::size_t i = 0; i < gpus.size(); ++i)
+      if (gather_of[i] >= 0) e_.add_dependency(gather_of[i], first[i]);
+  };
+  std::vector<TaskId> first;
 
   for (const PipeOp& op : order) {
     const int vs = op.chunk * pp + stage;
     const ChunkWork& w = chunks_[stage * vpp_ + op.chunk];
     const std::string tag = !in_.record_timeline ? std::string()
                             : " mb" + std::to_string(op.microbatch) + (vpp_ > 1 ? " c" + std::to_string(op.chunk) : "");
-    const auto gathers = zero3_gather(w, "ZeRO-3 gather" + tag);
+    zero3_gather(w, "ZeRO-3 gather" + tag);
     if (op.forward) {
-      for (int g : gpus) {
-        if (zero3) compute_task(g, 0.0, kDpComm, "wait params", gathers.at(g));
-        compute_task(g, w.fwd_s, kCompute, "F" + tag, vs > 0 ? h_.fwd_recv[hidx(g, vs, op.microbatch)] : -1);
+      run_parts(gpus, {Part{w.fwd_s, kCompute, &w.tp_fwd}}, "F" + tag, first);
+      wait_gathers(first);
+      for (std::size_t i = 0; i < gpus.size(); ++i) {
+        h_.fwd_start[hidx(gpus[i], vs, op.microbatch)] = first[i];
+        h_.fwd_done[hidx(gpus[i], vs, op.microbatch)] = q_[gpus[i]].compute;
       }
-      tp_all(w.tp_fwd, kTpComm, "TP F" + tag);
-      for (int g : gpus) h_.fwd_done[hidx(g, vs, op.microbatch)] = q_[g].compute;
       continue;
     }
-    for (int g : gpus) {
-      if (zero3) compute_task(g, 0.0, kDpComm, "wait params", gathers.at(g));
-      const TaskId dep = vs < pp * vpp_ - 1 ? h_.bwd_recv[hidx(g, vs, op.microbatch)] : -1;
-      if (w.recompute_s > 0) compute_task(g, w.recompute_s, kRecompute, "R" + tag, dep);
-      else if (dep >= 0) compute_task(g, 0.0, kCompute, "recv" + tag, dep);
-    }
-    if (w.recompute_s > 0) tp_all(w.tp_recompute, kRecompute, "TP R" + tag);
+    const Part recompute{w.recompute_s, kRecompute, &w.tp_recompute};
+    const bool has_recompute = w.recompute_s > 0;
     const bool last_mb = op.microbatch == microbatches_ - 1;
     if ((last_mb || reduce_every_microbatch) && L_.dp > 1) {
       // Layer by layer, so that full buckets start while the rest of backward runs.
       for (int l = 0; l < std::max(1, w.layers); ++l) {
         const double dur = (w.layers > 0 ? w.layer_bwd_s : 0.0) + (l == 0 ? w.extra_bwd_s : 0.0);
-        for (int g : gpus) compute_task(g, dur, kCompute, "B" + tag + " L" + std::to_string(l));
         CommTotals t = w.layers > 0 ? w.tp_layer_bwd : CommTotals{};
         if (l == 0)
           for (int i = 0; i < 3; ++i) t.bytes[i] += w.tp_extra_bwd.bytes[i], t.count[i] += w.tp_extra_bwd.count[i];
-        tp_all(t, kTpComm, "TP B" + tag);
+        const Part layer{dur, kCompute, &t};
+        const std::string name = "B" + tag + " L" + std::to_string(l);
+        if (l == 0 && has_recompute) run_parts(gpus, {recompute, layer}, name, first);
+        else run_parts(gpus, {layer}, name, first);
+        if (l == 0) {
+          wait_gathers(first);
+          for (std::size_t i = 0; i < gpus.size(); ++i) h_.bwd_start[hidx(gpus[i], vs, op.microbatch)] = first[i];
+        }
         fill += (w.layers > 0 ? w.grad_bytes_per_layer : 0.0) + (l == std::max(1, w.layers) - 1 ? w.extra_grad_bytes : 0.0);
         flush(false);
       }
       if (reduce_every_microbatch) flush(true);
     } else {
-      for (int g : gpus) compute_task(g, w.bwd_s, kCompute, "B" + tag);
-      tp_all(w.tp_bwd, kTpComm, "TP B" + tag);
+      const Part backward{w.bwd_s, kCompute, &w.tp_bwd};
+      if (has_recompute) run_parts(gpus, {recompute, backward}, "B" + tag, first);
+      else run_parts(gpus, {backward}, "B" + tag, first);
+      wait_gathers(first);
+      for (std::size_t i = 0; i < gpus.size(); ++i) h_.bwd_start[hidx(gpus[i], vs, op.microbatch)] = first[i];
     }
     for (int g : gpus) h_.bwd_done[hidx(g, vs, op.microbatch)] = q_[g].compute;
   }
@@ -507,7 +700,6 @@ void Builder::build_stage(int stage, const std::vector<int>& gpus) {
 StepResult Builder::run() {
   const auto& sh = in_.net.shape;
   if (L_.gpus() != sh.gpus()) throw std::invalid_argument("layout GPU count does not match the cluster");
-  microbatches_ = std::max(1, in_.global_batch / (L_.dp * L_.micro_batch));
   place_.gpus_per_node = sh.gpus_per_node;
   place_.intra_alpha_s = in_.net.intra_alpha_s;
   place_.inter_alpha_s = in_.net.inter_alpha_s;
@@ -515,6 +707,7 @@ StepResult Builder::run() {
   place_.inter_Bps = sh.nics_per_node * sh.nic_Bps / sh.gpus_per_node;
   prepare_chunks();
 
+  fuse_tp_ = in_.mode == SimMode::symmetric || L_.tp == 1;
   if (in_.mode == SimMode::full) {
     for (int g = 0; g < sh.gpus(); ++g) sim_gpus_.push_back(g);
     paths_ = std::make_unique<FullPaths>(e_, sh);
@@ -532,31 +725,16 @@ StepResult Builder::run() {
   const std::size_t slots = sim_gpus_.size() * L_.pp * vpp_ * microbatches_;
   h_.fwd_done.assign(slots, -1);
   h_.bwd_done.assign(slots, -1);
-  h_.fwd_recv.assign(slots, -1);
-  h_.bwd_recv.assign(slots, -1);
+  h_.fwd_start.assign(slots, -1);
+  h_.bwd_start.assign(slots, -1);
   e_.reserve(sim_gpus_.size() * microbatches_ * vpp_ * 4, sim_gpus_.size() * microbatches_ * vpp_ * 8);
 
-  // Pipeline hand-offs are created lazily as ranks are built in stage order: a forward on stage s
-  // needs the send from stage s-1 (built before it); a backward needs the send from stage s+1,
-  // which is built later, so backward receives are placeholders resolved after all ranks exist.
+  // Activation and gradient transfers between consecutive virtual stages are added once every
+  // stage is built: each runs from the producer's last task to the consumer's first.
   const double act_bytes = static_cast<double>(L_.micro_batch) * m_.seq_len * m_.hidden * activation_bytes(in_.precision) /
                            ((L_.sequence_parallel && L_.tp > 1) ? L_.tp : 1);
   const int pp = L_.pp;
   const int V = pp * vpp_;
-  // Placeholders: zero-duration tasks each transfer will feed.
-  for (int g : sim_gpus_) {
-    const int stage = g / (L_.tp * L_.dp);
-    for (int c = 0; c < vpp_; ++c) {
-      const int vs = c * pp + stage;
-      for (int mb = 0; mb < microbatches_; ++mb) {
-        TaskSpec spec;
-        spec.lane = g;
-        spec.category = kPpComm;
-        if (vs > 0) { h_.fwd_recv[hidx(g, vs, mb)] = e_.add_task(spec); lane_stream_.push_back(2); }
-        if (vs < V - 1) { h_.bwd_recv[hidx(g, vs, mb)] = e_.add_task(spec); lane_stream_.push_back(2); }
-      }
-    }
-  }
   for (int s = 0; s < pp; ++s) {
     std::vector<int> gpus;
     for (int g : sim_gpus_)
@@ -564,7 +742,6 @@ StepResult Builder::run() {
     build_stage(s, gpus);
   }
 
-  // Activation and gradient transfers between consecutive virtual stages.
   for (int g : sim_gpus_) {
     const int stage = g / (L_.tp * L_.dp);
     for (int c = 0; c < vpp_; ++c) {
@@ -591,13 +768,13 @@ StepResult Builder::run() {
           const int dst_stage = (vs + 1) % pp;
           const int dst = g + (dst_stage - stage) * L_.tp * L_.dp;
           if (paths_->simulated(dst))
-            transfer(vs + 1, h_.fwd_done[hidx(g, vs, mb)], h_.fwd_recv[hidx(dst, vs + 1, mb)], "PP send F mb" + std::to_string(mb));
+            transfer(vs + 1, h_.fwd_done[hidx(g, vs, mb)], h_.fwd_start[hidx(dst, vs + 1, mb)], "PP send F mb" + std::to_string(mb));
         }
         if (vs > 0) {
           const int dst_stage = (vs - 1) % pp;
           const int dst = g + (dst_stage - stage) * L_.tp * L_.dp;
           if (paths_->simulated(dst))
-            transfer(vs - 1, h_.bwd_done[hidx(g, vs, mb)], h_.bwd_recv[hidx(dst, vs - 1, mb)], "PP send B mb" + std::to_string(mb));
+            transfer(vs - 1, h_.bwd_done[hidx(g, vs, mb)], h_.bwd_start[hidx(dst, vs - 1, mb)], "PP send B mb" + std::to_string(mb));
         }
       }
     }
@@ -682,11 +859,19 @@ void Builder::breakdown(StepResult& r) {
     }
     b[kBubble] += to - from;
   };
-  for (TaskId task : gpu0_compute_) {
+  for (const Gpu0Task& g : gpu0_tasks_) {
+    const TaskId task = g.id;
     const double s = e_.start(task), f = e_.finish(task);
     if (s > t) attribute_wait(t, s, e_.binding_predecessor(task));
-    const int cat = e_.spec(task).category;
-    b[cat] += f - std::max(s, t);
+    const double span = f - std::max(s, t);
+    if (g.nparts == 0) {
+      b[e_.spec(task).category] += span;
+    } else {
+      // Fixed compute by category; whatever the task took beyond it is its fused TP traffic.
+      double fixed = 0;
+      for (int i = 0; i < g.nparts; ++i) b[g.cat[i]] += g.seconds[i], fixed += g.seconds[i];
+      b[kTpComm] += std::max(0.0, span - fixed);
+    }
     t = std::max(t, f);
   }
   if (r.step_time_s > t) {
@@ -703,10 +888,72 @@ void Builder::breakdown(StepResult& r) {
 
 }  // namespace
 
+int microbatches_per_step(const StepInput& in) {
+  return std::max(1, in.global_batch / (in.layout.dp * in.layout.micro_batch));
+}
+
+namespace {
+
+// r = a + (b - a) * k, category by category (affine extrapolation from two simulated counts).
+StepResult extrapolate(const StepResult& a, const StepResult& b, double k) {
+  StepResult r = b;
+  auto lin = [k](double x, double y) { return x + (y - x) * k; };
+  r.step_time_s = lin(a.step_time_s, b.step_time_s);
+  for (int c = 0; c < kCategories; ++c) r.breakdown_s[c] = std::max(0.0, lin(a.breakdown_s[c], b.breakdown_s[c]));
+  r.dp_bytes_per_gpu = lin(a.dp_bytes_per_gpu, b.dp_bytes_per_gpu);
+  r.tp_bytes_per_gpu = lin(a.tp_bytes_per_gpu, b.tp_bytes_per_gpu);
+  return r;
+}
+
+}  // namespace
+
 StepResult simulate_step(const StepInput& in) {
   if (!in.model || !in.cost) throw std::invalid_argument("simulate_step needs a model and a cost model");
-  Builder b(in);
-  return b.run();
+  const int m = microbatches_per_step(in);
+  // Steady state. In symmetric mode every micro-batch of a stage is the same work, so once the
+  // pipeline is full the step grows by a fixed period for every c further micro-batches (c, the
+  // cyclicity, is 1 when one stage's compute sets the pace and can be 2 when transfers alternate
+  // with it): the step time at m0 + j*c is affine in j. The schedule is simulated at m0, m0+q and
+  // m0+2q (q = pp for the interleaved schedule, whose micro-batches come in groups of pp, else 1),
+  // then, if those three are not on a line (to 1e-9 of the step), also at m0+4q to try a period of
+  // 2q. The step at m is read off the line through the last two points when m lies on its lattice;
+  // otherwise, or when no line fits, all m micro-batches are simulated. Everything that is not
+  // periodic (the last backward's buckets, the optimizer, ZeRO traffic) is simulated in every run.
+  const int pp = in.layout.pp;
+  const int m0 = pp, q = in.layout.schedule == Schedule::interleaved ? pp : 1;
+  if (in.mode == SimMode::symmetric && !in.record_timeline && in.steady_state) {
+    std::map<int, StepResult> runs;
+    int simulated = 0;
+    auto at = [&](int mb) -> const StepResult& {
+      auto it = runs.find(mb);
+      if (it == runs.end()) {
+        it = runs.emplace(mb, Builder(in, mb).run()).first;
+        simulated += mb;
+      }
+      return it->second;
+    };
+    for (int step = q; step <= 2 * q; step *= 2) {
+      // Only worth it while the runs cost fewer micro-batches than the step itself.
+      int cost = 0;
+      for (int mb : {m0, m0 + step, m0 + 2 * step})
+        if (!runs.count(mb)) cost += mb;
+      if (simulated + cost >= m || (m - m0) % step != 0) break;
+      const StepResult& a = at(m0);
+      const StepResult& b = at(m0 + step);
+      const StepResult& c = at(m0 + 2 * step);
+      const double d1 = b.step_time_s - a.step_time_s, d2 = c.step_time_s - b.step_time_s;
+      if (std::abs(d2 - d1) <= 1e-9 * c.step_time_s) {
+        StepResult out = extrapolate(b, c, static_cast<double>(m - (m0 + step)) / step);
+        out.tasks = out.events = 0;
+        for (const auto& [mb, r] : runs) out.tasks += r.tasks, out.events += r.events;
+        out.simulated_microbatches = simulated;
+        return out;
+      }
+    }
+  }
+  StepResult r = Builder(in, m).run();
+  r.simulated_microbatches = m;
+  return r;
 }
 
 }  // namespace trainsim::sim

@@ -38,6 +38,9 @@ struct StepInput {
   NetworkParams net;
   SimMode mode = SimMode::symmetric;
   bool record_timeline = false;
+  // Symmetric mode only: read long schedules off their steady state (see simulate_step) instead
+  // of simulating every micro-batch.
+  bool steady_state = true;
 };
 
 struct TimelineEntry {
@@ -54,11 +57,13 @@ struct StepResult {
   int simulated_gpus = 0;
   std::size_t tasks = 0;
   std::uint64_t events = 0;
+  int simulated_microbatches = 0;  // per stage; fewer than the step's when read off the steady state
   double dp_bytes_per_gpu = 0;  // bytes each GPU sends for gradient/ZeRO collectives per step
   double tp_bytes_per_gpu = 0;
   std::vector<TimelineEntry> timeline;
 };
 
 StepResult simulate_step(const StepInput& in);
+int microbatches_per_step(const StepInput& in);
 
 }  // namespace trainsim::sim

@@ -218,3 +218,60 @@ TEST(Step, DeterministicOutput) {
   const std::string b = result_to_json(s, evaluate(s, l, 2, opt)).dump();
   EXPECT_EQ(a, b);
 }
+
+TEST(Step, SteadyStateMatchesSimulatingEveryMicroBatch) {
+  // In symmetric mode a long schedule is read off its steady state (short simulations on a line).
+  // It must give the step time and breakdown of simulating every micro-batch, across schedules,
+  // ZeRO stages, compression, recompute and networks where data-parallel traffic overlaps the
+  // pipeline. Where compute sets the pace it must engage (fewer micro-batches simulated); where
+  // pipeline transfers contend on a slow NIC the step is not periodic (the forward and backward
+  // sends of a stage share its port in a pattern that drifts) and it must fall back to simulating
+  // every micro-batch.
+  struct Case {
+    const char* model;
+    int nodes, tp, pp, vpp, mb, zero;
+    const char* schedule;
+    const char* recompute;
+    const char* compression;
+    const char* network;
+    int global_batch;
+    bool periodic;
+  };
+  const Case cases[] = {
+      {"gpt3-175b", 64, 8, 8, 3, 1, 1, "interleaved", "selective", "none", "", 512, true},
+      {"gpt3-175b", 64, 8, 8, 1, 1, 0, "1f1b", "full", "none", "", 512, true},
+      {"gpt3-175b", 32, 4, 16, 1, 2, 1, "gpipe", "full", "int8", "", 512, true},
+      {"llama2-13b", 8, 2, 4, 1, 1, 0, "1f1b", "none", "topk:0.01", R"(, "network": { "nic_Gbps": 25, "nics_per_node": 1 })", 256, false},
+      {"llama2-13b", 8, 2, 4, 2, 1, 1, "interleaved", "selective", "none", R"(, "network": { "nic_Gbps": 100, "nics_per_node": 1 })", 256, false},
+      {"llama2-13b", 8, 2, 4, 2, 1, 1, "interleaved", "selective", "none", R"(, "network": { "nic_Gbps": 400, "nics_per_node": 8 })", 256, true},
+      // Transfers alternate with compute: a period of two micro-batches.
+      {"gpt-1.3b", 4, 1, 2, 1, 2, 0, "1f1b", "none", "none", R"(, "network": { "nic_Gbps": 25, "nics_per_node": 1 })", 512, true},
+  };
+  for (const Case& c : cases) {
+    char text[2048];
+    std::snprintf(text, sizeof text, R"({ "name": "steady", "model": "%s", "training": { "global_batch": %d },
+      "hardware": "h100-sxm", "cluster": { "nodes": %d, "gpus_per_node": 8 %s },
+      "layout": { "tp": %d, "pp": %d, "vpp": %d, "micro_batch": %d, "sequence_parallel": %s, "recompute": "%s",
+                  "zero": %d, "schedule": "%s", "compression": "%s" } })",
+                  c.model, c.global_batch, c.nodes, c.network, c.tp, c.pp, c.vpp, c.mb, c.tp > 1 ? "true" : "false",
+                  c.recompute, c.zero, c.schedule, c.compression);
+    const Scenario s = parse_scenario(text, "steady", kProfiles);
+    const Layout l = resolve_layout(s, s.layout, false, c.nodes);
+    EvalOptions fast, exact;
+    exact.steady_state = false;
+    const Evaluation a = evaluate(s, l, c.nodes, fast), b = evaluate(s, l, c.nodes, exact);
+    const std::string what = describe(l);
+    const int m = s.training.global_batch / (l.dp * l.micro_batch);
+    if (c.periodic) EXPECT_LT(a.step.simulated_microbatches, m) << what;
+    else EXPECT_EQ(a.step.simulated_microbatches, m) << what;
+    EXPECT_EQ(b.step.simulated_microbatches, m) << what;
+    EXPECT_NEAR(a.step.step_time_s / b.step.step_time_s, 1.0, 1e-6) << what;
+    double sum = 0;
+    for (int k = 0; k < kCategories; ++k) {
+      EXPECT_NEAR(a.step.breakdown_s[k], b.step.breakdown_s[k], 1e-6 * b.step.step_time_s) << what << " " << category_name(k);
+      sum += a.step.breakdown_s[k];
+    }
+    EXPECT_NEAR(sum, a.step.step_time_s, 1e-6 * a.step.step_time_s) << what;
+    EXPECT_NEAR(a.step.dp_bytes_per_gpu, b.step.dp_bytes_per_gpu, 1e-6 * b.step.dp_bytes_per_gpu + 1) << what;
+  }
+}

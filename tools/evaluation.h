@@ -30,6 +30,7 @@ struct EvalOptions {
   sim::SimMode mode = sim::SimMode::symmetric;
   bool record_timeline = false;
   bool simulate_if_oom = true;
+  bool steady_state = true;  // symmetric mode: read long schedules off their steady state
 };
 
 sim::NetworkParams network_for(const Scenario& s, int nodes);

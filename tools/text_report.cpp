@@ -1,5 +1,6 @@
 #include "text_report.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace trainsim {
@@ -44,6 +45,10 @@ void print_evaluation(std::ostream& os, const Scenario& s, const Evaluation& ev)
                     100 * frac, std::string(bar, '#').c_str());
       os << line;
     }
+    const int m = std::max(1, s.training.global_batch / (ev.layout.dp * ev.layout.micro_batch));
+    if (ev.step.simulated_microbatches > 0 && ev.step.simulated_microbatches < m)
+      os << "  (" << m << " micro-batches per step, read off the steady state of " << ev.step.simulated_microbatches
+         << " simulated ones)\n";
     if (s.training.tokens_total > 0) {
       os << "\n  time to train " << format_seconds(ev.time_to_train_s) << " for " << s.training.tokens_total << " tokens";
       std::snprintf(line, sizeof line, ", %.0f GPU-hours", ev.time_to_train_s / 3600.0 * ev.gpus);
