@@ -18,6 +18,9 @@
 #ifdef TRAINSIM_HAVE_CUDA
 #include "measurements.h"
 #endif
+#ifdef TRAINSIM_HAVE_MPI
+#include "across_nodes.h"
+#endif
 
 using namespace trainsim;
 using nlohmann::json;
@@ -99,6 +102,10 @@ int main(int argc, char** argv) {
   app.add_option("--out", out, "profile to write");
   app.add_option("--base", base, "profile whose unmeasured parts (peaks, network) are kept (default: --out if it exists)");
   app.add_option("--name", name, "profile name (default: the --out file's stem)");
+  bool across_nodes = false, allow_socket = false;
+  app.add_flag("--across-nodes", across_nodes,
+               "under mpirun, one rank per GPU: measure NCCL collectives across the ranks' nodes into a copy of --base");
+  app.add_flag("--allow-socket", allow_socket, "with --across-nodes: measure even if NCCL falls back to TCP sockets");
   auto* imp = app.add_subcommand("import-nccl-tests", "read nccl-tests text or -J JSON logs into link tables with fits");
   std::vector<std::string> logs;
   std::string imp_out;
@@ -117,6 +124,23 @@ int main(int argc, char** argv) {
   try {
     if (*imp) return import_logs(logs, imp_out, min_bytes);
     if (out.empty()) throw InputError("--out", "required: where to write the profile");
+    if (across_nodes) {
+#ifdef TRAINSIM_HAVE_MPI
+      if (base.empty()) throw InputError("--base", "required with --across-nodes: the measured single-node profile");
+      calib::AcrossNodesOptions o;
+      o.base = base;
+      o.out = out;
+      o.name = name.empty() ? std::filesystem::path(out).stem().string() : name;
+      for (int i = 0; i < argc; ++i) o.command += (i ? " " : "") + std::string(argv[i]);
+      o.date = today();
+      o.quick = quick;
+      o.allow_socket = allow_socket;
+      return calib::calibrate_across_nodes(&argc, &argv, o);
+#else
+      std::cerr << "error: --across-nodes needs a build with CUDA, NCCL and MPI (Open MPI was not found at configure time)\n";
+      return 1;
+#endif
+    }
 #ifdef TRAINSIM_HAVE_CUDA
     if (!gpu::cuda_available()) {
       std::cerr << "error: no CUDA device is visible; run calibrate on the machine to be measured\n";

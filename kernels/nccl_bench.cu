@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <functional>
 #include <string>
 
@@ -28,6 +29,7 @@ __global__ void count_wrong(const float* p, size_t chunk_elems, int chunks, cons
 
 struct Rank {
   int dev = 0;
+  int rank = 0;  // in the communicator
   ncclComm_t comm = nullptr;
   cudaStream_t stream = nullptr;
   DeviceBuffer send, recv, expected;
@@ -44,23 +46,21 @@ double bus_factor(const std::string& c, int n) {
 
 }  // namespace
 
-std::vector<CollectiveSample> bench_collectives(int n, double max_bytes, bool quick) {
+namespace {
+
+// The sweep over collectives and sizes for the ranks this process drives (all of them with
+// ncclCommInitAll, one under MPI); `n` is the communicator's size. Times are this process's slowest
+// rank; across processes the caller takes the maximum.
+std::vector<CollectiveSample> sweep(std::vector<Rank>& ranks, int n, double max_bytes, bool quick) {
   std::vector<CollectiveSample> out;
-  std::vector<int> devs(n);
-  for (int i = 0; i < n; ++i) devs[i] = i;
-  std::vector<ncclComm_t> comms(n);
-  TRAINSIM_NCCL(ncclCommInitAll(comms.data(), n, devs.data()));
-  std::vector<Rank> ranks(n);
   const size_t cap = static_cast<size_t>(max_bytes);
-  for (int r = 0; r < n; ++r) {
-    TRAINSIM_CUDA(cudaSetDevice(r));
-    ranks[r].dev = r;
-    ranks[r].comm = comms[r];
-    TRAINSIM_CUDA(cudaStreamCreateWithFlags(&ranks[r].stream, cudaStreamNonBlocking));
-    ranks[r].send = DeviceBuffer(cap);
-    ranks[r].recv = DeviceBuffer(cap);
-    ranks[r].expected = DeviceBuffer(64 * sizeof(float));
-    ranks[r].wrong = DeviceBuffer(sizeof(unsigned long long));
+  for (auto& rk : ranks) {
+    TRAINSIM_CUDA(cudaSetDevice(rk.dev));
+    TRAINSIM_CUDA(cudaStreamCreateWithFlags(&rk.stream, cudaStreamNonBlocking));
+    rk.send = DeviceBuffer(cap);
+    rk.recv = DeviceBuffer(cap);
+    rk.expected = DeviceBuffer(64 * sizeof(float));
+    rk.wrong = DeviceBuffer(sizeof(unsigned long long));
   }
   for (const char* coll_c : kCollectives) {
     const std::string coll(coll_c);
@@ -73,7 +73,7 @@ std::vector<CollectiveSample> bench_collectives(int n, double max_bytes, bool qu
       const size_t chunk = elems / (coll == "all_reduce" || coll == "send_recv" ? 1 : n);
       for (auto& rk : ranks) {
         TRAINSIM_CUDA(cudaSetDevice(rk.dev));
-        fill_value<<<512, 256, 0, rk.stream>>>(rk.send.get<float>(), elems, static_cast<float>(rk.dev + 1));
+        fill_value<<<512, 256, 0, rk.stream>>>(rk.send.get<float>(), elems, static_cast<float>(rk.rank + 1));
         TRAINSIM_KERNEL_CHECK();
         TRAINSIM_CUDA(cudaMemsetAsync(rk.recv.get(), 0xFF, elems * 4, rk.stream));  // poison: NaN
       }
@@ -91,8 +91,8 @@ std::vector<CollectiveSample> bench_collectives(int n, double max_bytes, bool qu
               TRAINSIM_NCCL(ncclRecv(d + p * chunk, chunk, ncclFloat, p, rk.comm, rk.stream));
             }
           } else {
-            TRAINSIM_NCCL(ncclSend(s, elems, ncclFloat, (rk.dev + 1) % n, rk.comm, rk.stream));
-            TRAINSIM_NCCL(ncclRecv(d, elems, ncclFloat, (rk.dev + n - 1) % n, rk.comm, rk.stream));
+            TRAINSIM_NCCL(ncclSend(s, elems, ncclFloat, (rk.rank + 1) % n, rk.comm, rk.stream));
+            TRAINSIM_NCCL(ncclRecv(d, elems, ncclFloat, (rk.rank + n - 1) % n, rk.comm, rk.stream));
           }
         }
         TRAINSIM_NCCL(ncclGroupEnd());
@@ -113,7 +113,7 @@ std::vector<CollectiveSample> bench_collectives(int n, double max_bytes, bool qu
         else if (coll == "all_gather" || coll == "all_to_all") {
           chunks = n; celems = chunk;
           for (int p = 0; p < n; ++p) exp.push_back(static_cast<float>(p + 1));
-        } else exp = {static_cast<float>((rk.dev + n - 1) % n + 1)};
+        } else exp = {static_cast<float>((rk.rank + n - 1) % n + 1)};
         TRAINSIM_CUDA(cudaMemcpyAsync(rk.expected.get(), exp.data(), exp.size() * 4, cudaMemcpyHostToDevice, rk.stream));
         TRAINSIM_CUDA(cudaMemsetAsync(rk.wrong.get(), 0, 8, rk.stream));
         count_wrong<<<512, 256, 0, rk.stream>>>(rk.recv.get<float>(), celems, chunks, rk.expected.get<float>(),
@@ -125,27 +125,28 @@ std::vector<CollectiveSample> bench_collectives(int n, double max_bytes, bool qu
         wrong += static_cast<long>(w);
       }
       // Timing: events on every rank's stream around `iters` launches; the slowest rank counts.
-      std::vector<cudaEvent_t> a(n), b(n);
-      for (auto& rk : ranks) {
-        TRAINSIM_CUDA(cudaSetDevice(rk.dev));
-        TRAINSIM_CUDA(cudaEventCreate(&a[rk.dev]));
-        TRAINSIM_CUDA(cudaEventCreate(&b[rk.dev]));
-        TRAINSIM_CUDA(cudaEventRecord(a[rk.dev], rk.stream));
+      const std::size_t nl = ranks.size();
+      std::vector<cudaEvent_t> a(nl), b(nl);
+      for (std::size_t i = 0; i < nl; ++i) {
+        TRAINSIM_CUDA(cudaSetDevice(ranks[i].dev));
+        TRAINSIM_CUDA(cudaEventCreate(&a[i]));
+        TRAINSIM_CUDA(cudaEventCreate(&b[i]));
+        TRAINSIM_CUDA(cudaEventRecord(a[i], ranks[i].stream));
       }
       for (int i = 0; i < iters; ++i) launch();
       double worst_ms = 0;
-      for (auto& rk : ranks) {
-        TRAINSIM_CUDA(cudaSetDevice(rk.dev));
-        TRAINSIM_CUDA(cudaEventRecord(b[rk.dev], rk.stream));
+      for (std::size_t i = 0; i < nl; ++i) {
+        TRAINSIM_CUDA(cudaSetDevice(ranks[i].dev));
+        TRAINSIM_CUDA(cudaEventRecord(b[i], ranks[i].stream));
       }
-      for (auto& rk : ranks) {
-        TRAINSIM_CUDA(cudaSetDevice(rk.dev));
-        TRAINSIM_CUDA(cudaEventSynchronize(b[rk.dev]));
+      for (std::size_t i = 0; i < nl; ++i) {
+        TRAINSIM_CUDA(cudaSetDevice(ranks[i].dev));
+        TRAINSIM_CUDA(cudaEventSynchronize(b[i]));
         float ms = 0;
-        TRAINSIM_CUDA(cudaEventElapsedTime(&ms, a[rk.dev], b[rk.dev]));
+        TRAINSIM_CUDA(cudaEventElapsedTime(&ms, a[i], b[i]));
         worst_ms = std::max(worst_ms, static_cast<double>(ms));
-        cudaEventDestroy(a[rk.dev]);
-        cudaEventDestroy(b[rk.dev]);
+        cudaEventDestroy(a[i]);
+        cudaEventDestroy(b[i]);
       }
       const double us = worst_ms * 1000.0 / iters;
       const double algbw = size / (us * 1e3);
@@ -157,8 +158,51 @@ std::vector<CollectiveSample> bench_collectives(int n, double max_bytes, bool qu
     cudaStreamDestroy(rk.stream);
     ncclCommDestroy(rk.comm);
   }
+  TRAINSIM_CUDA(cudaSetDevice(ranks.front().dev));
+  return out;
+}
+
+}  // namespace
+
+std::vector<CollectiveSample> bench_collectives(int n, double max_bytes, bool quick) {
+  std::vector<int> devs(n);
+  for (int i = 0; i < n; ++i) devs[i] = i;
+  std::vector<ncclComm_t> comms(n);
+  TRAINSIM_NCCL(ncclCommInitAll(comms.data(), n, devs.data()));
+  std::vector<Rank> ranks(n);
+  for (int r = 0; r < n; ++r) {
+    ranks[r].dev = r;
+    ranks[r].rank = r;
+    ranks[r].comm = comms[r];
+  }
+  auto out = sweep(ranks, n, max_bytes, quick);
   TRAINSIM_CUDA(cudaSetDevice(0));
   return out;
+}
+
+NcclId new_nccl_id() {
+  ncclUniqueId id;
+  TRAINSIM_NCCL(ncclGetUniqueId(&id));
+  NcclId out;
+  static_assert(sizeof(id.internal) == sizeof(out.bytes), "ncclUniqueId size");
+  std::memcpy(out.bytes, id.internal, sizeof(out.bytes));
+  return out;
+}
+
+std::vector<CollectiveSample> bench_collectives_rank(const NcclId& id, int nranks, int rank, int device, double max_bytes,
+                                                     bool quick, const std::function<bool()>& after_init) {
+  ncclUniqueId uid;
+  std::memcpy(uid.internal, id.bytes, sizeof(id.bytes));
+  TRAINSIM_CUDA(cudaSetDevice(device));
+  std::vector<Rank> ranks(1);
+  ranks[0].dev = device;
+  ranks[0].rank = rank;
+  TRAINSIM_NCCL(ncclCommInitRank(&ranks[0].comm, nranks, uid, rank));
+  if (after_init && !after_init()) {
+    ncclCommDestroy(ranks[0].comm);
+    return {};
+  }
+  return sweep(ranks, nranks, max_bytes, quick);
 }
 
 double bench_interference(int n) {

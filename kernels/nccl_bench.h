@@ -1,4 +1,5 @@
 #pragma once
+#include <functional>
 #include <vector>
 
 #include "measurements.h"
@@ -8,6 +9,17 @@ namespace trainsim::gpu {
 // NCCL collectives in one process over the first `gpus` devices (ncclCommInitAll), from 8 B to
 // `max_bytes`, each size checked against the expected sums (the `wrong` count).
 std::vector<CollectiveSample> bench_collectives(int gpus, double max_bytes, bool quick);
+// NCCL's unique id as plain bytes, so that host code can pass it through MPI without nccl.h.
+struct NcclId {
+  char bytes[128];
+};
+NcclId new_nccl_id();
+// The same sweep as one rank of an `nranks`-rank communicator spanning processes (and nodes), on
+// `device`; every rank calls it with the same id. Times are this rank's; the caller reduces them
+// (maximum) and the wrong counts (sum) across ranks. `after_init` runs on every rank once the
+// communicator exists (NCCL has chosen its transport); returning false stops before the sweep.
+std::vector<CollectiveSample> bench_collectives_rank(const NcclId& id, int nranks, int rank, int device, double max_bytes,
+                                                     bool quick, const std::function<bool()>& after_init);
 // Fractional slowdown of a large bf16 GEMM on GPU 0 while an all-reduce loop runs on all GPUs.
 double bench_interference(int gpus);
 

@@ -1,11 +1,15 @@
 // Fits and nccl-tests import, on the CPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <sstream>
 
 #include "alpha_beta_fit.h"
 #include "input_error.h"
 #include "nccl_tests_import.h"
+#include "nccl_transport.h"
 
 using namespace trainsim;
 using namespace trainsim::calib;
@@ -91,4 +95,56 @@ TEST(NcclTestsImport, BadInputNamesFileAndLine) {
   }
   EXPECT_THROW(parse_nccl_tests_text("nothing here\n", "empty.txt"), InputError);
   EXPECT_THROW(parse_nccl_tests_json("{\"version\": 2}", "x.json"), InputError);
+}
+
+TEST(NcclTransport, ReadsTheNetworkAndItsNics) {
+  std::ifstream ib(kData + "/nccl/ib-cluster.log");
+  const NcclTransport t = parse_nccl_debug_log(ib);
+  EXPECT_EQ(t.network, "IB");
+  ASSERT_EQ(t.nics.size(), 4u);
+  EXPECT_EQ(t.nics[0], "mlx5_0:1/IB");
+  EXPECT_EQ(t.nics[3], "mlx5_3:1/IB");
+  EXPECT_FALSE(socket_fallback_error(t, 2, "rank 0").has_value());
+
+  std::ifstream sock(kData + "/nccl/socket-fallback.log");
+  const NcclTransport s = parse_nccl_debug_log(sock);
+  EXPECT_EQ(s.network, "Socket");
+  ASSERT_EQ(s.nics.size(), 1u);
+  EXPECT_EQ(s.nics[0], "eth0:10.0.0.5<0>");
+  // One node never crosses the network; across nodes the fall-back is an error naming the NIC.
+  EXPECT_FALSE(socket_fallback_error(s, 1, "rank 0").has_value());
+  const auto err = socket_fallback_error(s, 2, "rank 3 (node002)");
+  ASSERT_TRUE(err.has_value());
+  EXPECT_NE(err->find("rank 3 (node002)"), std::string::npos);
+  EXPECT_NE(err->find("eth0"), std::string::npos);
+}
+
+TEST(NcclTransport, PluginNamesKeepTheirSpacesAndTheChosenModuleWins) {
+  // IB devices found, but NCCL_NET=Socket (or a plugin) chose another module: its NICs are reported.
+  std::istringstream log(
+      "h:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:10.0.0.1<0>\n"
+      "h:1:1 [0] NCCL INFO NET/Socket : Using [0]ib0:10.0.0.1<0>\r\n"
+      "h:1:1 [0] NCCL INFO Using network Socket\n");
+  const NcclTransport t = parse_nccl_debug_log(log);
+  EXPECT_EQ(t.network, "Socket");
+  ASSERT_EQ(t.nics.size(), 1u);
+  EXPECT_EQ(t.nics[0], "ib0:10.0.0.1<0>");
+  std::istringstream efa("h:1:1 [0] NCCL INFO Using network AWS Libfabric\n");
+  EXPECT_EQ(parse_nccl_debug_log(efa).network, "AWS Libfabric");
+  std::istringstream none("NCCL version 2.28.3+cuda13.0\n");
+  EXPECT_EQ(parse_nccl_debug_log(none).network, "");
+}
+
+TEST(NcclTransport, FlagsALinkClassFarUnderItsExpectedRate) {
+  // A 400 Gb/s NIC negotiated at 100 Gb/s: all-reduce bus bandwidth 11 GB/s where 48 is expected.
+  std::vector<gpu::CollectiveSample> s;
+  for (double bytes = 1 << 20; bytes <= (1 << 30); bytes *= 4) {
+    s.push_back({"all_reduce", 16, bytes, 0, 0, std::min(11.0, bytes / 1e7), 0});
+    s.push_back({"all_gather", 16, bytes, 0, 0, std::min(46.0, bytes / 1e7), 0});
+  }
+  const auto issues = link_rate_issues(s, 48.0, 0.15, 64e6, "inter-node (IB)");
+  ASSERT_EQ(issues.size(), 1u);
+  EXPECT_NE(issues[0].find("all_reduce over 16 GPUs"), std::string::npos);
+  EXPECT_NE(issues[0].find("77% under"), std::string::npos);
+  EXPECT_TRUE(link_rate_issues(s, 0.0, 0.15, 64e6, "x").empty());
 }

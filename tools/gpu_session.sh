@@ -24,6 +24,13 @@ for step in "$@"; do
       log "calibrate --quick"
       ./build-gpu/calibrate --quick --out "$OUT/h200-sxm.quick.json" --base calibrate/datasheets/h200-sxm.json 2>&1 | tee "$OUT/calibrate-quick.log"
       log "calibrate --quick exit ${PIPESTATUS[0]}" ;;
+    across-nodes)
+      # Every rank this machine has, under mpirun; NCCL's INFO logs are kept in $OUT.
+      n=$(nvidia-smi -L | wc -l)
+      log "calibrate --across-nodes with $n ranks"
+      TRAINSIM_NCCL_LOG_DIR="$OUT" mpirun --allow-run-as-root --oversubscribe -np "$n" -x NCCL_NVLS_ENABLE -x TRAINSIM_NCCL_LOG_DIR \
+        ./build-gpu/calibrate --across-nodes --quick --base models/hardware/h200-sxm.json --out "$OUT/h200-across-nodes.json" 2>&1 | tee "$OUT/across-nodes.log"
+      log "calibrate --across-nodes exit ${PIPESTATUS[0]}" ;;
     validate)
       log "validate"
       ./build-gpu/planner validate scenarios/${VALIDATE:-validate-one-gpu}.json --json-out "$OUT/validation-h200.json" 2>&1 | tee "$OUT/validate.log"

@@ -1,0 +1,19 @@
+#pragma once
+// `calibrate --across-nodes`, launched under mpirun with one rank per GPU: the NCCL collectives over
+// every rank (the inter-node path when the ranks span nodes) and over one rank per node (one rail),
+// with the transport check, written into a copy of a measured single-node profile.
+#include <string>
+
+namespace trainsim::calib {
+
+struct AcrossNodesOptions {
+  std::string base, out, name, command, date;
+  bool quick = false;
+  bool allow_socket = false;
+};
+
+// Returns the process exit code: 0, 2 for bad input, 3 for a failed health check (socket
+// fall-back across nodes, wrong results, a link class more than 15% under its expected rate).
+int calibrate_across_nodes(int* argc, char*** argv, const AcrossNodesOptions& opt);
+
+}  // namespace trainsim::calib
