@@ -26,14 +26,17 @@ NcclTransport parse_nccl_debug_log(std::istream& log) {
     if (net_pos == std::string::npos || using_pos == std::string::npos || using_pos < net_pos) continue;
     const std::string module = line.substr(net_pos + 4, using_pos - net_pos - 4);
     auto& nics = nics_by_module[module];
-    const std::size_t end = std::min(line.size(), line.find(" ; ", using_pos));
+    // The device list ends at "; OOB"; entries are "[index]name" (NCCL 2.28 also logs "[RO]" flags).
+    const std::size_t end = std::min(line.size(), line.find(';', using_pos));
     for (std::size_t p = line.find('[', using_pos); p != std::string::npos && p < end; p = line.find('[', p)) {
       const std::size_t close = line.find(']', p);
-      if (close == std::string::npos) break;
+      if (close == std::string::npos || close >= end) break;
       std::size_t e = close + 1;
       while (e < end && line[e] != ' ') ++e;
+      const std::string index = line.substr(p + 1, close - p - 1);
       const std::string nic = line.substr(close + 1, e - close - 1);
-      if (!nic.empty() && std::find(nics.begin(), nics.end(), nic) == nics.end()) nics.push_back(nic);
+      const bool numbered = !index.empty() && index.find_first_not_of("0123456789") == std::string::npos;
+      if (numbered && !nic.empty() && std::find(nics.begin(), nics.end(), nic) == nics.end()) nics.push_back(nic);
       p = e;
     }
   }

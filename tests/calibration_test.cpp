@@ -148,3 +148,16 @@ TEST(NcclTransport, FlagsALinkClassFarUnderItsExpectedRate) {
   EXPECT_NE(issues[0].find("77% under"), std::string::npos);
   EXPECT_TRUE(link_rate_issues(s, 0.0, 0.15, 64e6, "x").empty());
 }
+
+TEST(NcclTransport, ARealNccl228LogFromTheH200Machine) {
+  // Written by `calibrate --across-nodes` under mpirun on the one-GPU H200 machine (no IB device:
+  // NCCL picks sockets over eth0, and its NET/IB line carries only an "[RO]" flag).
+  std::ifstream log(kData + "/nccl/h200-one-gpu-socket.log");
+  ASSERT_TRUE(log.good());
+  const NcclTransport t = parse_nccl_debug_log(log);
+  EXPECT_EQ(t.network, "Socket");
+  ASSERT_EQ(t.nics.size(), 1u);
+  EXPECT_EQ(t.nics[0], "eth0:192.0.2.2<0>");
+  EXPECT_FALSE(socket_fallback_error(t, 1, "rank 0").has_value());
+  EXPECT_TRUE(socket_fallback_error(t, 4, "rank 0").has_value());
+}
