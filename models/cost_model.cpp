@@ -48,7 +48,9 @@ double CostModel::gemm_rate_tflops(double m, double n, double k) const {
       const LogShape& p = log_table_[i];
       if (pass == 0 && p.misaligned != want) continue;
       const double d = std::fabs(lm - p.lm) + std::fabs(ln - p.ln) + std::fabs(lk - p.lk);
-      if (d < best_d) { best_d = d; best = i; }
+      // Equidistant shapes (a power of two between two measured ones) tie; the first measured wins,
+      // whatever the last bit of the logarithms says.
+      if (d < best_d - 1e-9) { best_d = d; best = i; }
     }
   return (*table_)[best].tflops * table_scale_;
 }
