@@ -41,18 +41,31 @@ double CostModel::gemm_rate_tflops(double m, double n, double k) const {
   }
   const bool want = misaligned(m, n, k);
   const double lm = std::log(m), ln = std::log(n), lk = std::log(k);
-  std::size_t best = log_table_.size();
-  double best_d = 1e300;
-  for (int pass = 0; pass < 2 && best == log_table_.size(); ++pass)
+  // Nearest measured shape; shapes equally near (a power of two between two measured ones, up to the
+  // last bits of the logarithms) share the query: their times are averaged, i.e. the harmonic mean
+  // of their rates, rather than letting rounding pick one.
+  constexpr double kTie = 1e-9;
+  for (int pass = 0; pass < 2; ++pass) {
+    double best_d = 1e300;
+    for (const LogShape& p : log_table_) {
+      if (pass == 0 && p.misaligned != want) continue;
+      best_d = std::min(best_d, std::fabs(lm - p.lm) + std::fabs(ln - p.ln) + std::fabs(lk - p.lk));
+    }
+    if (best_d == 1e300) continue;
+    double inv = 0;
+    int ties = 0;
     for (std::size_t i = 0; i < log_table_.size(); ++i) {
       const LogShape& p = log_table_[i];
       if (pass == 0 && p.misaligned != want) continue;
-      const double d = std::fabs(lm - p.lm) + std::fabs(ln - p.ln) + std::fabs(lk - p.lk);
-      // Equidistant shapes (a power of two between two measured ones) tie; the first measured wins,
-      // whatever the last bit of the logarithms says.
-      if (d < best_d - 1e-9) { best_d = d; best = i; }
+      if (std::fabs(lm - p.lm) + std::fabs(ln - p.ln) + std::fabs(lk - p.lk) <= best_d + kTie) {
+        inv += 1.0 / (*table_)[i].tflops;
+        ++ties;
+      }
     }
-  return (*table_)[best].tflops * table_scale_;
+    return ties / inv * table_scale_;
+  }
+  TRAINSIM_ASSERT(false, "GEMM table is empty");
+  return 0.0;
 }
 
 double CostModel::gemm_time_s(double m, double n, double k) const {

@@ -84,3 +84,15 @@ TEST(Profiles, MisalignedShapesOnlyMatchMisalignedMeasurements) {
   EXPECT_DOUBLE_EQ(c.gemm_rate_tflops(4096, 49152, 4096), 500);
   EXPECT_DOUBLE_EQ(c.gemm_rate_tflops(8192, 50257, 2048), 100);
 }
+
+TEST(Profiles, EquidistantMeasuredShapesShareTheQuery) {
+  // n = 8192 lies exactly between measured n = 4096 and n = 16384 in log space: the time is the
+  // average of the two shapes' times, i.e. the harmonic mean of 400 and 600 TFLOP/s = 480.
+  HardwareProfile hp = load_hardware_profile("test-gpu", kData);
+  hp.gemm["bf16"] = {{4096, 4096, 4096, 400}, {4096, 16384, 4096, 600}, {1024, 1024, 1024, 100}};
+  const CostModel c(hp, Precision::bf16);
+  EXPECT_NEAR(c.gemm_rate_tflops(4096, 8192, 4096), 480.0, 1e-9);
+  // Off the midpoint the nearer shape alone counts.
+  EXPECT_DOUBLE_EQ(c.gemm_rate_tflops(4096, 6000, 4096), 400);
+  EXPECT_DOUBLE_EQ(c.gemm_rate_tflops(4096, 12000, 4096), 600);
+}

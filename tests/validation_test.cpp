@@ -2,6 +2,8 @@
 // again with the current model and the committed profile, and compared with its measurement.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -49,6 +51,9 @@ TEST(Validation, H200OneGpuRunsWithinFivePercentMedian) {
     }
   }
   ASSERT_GE(time_err.size(), 10u);
+  std::printf("[ info ] %zu runs: median |error| step time %.2f%%, memory peak %.2f%%; max %.1f%%, %.1f%%\n", time_err.size(),
+              100 * median(time_err), 100 * median(mem_err), 100 * *std::max_element(time_err.begin(), time_err.end()),
+              100 * *std::max_element(mem_err.begin(), mem_err.end()));
   EXPECT_LE(median(time_err), 0.05) << "median step-time error";
   EXPECT_LE(median(mem_err), 0.05) << "median memory-peak error";
   // No single run may be off by more than a quarter.
