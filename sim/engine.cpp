@@ -14,6 +14,7 @@ struct Event {
   double time;
   std::uint64_t seq;
   TaskId task;
+  std::uint32_t version;
   bool operator>(const Event& o) const { return time != o.time ? time > o.time : seq > o.seq; }
 };
 }  // namespace
@@ -34,11 +35,34 @@ LinkId Engine::add_link(double capacity_Bps) {
   return static_cast<LinkId>(link_capacity_.size() - 1);
 }
 
+ProcessorId Engine::add_processor() {
+  processors_.emplace_back();
+  return static_cast<ProcessorId>(processors_.size() - 1);
+}
+
+double Engine::Processor::speed() const {
+  double s = 0;
+  for (double x : active_slowdowns) s = std::max(s, x);
+  return 1.0 / (1.0 + s);
+}
+
+void Engine::add_interference(TaskId task, ProcessorId p, double slowdown) {
+  if (p < 0 || p >= static_cast<ProcessorId>(processors_.size())) throw std::invalid_argument("unknown processor");
+  if (!(slowdown >= 0)) throw std::invalid_argument("slowdown must not be negative");
+  Task& t = tasks_[task];
+  if (t.interf_end != static_cast<std::int32_t>(interf_.size()))
+    throw std::logic_error("interference of a task must be added together, right after its flows");
+  interf_.push_back({p, slowdown});
+  t.interf_end = static_cast<std::int32_t>(interf_.size());
+}
+
 TaskId Engine::add_task(const TaskSpec& spec) {
   if (spec.duration_s < 0) throw std::invalid_argument("task duration must not be negative");
+  if (spec.processor >= static_cast<ProcessorId>(processors_.size())) throw std::invalid_argument("unknown processor");
   Task t;
   t.spec = spec;
   t.flows_begin = t.flows_end = static_cast<std::int32_t>(flows_.size());
+  t.interf_begin = t.interf_end = static_cast<std::int32_t>(interf_.size());
   tasks_.push_back(t);
   const TaskId id = static_cast<TaskId>(tasks_.size() - 1);
   if (spec.stream >= 0) {
@@ -154,14 +178,59 @@ void Engine::run() {
     return rate_[ai] > 0 ? since_[ai] + remaining_[ai] / rate_[ai] : kInf;
   };
 
+  // A processor's speed changed at `now`: every fixed phase running on it is rescheduled.
+  auto respeed = [&](ProcessorId p) {
+    Processor& pr = processors_[p];
+    const double rate = pr.speed();
+    for (TaskId id : pr.running) {
+      Task& t = tasks_[id];
+      if (rate == t.work_rate) continue;
+      t.work_left = std::max(0.0, t.work_left - t.work_rate * (now - t.work_since));
+      t.work_since = now;
+      t.work_rate = rate;
+      heap.push({now + t.work_left / rate, seq++, id, ++t.version});
+    }
+  };
+  auto interfere = [&](const Task& t, bool on) {
+    for (std::int32_t i = t.interf_begin; i < t.interf_end; ++i) {
+      Processor& pr = processors_[interf_[i].processor];
+      if (on) {
+        pr.active_slowdowns.push_back(interf_[i].slowdown);
+      } else {
+        auto it = std::find(pr.active_slowdowns.begin(), pr.active_slowdowns.end(), interf_[i].slowdown);
+        pr.active_slowdowns.erase(it);
+      }
+      respeed(interf_[i].processor);
+    }
+  };
   auto schedule_start = [&](TaskId id) {
     Task& t = tasks_[id];
     t.start = now;
-    if (t.spec.duration_s > 0) {
-      heap.push({now + t.spec.duration_s, seq++, id});
+    if (t.interf_end > t.interf_begin) interfere(t, true);
+    if (t.spec.duration_s > 0 && t.spec.processor >= 0) {
+      Processor& pr = processors_[t.spec.processor];
+      t.work_left = t.spec.duration_s;
+      t.work_since = now;
+      t.work_rate = pr.speed();
+      t.proc_slot = static_cast<std::int32_t>(pr.running.size());
+      pr.running.push_back(id);
+      heap.push({now + t.work_left / t.work_rate, seq++, id, t.version});
+    } else if (t.spec.duration_s > 0) {
+      heap.push({now + t.spec.duration_s, seq++, id, t.version});
     } else {
       ready.push_back(id);  // latency phase is empty: go straight to flows or completion
     }
+  };
+  // The fixed phase of `id` is over: it leaves its processor.
+  auto leave_processor = [&](TaskId id) {
+    Task& t = tasks_[id];
+    if (t.proc_slot < 0) return;
+    auto& run = processors_[t.spec.processor].running;
+    const TaskId last = run.back();
+    run[t.proc_slot] = last;
+    tasks_[last].proc_slot = t.proc_slot;
+    run.pop_back();
+    t.proc_slot = -1;
   };
   // Moves a task past its fixed phase: starts its flows, or completes it.
   auto after_fixed = [&](TaskId id, std::vector<TaskId>& completed) {
@@ -195,6 +264,7 @@ void Engine::run() {
   auto finish_task = [&](TaskId id) {
     Task& t = tasks_[id];
     t.finish = now;
+    if (t.interf_end > t.interf_begin) interfere(t, false);
     makespan_ = std::max(makespan_, now);
     ++done;
     ++events_;
@@ -240,9 +310,11 @@ void Engine::run() {
     if (next == kInf) break;
     now = next;
     while (!heap.empty() && heap.top().time <= now) {
-      const TaskId id = heap.top().task;
+      const Event ev = heap.top();
       heap.pop();
-      after_fixed(id, completed);
+      if (ev.version != tasks_[ev.task].version) continue;  // rescheduled by a speed change
+      leave_processor(ev.task);
+      after_fixed(ev.task, completed);
     }
     if (now < flow_next) continue;
     // Flows that have delivered their bytes (relative tolerance against rounding), or whose rest

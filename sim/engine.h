@@ -15,6 +15,7 @@ namespace trainsim::sim {
 using TaskId = std::int32_t;
 using StreamId = std::int32_t;
 using LinkId = std::int32_t;
+using ProcessorId = std::int32_t;
 
 struct TaskSpec {
   StreamId stream = -1;      // in-order executor; -1 runs as soon as its dependencies are done
@@ -22,6 +23,7 @@ struct TaskSpec {
   std::int32_t label = 0;    // caller's name index, for traces
   std::int16_t category = 0; // caller's category, for breakdowns
   std::int32_t lane = 0;     // caller's grouping (rank), for traces and breakdowns
+  ProcessorId processor = -1;  // the fixed work runs on this processor, at its current speed
 };
 
 struct Flow {
@@ -33,6 +35,12 @@ class Engine {
  public:
   StreamId add_stream();
   LinkId add_link(double capacity_Bps);
+  // A processor runs the fixed work of its tasks at speed 1, or at 1/(1 + slowdown) while any task
+  // interfering with it is running (a GEMM sharing its GPU with communication kernels).
+  ProcessorId add_processor();
+  // While `task` runs (from its start to its finish), `p` is slowed by `slowdown` (the largest
+  // slowdown among its running interferers applies).
+  void add_interference(TaskId task, ProcessorId p, double slowdown);
   TaskId add_task(const TaskSpec& spec);
   // `before` must finish before `after` starts. Tasks on one stream are also ordered by creation.
   void add_dependency(TaskId before, TaskId after);
@@ -65,6 +73,16 @@ class Engine {
     TaskId binding = -1;
     double ready_at = 0;
     double start = -1, finish = -1;
+    std::int32_t interf_begin = 0, interf_end = 0;  // range in interf_
+    // Fixed work on a processor: what is left as of work_since, at work_rate; events carry the
+    // version they were scheduled under, and a speed change makes older ones stale.
+    double work_left = 0, work_since = 0, work_rate = 1;
+    std::uint32_t version = 0;
+    std::int32_t proc_slot = -1;
+  };
+  struct Interference {
+    ProcessorId processor;
+    double slowdown;
   };
   struct Edge {
     TaskId to;
@@ -97,6 +115,13 @@ class Engine {
   std::vector<std::int32_t> link_slot_, offset_, fill_, members_;
   std::vector<LinkId> touched_;
   std::vector<std::int32_t> link_flows_;  // active flows crossing each link
+  std::vector<Interference> interf_;
+  struct Processor {
+    std::vector<double> active_slowdowns;  // of the interfering tasks running now
+    std::vector<TaskId> running;           // tasks whose fixed work runs on it now
+    double speed() const;
+  };
+  std::vector<Processor> processors_;
 };
 
 }  // namespace trainsim::sim

@@ -275,6 +275,16 @@ class Builder {
   };
   std::vector<Gpu0Task> gpu0_tasks_;
   bool fuse_tp_ = false;  // one simulated member per TP group: TP traffic rides on the compute task
+  // Comm/compute interference: one processor per simulated GPU runs its compute queue's fixed work,
+  // slowed by the profile's measured GEMM slowdown while that GPU's communication tasks run. Without
+  // a measured slowdown there are no processors and compute runs at full speed.
+  double interference_ = 0;
+  std::vector<ProcessorId> proc_;  // by GPU id, -1 if none
+  void interfere(TaskId t, const std::vector<int>& gpus) {
+    if (interference_ <= 0) return;
+    for (int g : gpus)
+      if (proc_[g] >= 0) e_.add_interference(t, proc_[g], interference_);
+  }
   // Scratch for run_parts: the fused task's flows, one per distinct path.
   std::vector<CachedFlow> fused_flows_;
   std::vector<LinkId> fused_paths_;
@@ -356,6 +366,7 @@ TaskId Builder::compute_task(int gpu, double dur, int cat, const std::string& na
   spec.category = static_cast<std::int16_t>(cat);
   spec.lane = gpu;
   spec.label = label(name);
+  spec.processor = proc_[gpu];
   const TaskId t = e_.add_task(spec);
   lane_stream_.push_back(0);
   RankQueues& q = q_[gpu];
@@ -388,6 +399,7 @@ void Builder::run_parts(const std::vector<int>& gpus, std::initializer_list<Part
     spec.category = static_cast<std::int16_t>(parts.begin()->cat);
     spec.lane = g;
     spec.label = label(name);
+    spec.processor = proc_[g];
     Gpu0Task rec;
     rec.nparts = 0;
     fused_flows_.clear();
@@ -505,6 +517,8 @@ TaskId Builder::collective(const std::vector<int>& group, CollectiveKind kind, A
         const CachedFlow& cf = plan.flows[f];
         e_.add_flow(t, cf.bytes * bytes, plan.paths.data() + cf.path_begin, cf.path_end - cf.path_begin);
       }
+    // Communication kernels beside the compute queue slow its GEMMs down.
+    if (!on_compute_queue) interfere(t, members);
     if (prev >= 0) {
       e_.add_dependency(prev, t);
     } else {
@@ -716,6 +730,10 @@ StepResult Builder::run() {
     paths_ = std::make_unique<SymmetricPaths>(e_, sh, sim_gpus_);
   }
   q_.assign(sh.gpus(), RankQueues{});
+  interference_ = cost_.hardware().comm_compute_interference;
+  proc_.assign(sh.gpus(), -1);
+  if (interference_ > 0)
+    for (int g : sim_gpus_) proc_[g] = e_.add_processor();
   sim_index_.assign(sh.gpus(), -1);
   for (std::size_t i = 0; i < sim_gpus_.size(); ++i) {
     sim_index_[sim_gpus_[i]] = static_cast<int>(i);
@@ -761,6 +779,8 @@ StepResult Builder::run() {
             paths_->path(g, dst, 0, scratch_);
             e_.add_flow(t, act_bytes, scratch_.data(), static_cast<int>(scratch_.size()));
           }
+          if (paths_->simulated(dst) && dst != g) interfere(t, {g, dst});
+          else interfere(t, {g});
           e_.add_dependency(from, t);
           e_.add_dependency(t, to);
         };

@@ -85,3 +85,44 @@ TEST(Engine, CycleIsReported) {
   e.add_dependency(b, a);
   EXPECT_THROW(e.run(), std::logic_error);
 }
+
+TEST(Engine, InterferenceSlowsAProcessorWhileItsInterfererRuns) {
+  // 10 s of compute on a processor; an interfering task of 4 s (slowdown 1: half speed) starts at 0.
+  // During 0-4 the compute does 2 s of work, then the remaining 8 s at full speed: done at 12.
+  Engine e;
+  const ProcessorId p = e.add_processor();
+  TaskSpec c;
+  c.duration_s = 10.0;
+  c.processor = p;
+  const TaskId compute = e.add_task(c);
+  const TaskId comm = e.add_task(TaskSpec{-1, 4.0});
+  e.add_interference(comm, p, 1.0);
+  e.run();
+  EXPECT_NEAR(e.finish(comm), 4.0, 1e-12);
+  EXPECT_NEAR(e.finish(compute), 12.0, 1e-9);
+}
+
+TEST(Engine, InterferenceThatStartsLaterAndOverlappingInterferersTakeTheLargest) {
+  // Compute of 10 s from 0. Interferer A (slowdown 0.25) runs 2-6 after a 2 s task; B (slowdown
+  // 1.0) runs 3-5. Work done: 0-2 at 1 (2), 2-3 at 0.8 (0.8), 3-5 at 0.5 (1.0), 5-6 at 0.8 (0.8):
+  // 4.6 s of work by t = 6, the other 5.4 s at full speed: done at 11.4.
+  Engine e;
+  const ProcessorId p = e.add_processor();
+  TaskSpec c;
+  c.duration_s = 10.0;
+  c.processor = p;
+  const TaskId compute = e.add_task(c);
+  const TaskId wait2 = e.add_task(TaskSpec{-1, 2.0});
+  const TaskId wait3 = e.add_task(TaskSpec{-1, 3.0});
+  const TaskId a = e.add_task(TaskSpec{-1, 4.0});
+  e.add_interference(a, p, 0.25);
+  const TaskId b = e.add_task(TaskSpec{-1, 2.0});
+  e.add_interference(b, p, 1.0);
+  e.add_dependency(wait2, a);
+  e.add_dependency(wait3, b);
+  e.run();
+  EXPECT_NEAR(e.finish(a), 6.0, 1e-12);
+  EXPECT_NEAR(e.finish(b), 5.0, 1e-12);
+  EXPECT_NEAR(e.finish(compute), 11.4, 1e-9);
+  EXPECT_THROW(e.add_interference(a, 7, 0.1), std::invalid_argument);
+}

@@ -275,3 +275,34 @@ TEST(Step, SteadyStateMatchesSimulatingEveryMicroBatch) {
     EXPECT_NEAR(a.step.dp_bytes_per_gpu, b.step.dp_bytes_per_gpu, 1e-6 * b.step.dp_bytes_per_gpu + 1) << what;
   }
 }
+
+TEST(Step, CommComputeInterferenceSlowsOverlappedCompute) {
+  // With a measured GEMM slowdown f while NCCL runs beside it, the backward that overlaps the
+  // data-parallel buckets runs slower: the step grows, but by no more than f times the compute of
+  // the step (only overlapped compute is slowed). Without data parallelism nothing changes.
+  const ModelConfig m = *find_model_preset("gpt-350m");
+  HardwareProfile hw = load_hardware_profile("test-gpu", kData);
+  auto step = [&](double f, int dp) {
+    hw.comm_compute_interference = f;
+    const CostModel cost(hw, Precision::bf16);
+    StepInput in;
+    in.model = &m;
+    in.layout.dp = dp;
+    in.layout.micro_batch = 8;
+    in.global_batch = 8 * dp;
+    in.cost = &cost;
+    in.net.shape.nodes = 2;
+    in.net.shape.gpus_per_node = dp / 2 > 0 ? dp / 2 : 1;
+    in.net.shape.nics_per_node = 1;
+    in.net.shape.nvlink_Bps = 100e9;
+    in.net.shape.nic_Bps = 50e9;
+    if (dp == 1) in.net.shape.nodes = 1;
+    return simulate_step(in);
+  };
+  const StepResult base = step(0.0, 16), slowed = step(0.2, 16);
+  // Fast enough a network that backward, not the all-reduce, sets the pace.
+  ASSERT_LT(base.breakdown_s[kDpComm], 0.2 * base.step_time_s);
+  EXPECT_GT(slowed.step_time_s, base.step_time_s * 1.01);
+  EXPECT_LE(slowed.step_time_s - base.step_time_s, 0.2 * base.breakdown_s[kCompute] + 1e-9);
+  EXPECT_DOUBLE_EQ(step(0.2, 1).step_time_s, step(0.0, 1).step_time_s);
+}
