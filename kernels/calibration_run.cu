@@ -18,10 +18,14 @@
 
 namespace trainsim::gpu {
 
-bool cuda_available() {
+bool cuda_available() { return cuda_device_count() > 0; }
+
+int cuda_device_count() {
   int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
 }
+
+void use_device(int device) { TRAINSIM_CUDA(cudaSetDevice(device)); }
 
 namespace {
 

@@ -84,5 +84,7 @@ struct CalibrationPlan {
 // Runs every microbenchmark the visible GPUs allow. Throws std::runtime_error on a CUDA failure.
 Measurements run_calibration(const CalibrationPlan& plan);
 bool cuda_available();
+int cuda_device_count();
+void use_device(int device);  // for this host thread's later CUDA work
 
 }  // namespace trainsim::gpu

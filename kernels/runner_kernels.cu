@@ -1,5 +1,7 @@
 #include "runner_kernels.h"
 
+#include <vector>
+
 #include "cuda_compat.h"
 
 namespace trainsim::gpu {
@@ -308,5 +310,34 @@ void adam_update(float* w, float* m, float* v, const float* g, bf16* w16, size_t
   LAUNCH_ELEMS(adam_k, n, st, w, m, v, g, w16, n, lr);
 }
 void cast_to_bf16(const float* in, bf16* out, size_t n, cudaStream_t st) { LAUNCH_ELEMS(cast_k, n, st, in, out, n); }
+
+namespace {
+__global__ void checksum_k(const float* p, size_t n, double* partial) {
+  __shared__ double sh[256];
+  double acc = 0;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<size_t>(gridDim.x) * blockDim.x)
+    acc += p[i];
+  sh[threadIdx.x] = acc;
+  __syncthreads();
+  for (int w = blockDim.x / 2; w > 0; w /= 2) {
+    if (threadIdx.x < w) sh[threadIdx.x] += sh[threadIdx.x + w];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) partial[blockIdx.x] = sh[0];
+}
+}  // namespace
+
+double checksum(const float* p, size_t n, cudaStream_t st) {
+  constexpr int kBlocks = 512;
+  DeviceBuffer partial(kBlocks * sizeof(double));
+  checksum_k<<<kBlocks, 256, 0, st>>>(p, n, partial.get<double>());
+  TRAINSIM_KERNEL_CHECK();
+  std::vector<double> host(kBlocks);
+  TRAINSIM_CUDA(cudaMemcpyAsync(host.data(), partial.get(), kBlocks * sizeof(double), cudaMemcpyDeviceToHost, st));
+  TRAINSIM_CUDA(cudaStreamSynchronize(st));
+  double sum = 0;
+  for (double x : host) sum += x;
+  return sum;
+}
 
 }  // namespace trainsim::gpu

@@ -8,6 +8,7 @@
 
 #include "attention.h"
 #include "cuda_compat.h"
+#include "grad_comm.h"
 #include "lt_matmul.h"
 #include "runner_kernels.h"
 #include "timing.h"
@@ -51,10 +52,12 @@ struct LayerActs {
 RunnerResult run_gpt_training(const RunnerConfig& c) {
   const int L = c.layers, h = c.hidden, a = c.heads, d = h / a, f = c.ffn, V = c.vocab, s = c.seq, bsz = c.micro_batch;
   const int T = bsz * s;
+  const int dp = c.comm ? c.comm->size() : 1, replica = c.comm ? c.comm->rank() : 0;
   const size_t Th = static_cast<size_t>(T) * h, Tf = static_cast<size_t>(T) * f;
   const size_t S2 = static_cast<size_t>(bsz) * a * s * s;  // attention scores elements
-  cudaStream_t st;
+  cudaStream_t st, comm_st;
   TRAINSIM_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  TRAINSIM_CUDA(cudaStreamCreateWithFlags(&comm_st, cudaStreamNonBlocking));
   cublasHandle_t cb;
   if (cublasCreate(&cb) != CUBLAS_STATUS_SUCCESS) throw std::runtime_error("cublasCreate failed");
   cublasSetStream(cb, st);
@@ -189,7 +192,28 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
       add_inplace(dx, dtmp, Th, st);
     };
 
-    auto micro_step = [&](unsigned seed) {
+    // Data-parallel buckets: gradients of [pending_begin, pending_end) are final and not yet summed.
+    // The flat array holds wte, wpe, layers 0..L-1, final norm: backward finishes the final norm and
+    // layer L-1 first, the embeddings last, so every bucket is one contiguous range.
+    const size_t bucket_elems = std::max<size_t>(1, static_cast<size_t>(c.bucket_MB * 1e6 / 4));
+    size_t pending_begin = n, pending_end = n;
+    std::vector<cudaEvent_t> bucket_events;
+    int buckets = 0;
+    auto launch_bucket = [&](bool force) {
+      if (!c.comm || pending_begin >= pending_end) return;
+      if (!force && pending_end - pending_begin < bucket_elems) return;
+      if (buckets >= static_cast<int>(bucket_events.size())) {
+        bucket_events.emplace_back();
+        TRAINSIM_CUDA(cudaEventCreateWithFlags(&bucket_events.back(), cudaEventDisableTiming));
+      }
+      TRAINSIM_CUDA(cudaEventRecord(bucket_events[buckets], st));
+      TRAINSIM_CUDA(cudaStreamWaitEvent(comm_st, bucket_events[buckets], 0));
+      c.comm->all_reduce_sum(grad + pending_begin, pending_end - pending_begin, comm_st);
+      ++buckets;
+      pending_end = pending_begin;
+    };
+
+    auto micro_step = [&](unsigned seed, bool last) {
       embed_forward(tokens, Wp(wte), Wp(wpe), acts[0].x, emb_mask, T, h, s, seed * 1000, st);
       for (int l = 0; l < L; ++l) {
         LayerActs& x = keep_layers ? acts[l] : work;
@@ -200,7 +224,8 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
       }
       layernorm_forward(acts[L].x, Wp(lnf_g), Wp(lnf_b), lnf, meanf, rstdf, T, h, st);
       mm.gemm(false, true, T, V, h, lnf, Wp(wte), logits, false);
-      cross_entropy(logits, logits32, tokens, loss, T, V, 1.0f / (static_cast<float>(T) * c.microbatches), st);
+      // Mean over every token of the step, across replicas too: the summed gradients are the mean's.
+      cross_entropy(logits, logits32, tokens, loss, T, V, 1.0f / (static_cast<float>(T) * c.microbatches * dp), st);
       // Backward through the head (logits now hold d(logits)).
       mm.gemm(true, false, V, h, T, logits, lnf, Gp(wte), true, 1.0f, 1.0f);
       mm.gemm(false, false, T, h, V, logits, Wp(wte), dln, false);
@@ -216,20 +241,41 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
         } else {
           layer_backward(l, acts[l], acts[l].p, acts[l].pd, acts[l].pmask);
         }
+        if (last) {
+          pending_begin = lp[l].ln1_g;
+          launch_bucket(false);
+        }
       }
       embed_backward(dx, emb_mask, tokens, Gp(wte), Gp(wpe), T, h, s, st);
+      if (last) {
+        pending_begin = 0;
+        launch_bucket(true);
+      }
     };
 
     std::vector<float> step_ms, opt_ms;
-    cudaEvent_t e0, e1, e2;
+    cudaEvent_t e0, e1, e2, comm_done;
     TRAINSIM_CUDA(cudaEventCreate(&e0));
     TRAINSIM_CUDA(cudaEventCreate(&e1));
     TRAINSIM_CUDA(cudaEventCreate(&e2));
+    TRAINSIM_CUDA(cudaEventCreateWithFlags(&comm_done, cudaEventDisableTiming));
     const int total = c.warmup_steps + c.timed_steps;
     for (int step = 0; step < total; ++step) {
       TRAINSIM_CUDA(cudaMemsetAsync(loss, 0, 4, st));
       TRAINSIM_CUDA(cudaEventRecord(e0, st));
-      for (int mb = 0; mb < c.microbatches; ++mb) micro_step(seed_base++);
+      // Replica r runs micro-batches r*m .. r*m+m-1 of the step's dp*m (dropout seeds by that index).
+      for (int mb = 0; mb < c.microbatches; ++mb) {
+        pending_begin = pending_end = n;
+        buckets = 0;
+        micro_step(seed_base + static_cast<unsigned>(replica * c.microbatches + mb), mb == c.microbatches - 1);
+      }
+      seed_base += static_cast<unsigned>(dp * c.microbatches);
+      if (c.comm) {
+        // The optimizer waits for the last bucket.
+        TRAINSIM_CUDA(cudaEventRecord(comm_done, comm_st));
+        TRAINSIM_CUDA(cudaStreamWaitEvent(st, comm_done, 0));
+      }
+      r.buckets = buckets;
       TRAINSIM_CUDA(cudaEventRecord(e1, st));
       adam_update(master, mom, var, grad, W, n, 1e-4f, st);
       TRAINSIM_CUDA(cudaMemsetAsync(grad, 0, n * 4, st));
@@ -247,6 +293,7 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
         opt_ms.push_back(ms_opt);
       }
     }
+    r.param_checksum = checksum(master, n, st);
     size_t free_b = 0, total_b = 0;
     TRAINSIM_CUDA(cudaMemGetInfo(&free_b, &total_b));
     r.device_used_bytes = static_cast<double>(total_b - free_b);
@@ -261,9 +308,12 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
     cudaEventDestroy(e0);
     cudaEventDestroy(e1);
     cudaEventDestroy(e2);
+    cudaEventDestroy(comm_done);
+    for (auto ev : bucket_events) cudaEventDestroy(ev);
   }
   cublasDestroy(cb);
   cudaStreamDestroy(st);
+  cudaStreamDestroy(comm_st);
   return r;
 }
 

@@ -5,9 +5,17 @@
 // the backward pass with the chosen recompute policy; fp32 gradient accumulation over micro-batches;
 // mixed-precision Adam. Parameters, gradients, optimizer states and kept activations are really
 // allocated as the memory model accounts them.
+//
+// Data parallelism: with a GradComm of `size` replicas, each runs `microbatches` micro-batches of its
+// own (dropout seeds numbered so that the replicas together run exactly what one replica with
+// size x microbatches would), and in the last micro-batch's backward the fp32 gradients are summed
+// in buckets of `bucket_MB`, in reverse layer order, each launched on a communication stream as soon
+// as its layers' gradients are final, overlapping the rest of backward.
 #include <string>
 
 namespace trainsim::gpu {
+
+class GradComm;
 
 struct RunnerConfig {
   int layers = 0, hidden = 0, heads = 0, ffn = 0, vocab = 0, seq = 0;
@@ -16,6 +24,8 @@ struct RunnerConfig {
   int recompute = 0;     // 0 none, 1 selective (attention core), 2 full
   int warmup_steps = 2;
   int timed_steps = 5;
+  GradComm* comm = nullptr;  // data-parallel replicas; nullptr: one
+  double bucket_MB = 25;
 };
 
 struct RunnerResult {
@@ -24,8 +34,10 @@ struct RunnerResult {
   double optimizer_ms = 0;     // zeroing gradients + Adam, median
   double allocated_bytes = 0;  // everything the runner allocated
   double device_used_bytes = 0;  // total - free at the end of the last step (context, workspaces included)
-  double first_loss = 0, last_loss = 0;
+  double first_loss = 0, last_loss = 0;  // this replica's loss (each replica sees its own micro-batches)
   bool finite = false;
+  int buckets = 0;             // gradient buckets summed per step (data parallel)
+  double param_checksum = 0;   // sum of the fp32 master weights after the last step
 };
 
 // Throws std::runtime_error on CUDA errors, or when the model does not fit.

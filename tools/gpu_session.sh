@@ -31,6 +31,19 @@ for step in "$@"; do
       TRAINSIM_NCCL_LOG_DIR="$OUT" mpirun --allow-run-as-root --oversubscribe -np "$n" -x NCCL_NVLS_ENABLE -x TRAINSIM_NCCL_LOG_DIR \
         ./build-gpu/calibrate --across-nodes --quick --base models/hardware/h200-sxm.json --out "$OUT/h200-across-nodes.json" 2>&1 | tee "$OUT/across-nodes.log"
       log "calibrate --across-nodes exit ${PIPESTATUS[0]}" ;;
+    validate-dp)
+      # Data-parallel replicas under mpirun: one per GPU when there are enough, else sharing GPU 0
+      # (numerics only). Then the same scenario on one GPU.
+      n=${DP_RANKS:-2}
+      log "validate data parallel, $n ranks"
+      mpirun --allow-run-as-root --oversubscribe -np "$n" -x NCCL_NVLS_ENABLE \
+        ./build-gpu/planner validate scenarios/validate-data-parallel.json --json-out "$OUT/validation-dp.json" 2>&1 | tee "$OUT/validate-dp.log"
+      log "validate-dp exit ${PIPESTATUS[0]}" ;;
+    gpu-tests)
+      log "gpu tests"
+      cmake -S . -B build-gpu -DBUILD_TESTING=ON > /dev/null 2>&1 && cmake --build build-gpu -j"$(nproc)" --target gpu_tests > "$OUT/build-tests.log" 2>&1
+      ./build-gpu/gpu_tests 2>&1 | tail -25 | tee "$OUT/gpu-tests.log"
+      log "gpu tests exit ${PIPESTATUS[0]}" ;;
     validate)
       log "validate"
       ./build-gpu/planner validate scenarios/${VALIDATE:-validate-one-gpu}.json --json-out "$OUT/validation-h200.json" 2>&1 | tee "$OUT/validate.log"

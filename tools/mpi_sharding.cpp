@@ -90,7 +90,22 @@ Sharding mpi_start(int* argc, char*** argv) {
   g_started = true;
   MPI_Comm_rank(MPI_COMM_WORLD, &sh.rank);
   MPI_Comm_size(MPI_COMM_WORLD, &sh.size);
+  MPI_Comm local;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, sh.rank, MPI_INFO_NULL, &local);
+  MPI_Comm_rank(local, &sh.local_rank);
+  MPI_Comm_size(local, &sh.local_size);
+  MPI_Comm_free(&local);
   if (sh.size > 1) sh.gather = gather;
+  sh.broadcast = [](void* data, int bytes) { MPI_Bcast(data, bytes, MPI_BYTE, 0, MPI_COMM_WORLD); };
+  sh.all_reduce_sum = [](float* data, std::size_t count) {
+    // In chunks: MPI counts are ints.
+    for (std::size_t off = 0; off < count;) {
+      const int n = static_cast<int>(std::min<std::size_t>(count - off, 1u << 30));
+      MPI_Allreduce(MPI_IN_PLACE, data + off, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+      off += static_cast<std::size_t>(n);
+    }
+  };
+  sh.all_reduce_max = [](double* data, int count) { MPI_Allreduce(MPI_IN_PLACE, data, count, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD); };
   return sh;
 }
 

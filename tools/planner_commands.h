@@ -12,9 +12,15 @@ struct SearchResult;
 
 // Set by the program when it runs under MPI: which share of the candidates this process evaluates,
 // and how the shares come back together on rank 0 (which alone prints).
+// The MPI job the planner runs in (one process when not under mpirun): `search` shards candidates
+// over its ranks; `validate` runs one data-parallel replica per rank.
 struct Sharding {
   int rank = 0, size = 1;
+  int local_rank = 0, local_size = 1;  // among the ranks on this host
   std::function<void(const Scenario&, const std::vector<Candidate>&, SearchResult&, int keep)> gather;
+  std::function<void(void* data, int bytes)> broadcast;                // from rank 0
+  std::function<void(float* data, std::size_t count)> all_reduce_sum;  // host memory, in place
+  std::function<void(double* data, int count)> all_reduce_max;
 };
 
 struct PlannerOptions {

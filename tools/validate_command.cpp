@@ -15,6 +15,10 @@
 #include "text_report.h"
 
 #ifdef TRAINSIM_HAVE_CUDA
+#include <memory>
+#include <sstream>
+
+#include "grad_comm.h"
 #include "measurements.h"
 #include "step_runner.h"
 #endif
@@ -41,6 +45,186 @@ Scenario one_gpu(const Scenario& s, const ModelConfig& m) {
   return o;
 }
 
+gpu::RunnerConfig runner_config(const ModelConfig& m, const Layout& l, int microbatches, int timed_steps) {
+  gpu::RunnerConfig rc;
+  rc.layers = m.layers; rc.hidden = m.hidden; rc.heads = m.heads; rc.ffn = m.ffn_hidden; rc.vocab = m.vocab; rc.seq = m.seq_len;
+  rc.micro_batch = l.micro_batch;
+  rc.microbatches = microbatches;
+  rc.recompute = l.recompute == Recompute::none ? 0 : l.recompute == Recompute::selective ? 1 : 2;
+  rc.timed_steps = timed_steps;
+  rc.bucket_MB = l.bucket_MB;
+  return rc;
+}
+
+void write_record(const std::string& path, const json& doc) {
+  const std::string tmp = path + ".tmp";
+  const std::string text = doc.dump(1) + "\n";
+  std::FILE* f = std::fopen(tmp.c_str(), "w");
+  const bool ok = f && std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  if (f && std::fclose(f) != 0) std::remove(tmp.c_str());
+  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw InputError("--json-out " + path, "failed while writing the record");
+  }
+}
+
+std::string today() {
+  const std::time_t t = std::time(nullptr);
+  char date[32];
+  std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&t));
+  return date;
+}
+
+std::string percent(double x) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%+.1f%%", 100 * x);
+  return b;
+}
+
+// Under mpirun: one data-parallel replica per rank, one rank per GPU (NCCL), or several ranks
+// sharing a GPU (gradients summed through host memory with MPI: numerics only, no timing).
+// Rank 0 prints and records.
+int validate_data_parallel(const Scenario& s, const PlannerOptions& opt, std::ostream& out_all, std::ostream& progress_all) {
+  const Sharding& sh = opt.sharding;
+  const int dp = sh.size;
+  std::ostringstream sink;
+  std::ostream& out = sh.rank == 0 ? out_all : sink;
+  std::ostream& progress = sh.rank == 0 ? progress_all : sink;
+  const int devices = gpu::cuda_device_count();
+  const int device = sh.local_rank % devices;
+  const bool shared = sh.local_size > devices;
+  const int nodes = std::max(1, sh.size / sh.local_size);
+  gpu::use_device(device);
+  std::unique_ptr<gpu::GradComm> comm;
+  if (!shared) {
+    gpu::NcclId id{};
+    if (sh.rank == 0) id = gpu::new_nccl_id();
+    sh.broadcast(&id, static_cast<int>(sizeof id));
+    comm = gpu::make_nccl_grad_comm(id, dp, sh.rank, device);
+  } else {
+    comm = gpu::make_host_grad_comm(sh.rank, dp, sh.all_reduce_sum);
+  }
+  progress << "validate: " << dp << " data-parallel replicas on " << nodes << " node(s), "
+           << (shared ? std::to_string(sh.local_size) + " ranks sharing " + std::to_string(devices) +
+                            " GPU(s): gradients summed through host memory (MPI); numerics are checked, step times are "
+                            "not comparable and are not counted"
+                      : std::string("one GPU each, gradients summed with NCCL"))
+           << "; the scenario's cluster is scaled to " << nodes << " x " << sh.local_size << " GPUs, global batch "
+           << s.training.global_batch << "\n";
+  const ValidateSpec v = s.validate;
+  std::vector<ModelConfig> models = v.models.empty() ? std::vector<ModelConfig>{s.model} : v.models;
+  for (const auto& m : models)
+    if (m.family != Family::gpt)
+      throw InputError(s.file + ": validate.models", "the step runner implements gpt-family models; " + m.name + " is " + to_string(m.family));
+  const std::vector<int> mbs = v.micro_batch.empty() ? std::vector<int>{1, 2, 4, 8} : v.micro_batch;
+  const std::vector<Recompute> recs = v.recompute.empty() ? std::vector<Recompute>{Recompute::none, Recompute::selective, Recompute::full}
+                                                          : v.recompute;
+  const int top = opt.top > 0 ? opt.top : v.top;
+  json records = json::array();
+  std::vector<double> time_err, mem_err;
+  char line[480];
+  std::snprintf(line, sizeof line, "%-9s %-30s %11s %11s %7s %10s %10s %7s  %s\n", "model", "layout", "predicted", "measured",
+                "error", "mem pred", "mem meas", "error", "numerics");
+  out << line;
+  bool all_ok = true;
+  for (const auto& m : models) {
+    Scenario sc = s;
+    sc.model = m;
+    sc.cluster.nodes = {nodes};
+    sc.cluster.gpus_per_node = sh.local_size;
+    std::vector<Evaluation> cands;
+    for (int mb : mbs)
+      for (Recompute r : recs) {
+        Layout l = s.layout;
+        l.tp = l.pp = l.vpp = 1;
+        l.dp = dp;
+        l.zero = 0;
+        l.micro_batch = mb;
+        l.recompute = r;
+        l.compression = Compression{};
+        if (!layout_violation(m, l, s.training.global_batch, dp, sh.local_size).empty()) continue;
+        EvalOptions eo;
+        eo.simulate_if_oom = false;
+        Evaluation ev = evaluate(sc, l, nodes, eo);
+        if (ev.simulated) cands.push_back(std::move(ev));
+      }
+    std::sort(cands.begin(), cands.end(), [](const Evaluation& a, const Evaluation& b) { return a.tokens_per_s > b.tokens_per_s; });
+    if (static_cast<int>(cands.size()) > top) cands.resize(top);
+    bool reference_done = false;
+    for (const auto& ev : cands) {
+      const int micro = microbatches_per_step(ev.layout, s.training.global_batch);
+      gpu::RunnerConfig rc = runner_config(m, ev.layout, micro, v.timed_steps);
+      rc.comm = comm.get();
+      const gpu::RunnerResult rr = gpu::run_gpt_training(rc);
+      // Across replicas: the slowest step, the largest memory, the summed (global) loss, and whether
+      // every replica holds the same parameters after the same summed updates.
+      double mx[5] = {rr.step_ms, rr.device_used_bytes, rr.finite ? 0.0 : 1.0, rr.param_checksum, -rr.param_checksum};
+      sh.all_reduce_max(mx, 5);
+      float loss[2] = {static_cast<float>(rr.first_loss), static_cast<float>(rr.last_loss)};
+      sh.all_reduce_sum(loss, 2);
+      const bool finite = mx[2] == 0.0;
+      const bool agree = mx[3] == -mx[4];
+      // Reference: one replica running all dp x m micro-batches; the replicas' summed losses must
+      // match it (same micro-batches, same dropout seeds; fp32 sums in another order).
+      double ref[2] = {0, 0};
+      bool ref_ok = true;
+      if (!reference_done) {
+        if (sh.rank == 0) {
+          const gpu::RunnerResult r1 = gpu::run_gpt_training(runner_config(m, ev.layout, micro * dp, v.timed_steps));
+          ref[0] = r1.first_loss;
+          ref[1] = r1.last_loss;
+        }
+        sh.all_reduce_max(ref, 2);
+        ref_ok = std::fabs(loss[0] / ref[0] - 1.0) < 1e-4 && std::fabs(loss[1] / ref[1] - 1.0) < 1e-3;
+        reference_done = true;
+      }
+      const bool ok = finite && agree && ref_ok;
+      all_ok = all_ok && ok;
+      const double pred = ev.step.step_time_s, meas = mx[0] * 1e-3;
+      const double pmem = ev.memory.peak().peak_bytes, mmem = mx[1];
+      const double te = pred / meas - 1.0, me = pmem / mmem - 1.0;
+      if (ok && !shared) time_err.push_back(std::fabs(te));
+      if (ok) mem_err.push_back(std::fabs(me));
+      char lay[64];
+      std::snprintf(lay, sizeof lay, "dp%d mb%d x%d %s %gMB", dp, ev.layout.micro_batch, micro, to_string(ev.layout.recompute),
+                    ev.layout.bucket_MB);
+      std::string numerics = std::string(finite ? "finite" : "NOT FINITE") + (agree ? ", replicas agree" : ", REPLICAS DIFFER");
+      if (ref[0] != 0) numerics += ref_ok ? ", = 1 replica" : ", DIFFERS FROM 1 REPLICA";
+      std::snprintf(line, sizeof line, "%-9s %-30s %11s %11s %7s %10s %10s %7s  %s\n", m.name.c_str(), lay,
+                    format_seconds(pred).c_str(), shared ? "(shared)" : format_seconds(meas).c_str(),
+                    shared ? "-" : percent(te).c_str(), format_bytes(pmem).c_str(), format_bytes(mmem).c_str(),
+                    percent(me).c_str(), numerics.c_str());
+      out << line << std::flush;
+      json rec;
+      rec["model"] = m.name;
+      rec["layout"] = layout_to_json(ev.layout);
+      rec["replicas"] = dp;
+      rec["nodes"] = nodes;
+      rec["gradient_sum"] = shared ? "host memory (MPI), GPUs shared: timing not comparable" : "NCCL";
+      rec["microbatches"] = micro;
+      rec["global_batch"] = s.training.global_batch;
+      rec["predicted"] = {{"step_time_s", pred}, {"peak_bytes", pmem}, {"breakdown_s", result_to_json(sc, ev)["breakdown_s"]}};
+      rec["measured"] = {{"step_time_s", meas}, {"device_used_bytes", mmem}, {"buckets", rr.buckets}, {"finite", finite},
+                         {"replicas_agree", agree}, {"global_first_loss", loss[0]}, {"global_last_loss", loss[1]},
+                         {"timed_steps", rc.timed_steps}};
+      if (ref[0] != 0) rec["reference_one_replica"] = {{"first_loss", ref[0]}, {"last_loss", ref[1]}, {"matches", ref_ok}};
+      rec["error"] = shared ? json{{"peak_bytes", me}} : json{{"step_time", te}, {"peak_bytes", me}};
+      records.push_back(rec);
+    }
+  }
+  const double mt = median(time_err), mm = median(mem_err);
+  out << "\n" << records.size() << " runs: median |error| of step time "
+      << (shared ? std::string("not measured (shared GPU)") : percent(mt).substr(1)) << ", of memory peak " << percent(mm).substr(1)
+      << (all_ok ? "" : "; NUMERICS CHECK FAILED") << "\n";
+  if (opt.json && sh.rank == 0) {
+    json doc = {{"scenario", s.name}, {"hardware", s.hardware.name}, {"date", today()}, {"replicas", dp},
+                {"profile_provenance", {{"device", s.hardware.provenance.device}, {"date", s.hardware.provenance.date}}},
+                {"median_abs_error", {{"step_time", shared ? json(nullptr) : json(mt)}, {"peak_bytes", mm}}}, {"runs", records}};
+    write_record(opt.json_out, doc);
+  }
+  return all_ok ? 0 : 3;
+}
+
 }  // namespace
 #endif
 
@@ -65,6 +249,7 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
     std::fclose(probe);
     std::remove(tmp.c_str());
   }
+  if (opt.sharding.size > 1) return validate_data_parallel(s, opt, out, progress);
   const ValidateSpec v = s.validate;
   std::vector<ModelConfig> models = v.models.empty() ? std::vector<ModelConfig>{s.model} : v.models;
   for (const auto& m : models)
@@ -101,12 +286,7 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
     std::sort(cands.begin(), cands.end(), [](const Evaluation& a, const Evaluation& b) { return a.tokens_per_s > b.tokens_per_s; });
     if (static_cast<int>(cands.size()) > top) cands.resize(top);
     for (const auto& ev : cands) {
-      gpu::RunnerConfig rc;
-      rc.layers = m.layers; rc.hidden = m.hidden; rc.heads = m.heads; rc.ffn = m.ffn_hidden; rc.vocab = m.vocab; rc.seq = m.seq_len;
-      rc.micro_batch = ev.layout.micro_batch;
-      rc.microbatches = microbatches_per_step(ev.layout, s.training.global_batch);
-      rc.recompute = ev.layout.recompute == Recompute::none ? 0 : ev.layout.recompute == Recompute::selective ? 1 : 2;
-      rc.timed_steps = v.timed_steps;
+      gpu::RunnerConfig rc = runner_config(m, ev.layout, microbatches_per_step(ev.layout, s.training.global_batch), v.timed_steps);
       const auto t0 = std::chrono::steady_clock::now();
       const gpu::RunnerResult rr = gpu::run_gpt_training(rc);
       const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -139,20 +319,10 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
   std::snprintf(line, sizeof line, "\n%zu runs: median |error| of step time %.1f%%, of memory peak %.1f%%\n", time_err.size(), 100 * mt, 100 * mm);
   out << line;
   if (opt.json) {
-    const std::time_t t = std::time(nullptr);
-    char date[32];
-    std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&t));
-    json doc = {{"scenario", s.name}, {"hardware", s.hardware.name}, {"date", date},
+    json doc = {{"scenario", s.name}, {"hardware", s.hardware.name}, {"date", today()},
                 {"profile_provenance", {{"device", s.hardware.provenance.device}, {"date", s.hardware.provenance.date}}},
                 {"median_abs_error", {{"step_time", mt}, {"peak_bytes", mm}}}, {"runs", records}};
-    const std::string text = doc.dump(1) + "\n";
-    std::FILE* f = std::fopen(tmp.c_str(), "w");
-    const bool ok = f && std::fwrite(text.data(), 1, text.size(), f) == text.size();
-    if (f && std::fclose(f) != 0) std::remove(tmp.c_str());
-    if (!ok || std::rename(tmp.c_str(), opt.json_out.c_str()) != 0) {
-      std::remove(tmp.c_str());
-      throw InputError("--json-out " + opt.json_out, "failed while writing the record");
-    }
+    write_record(opt.json_out, doc);
   }
   return 0;
 #endif
