@@ -61,6 +61,14 @@ LtMatmul::Plan& LtMatmul::plan_for(const Key& k, const void* A, const void* B, v
   if (found == 0) throw std::runtime_error("cuBLASLt has no algorithm for a runner GEMM");
   p->algo = cands[0].algo;
   double best = 1e300;
+  // Timing runs the GEMM several times on the real output: with beta != 0 (gradient accumulation)
+  // each run would add to it again. C is saved first and put back after.
+  DeviceBuffer saved;
+  const size_t c_bytes = static_cast<size_t>(M) * N * (c32 ? 4 : 2);
+  if (accumulate && found > 1) {
+    saved = DeviceBuffer(c_bytes);
+    TRAINSIM_CUDA(cudaMemcpyAsync(saved.get(), C, c_bytes, cudaMemcpyDeviceToDevice, stream_));
+  }
   for (int i = 0; i < found && found > 1; ++i) {
     const double us = time_median_us(stream_, 1, 3, [&] {
       TRAINSIM_CUBLAS(cublasLtMatmul(handle_, p->op, &alpha, B, p->a, A, p->b, &beta, C, p->c, C, p->c, &cands[i].algo,
@@ -68,8 +76,11 @@ LtMatmul::Plan& LtMatmul::plan_for(const Key& k, const void* A, const void* B, v
     });
     if (us < best) { best = us; p->algo = cands[i].algo; }
   }
+  if (accumulate && found > 1) {
+    TRAINSIM_CUDA(cudaMemcpyAsync(C, saved.get(), c_bytes, cudaMemcpyDeviceToDevice, stream_));
+    TRAINSIM_CUDA(cudaStreamSynchronize(stream_));
+  }
   plans_[k] = p;
-  (void)accumulate;
   return *p;
 }
 

@@ -312,11 +312,11 @@ void adam_update(float* w, float* m, float* v, const float* g, bf16* w16, size_t
 void cast_to_bf16(const float* in, bf16* out, size_t n, cudaStream_t st) { LAUNCH_ELEMS(cast_k, n, st, in, out, n); }
 
 namespace {
-__global__ void checksum_k(const float* p, size_t n, double* partial) {
+__global__ void checksum_k(const float* p, size_t n, bool squares, double* partial) {
   __shared__ double sh[256];
   double acc = 0;
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<size_t>(gridDim.x) * blockDim.x)
-    acc += p[i];
+    acc += squares ? static_cast<double>(p[i]) * p[i] : p[i];
   sh[threadIdx.x] = acc;
   __syncthreads();
   for (int w = blockDim.x / 2; w > 0; w /= 2) {
@@ -327,10 +327,10 @@ __global__ void checksum_k(const float* p, size_t n, double* partial) {
 }
 }  // namespace
 
-double checksum(const float* p, size_t n, cudaStream_t st) {
+double checksum(const float* p, size_t n, cudaStream_t st, bool squares) {
   constexpr int kBlocks = 512;
   DeviceBuffer partial(kBlocks * sizeof(double));
-  checksum_k<<<kBlocks, 256, 0, st>>>(p, n, partial.get<double>());
+  checksum_k<<<kBlocks, 256, 0, st>>>(p, n, squares, partial.get<double>());
   TRAINSIM_KERNEL_CHECK();
   std::vector<double> host(kBlocks);
   TRAINSIM_CUDA(cudaMemcpyAsync(host.data(), partial.get(), kBlocks * sizeof(double), cudaMemcpyDeviceToHost, st));

@@ -276,6 +276,8 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
         TRAINSIM_CUDA(cudaStreamWaitEvent(st, comm_done, 0));
       }
       r.buckets = buckets;
+      // The first (warm-up) step's gradient, after the replicas' sum: what the update will use.
+      if (step == 0) r.first_grad_sq = checksum(grad, n, st, true);
       TRAINSIM_CUDA(cudaEventRecord(e1, st));
       adam_update(master, mom, var, grad, W, n, 1e-4f, st);
       TRAINSIM_CUDA(cudaMemsetAsync(grad, 0, n * 4, st));

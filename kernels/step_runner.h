@@ -38,6 +38,7 @@ struct RunnerResult {
   bool finite = false;
   int buckets = 0;             // gradient buckets summed per step (data parallel)
   double param_checksum = 0;   // sum of the fp32 master weights after the last step
+  double first_grad_sq = 0;    // squared norm of the first step's summed gradient, before the update
 };
 
 // Throws std::runtime_error on CUDA errors, or when the model does not fit.

@@ -63,7 +63,7 @@ TEST(GpuKernels, TopKWithErrorFeedbackConservesTheGradient) {
 TEST(GpuKernels, DataParallelBucketsCoverEveryGradientOnce) {
   // One replica with a host "all-reduce" that only counts: every gradient element must be summed
   // exactly once per step, in several buckets, and the training must match running without one
-  // (the identity sum changes nothing: same losses, same parameters).
+  // (the identity sum changes nothing).
   REQUIRE_GPU();
   RunnerConfig c;
   c.layers = 2; c.hidden = 128; c.heads = 4; c.ffn = 512; c.vocab = 512; c.seq = 64;
@@ -79,7 +79,9 @@ TEST(GpuKernels, DataParallelBucketsCoverEveryGradientOnce) {
   const int steps = c.warmup_steps + c.timed_steps;
   EXPECT_EQ(summed, params * steps);
   EXPECT_GE(dp.buckets, 3);
-  EXPECT_EQ(dp.first_loss, plain.first_loss);
-  EXPECT_EQ(dp.last_loss, plain.last_loss);
-  EXPECT_EQ(dp.param_checksum, plain.param_checksum);
+  // cuBLASLt autotunes each run's GEMM algorithms by timing, so two runs may sum in another order:
+  // equal to float rounding, not bitwise.
+  EXPECT_NEAR(dp.first_loss, plain.first_loss, 1e-5 * std::fabs(plain.first_loss));
+  EXPECT_NEAR(dp.last_loss, plain.last_loss, 1e-5 * std::fabs(plain.last_loss));
+  EXPECT_NEAR(dp.param_checksum, plain.param_checksum, 1e-7 * std::fabs(plain.param_checksum));
 }
