@@ -35,6 +35,12 @@ __global__ void dequantize_kernel(const signed char* __restrict__ q, const float
   if (i < n) x[i] = q[i] * scales[blockIdx.x];
 }
 
+__global__ void dequantize_add_kernel(const signed char* __restrict__ q, const float* __restrict__ scales, float* __restrict__ x,
+                                      size_t n) {
+  const size_t i = blockIdx.x * static_cast<size_t>(kQuantBlock) + threadIdx.x;
+  if (i < n) x[i] += q[i] * scales[blockIdx.x];
+}
+
 __global__ void sample_kernel(const float* __restrict__ g, const float* __restrict__ r, float* __restrict__ out, size_t n,
                               size_t stride, size_t count) {
   const size_t j = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
@@ -72,6 +78,13 @@ void int8_quantize(const float* x, signed char* q, float* scales, size_t n, cuda
 void int8_dequantize(const signed char* q, const float* scales, float* x, size_t n, cudaStream_t st) {
   const size_t blocks = (n + kQuantBlock - 1) / kQuantBlock;
   dequantize_kernel<<<static_cast<unsigned>(blocks), kQuantBlock, 0, st>>>(q, scales, x, n);
+  TRAINSIM_KERNEL_CHECK();
+}
+
+void int8_dequantize_add(const signed char* q, const float* scales, float* x, size_t n, cudaStream_t st) {
+  if (n == 0) return;
+  const unsigned blocks = static_cast<unsigned>((n + kQuantBlock - 1) / kQuantBlock);
+  dequantize_add_kernel<<<blocks, kQuantBlock, 0, st>>>(q, scales, x, n);
   TRAINSIM_KERNEL_CHECK();
 }
 

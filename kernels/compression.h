@@ -11,6 +11,8 @@ constexpr int kQuantBlock = 256;
 
 void int8_quantize(const float* x, signed char* q, float* scales, size_t n, cudaStream_t st);
 void int8_dequantize(const signed char* q, const float* scales, float* x, size_t n, cudaStream_t st);
+// x += dequantize(q): n a multiple of kQuantBlock.
+void int8_dequantize_add(const signed char* q, const float* scales, float* x, size_t n, cudaStream_t st);
 
 // Top-K with error feedback over n values: acc = grad + residual; values with |acc| >= threshold
 // are written to (values, indices) up to `capacity`, the rest stay in `residual`. The threshold is

@@ -198,6 +198,7 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
     const size_t bucket_elems = std::max<size_t>(1, static_cast<size_t>(c.bucket_MB * 1e6 / 4));
     size_t pending_begin = n, pending_end = n;
     std::vector<cudaEvent_t> bucket_events;
+    Int8AllReduce int8;
     int buckets = 0;
     auto launch_bucket = [&](bool force) {
       if (!c.comm || pending_begin >= pending_end) return;
@@ -208,7 +209,8 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
       }
       TRAINSIM_CUDA(cudaEventRecord(bucket_events[buckets], st));
       TRAINSIM_CUDA(cudaStreamWaitEvent(comm_st, bucket_events[buckets], 0));
-      c.comm->all_reduce_sum(grad + pending_begin, pending_end - pending_begin, comm_st);
+      if (c.int8_compression) int8.run(*c.comm, grad + pending_begin, pending_end - pending_begin, comm_st);
+      else c.comm->all_reduce_sum(grad + pending_begin, pending_end - pending_begin, comm_st);
       ++buckets;
       pending_end = pending_begin;
     };

@@ -26,6 +26,7 @@ struct RunnerConfig {
   int timed_steps = 5;
   GradComm* comm = nullptr;  // data-parallel replicas; nullptr: one
   double bucket_MB = 25;
+  bool int8_compression = false;  // buckets summed by an INT8 all-reduce (grad_comm.h)
 };
 
 struct RunnerResult {

@@ -1,7 +1,9 @@
 // GPU kernels against CPU references. Skipped (not failed) where no GPU is visible.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "compression.h"
@@ -71,7 +73,9 @@ TEST(GpuKernels, DataParallelBucketsCoverEveryGradientOnce) {
   c.bucket_MB = 0.1;
   const RunnerResult plain = run_gpt_training(c);
   std::size_t summed = 0;
-  auto comm = make_host_grad_comm(0, 1, [&](float*, std::size_t n) { summed += n; });
+  HostCollectives host;
+  host.all_reduce_sum = [&](float*, std::size_t n) { summed += n; };
+  auto comm = make_host_grad_comm(0, 1, host);
   c.comm = comm.get();
   const RunnerResult dp = run_gpt_training(c);
   const std::size_t h = c.hidden, f = c.ffn;
@@ -84,4 +88,29 @@ TEST(GpuKernels, DataParallelBucketsCoverEveryGradientOnce) {
   EXPECT_NEAR(dp.first_loss, plain.first_loss, 1e-5 * std::fabs(plain.first_loss));
   EXPECT_NEAR(dp.last_loss, plain.last_loss, 1e-5 * std::fabs(plain.last_loss));
   EXPECT_NEAR(dp.param_checksum, plain.param_checksum, 1e-7 * std::fabs(plain.param_checksum));
+}
+
+TEST(GpuKernels, Int8AllReduceOfOneReplicaIsTwoQuantisations) {
+  // One replica: the all-to-all and all-gather are copies, so the result is x quantised, summed
+  // (with nothing) and quantised again: within 2/254 of each block's largest value.
+  REQUIRE_GPU();
+  const std::size_t n = 100000;  // not a multiple of the block: the padding must quantise to zero
+  std::vector<float> x(n);
+  for (std::size_t i = 0; i < n; ++i) x[i] = std::sin(0.001f * i) * (1.0f + (i % 7));
+  DeviceBuffer d(n * sizeof(float));
+  TRAINSIM_CUDA(cudaMemcpy(d.get(), x.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+  HostCollectives host;
+  host.all_to_all = [](const void* s, void* r, std::size_t b) { std::memcpy(r, s, b); };
+  host.all_gather = [](const void* s, void* r, std::size_t b) { std::memcpy(r, s, b); };
+  auto comm = make_host_grad_comm(0, 1, host);
+  Int8AllReduce ar;
+  ar.run(*comm, d.get<float>(), n, nullptr);
+  TRAINSIM_CUDA(cudaDeviceSynchronize());
+  std::vector<float> y(n);
+  TRAINSIM_CUDA(cudaMemcpy(y.data(), d.get(), n * sizeof(float), cudaMemcpyDeviceToHost));
+  for (std::size_t b = 0; b < n; b += kQuantBlock) {
+    float amax = 0;
+    for (std::size_t i = b; i < std::min(n, b + kQuantBlock); ++i) amax = std::max(amax, std::fabs(x[i]));
+    for (std::size_t i = b; i < std::min(n, b + kQuantBlock); ++i) ASSERT_NEAR(y[i], x[i], 2.0f * amax / 254.0f + 1e-6f) << i;
+  }
 }

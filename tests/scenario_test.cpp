@@ -139,3 +139,12 @@ TEST(Scenario, LayoutOverridesFromTheCommandLine) {
   }
   EXPECT_THROW(apply_layout_overrides(Layout{}, "micro_batch=x", &dp_given), InputError);
 }
+
+TEST(Scenario, ValidateCompressionIsWhatTheRunnerImplements) {
+  const Scenario s = parse_scenario(base_with(R"("validate": { "compression": ["none", "int8"] })"), "s.json", kProfiles);
+  ASSERT_EQ(s.validate.compression.size(), 2u);
+  EXPECT_EQ(s.validate.compression[1].kind, Compression::Kind::int8);
+  const std::string e = error_of(base_with(R"("validate": { "compression": ["int8", "topk:0.01"] })"));
+  EXPECT_NE(e.find("validate.compression[1]"), std::string::npos) << e;
+  EXPECT_NE(e.find("\"int8\""), std::string::npos) << e;
+}

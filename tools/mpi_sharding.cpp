@@ -106,6 +106,12 @@ Sharding mpi_start(int* argc, char*** argv) {
     }
   };
   sh.all_reduce_max = [](double* data, int count) { MPI_Allreduce(MPI_IN_PLACE, data, count, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD); };
+  sh.all_to_all = [](const void* send, void* recv, std::size_t bytes) {
+    MPI_Alltoall(send, static_cast<int>(bytes), MPI_BYTE, recv, static_cast<int>(bytes), MPI_BYTE, MPI_COMM_WORLD);
+  };
+  sh.all_gather = [](const void* send, void* recv, std::size_t bytes) {
+    MPI_Allgather(send, static_cast<int>(bytes), MPI_BYTE, recv, static_cast<int>(bytes), MPI_BYTE, MPI_COMM_WORLD);
+  };
   return sh;
 }
 

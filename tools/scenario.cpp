@@ -213,6 +213,13 @@ Scenario parse_scenario(const std::string& text, const std::string& file, const 
         v.micro_batch = read_list<int>(*mbs, vf.path("micro_batch"), [](const json& x, const std::string& p) { return json_integer(x, p, 1, 1024); });
       if (const json* rs = vf.find("recompute"))
         v.recompute = read_list<Recompute>(*rs, vf.path("recompute"), [](const json& x, const std::string& p) { return parse_recompute(json_string(x, p), p); });
+      if (const json* cs = vf.find("compression")) {
+        v.compression = read_list<Compression>(*cs, vf.path("compression"), [](const json& x, const std::string& p) { return parse_compression(json_string(x, p), p); });
+        for (std::size_t i = 0; i < v.compression.size(); ++i)
+          if (v.compression[i].kind != Compression::Kind::none && v.compression[i].kind != Compression::Kind::int8)
+            throw InputError(vf.path("compression") + "[" + std::to_string(i) + "]",
+                             "the step runner implements \"none\" and \"int8\" gradient compression");
+      }
       v.top = vf.integer("top", 3, 1, 1000);
       v.timed_steps = vf.integer("timed_steps", 5, 1, 1000);
       vf.finish();

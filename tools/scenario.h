@@ -54,6 +54,7 @@ struct ValidateSpec {
   std::vector<ModelConfig> models;  // empty: the scenario's model
   std::vector<int> micro_batch;     // empty: 1, 2, 4, 8
   std::vector<Recompute> recompute; // empty: none, selective, full
+  std::vector<Compression> compression;  // data-parallel runs only; empty: none
   int top = 3;
   int timed_steps = 5;
 };
