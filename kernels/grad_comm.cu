@@ -26,6 +26,9 @@ class NcclGradComm : public GradComm {
   void all_reduce_sum(float* buf, std::size_t count, void* stream) override {
     TRAINSIM_NCCL(ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, comm_, static_cast<cudaStream_t>(stream)));
   }
+  void reduce_scatter_sum(const float* send, float* recv, std::size_t count, void* stream) override {
+    TRAINSIM_NCCL(ncclReduceScatter(send, recv, count, ncclFloat, ncclSum, comm_, static_cast<cudaStream_t>(stream)));
+  }
   void all_to_all(const void* send, void* recv, std::size_t bytes, void* stream) override {
     auto st = static_cast<cudaStream_t>(stream);
     TRAINSIM_NCCL(ncclGroupStart());
@@ -57,6 +60,16 @@ class HostGradComm : public GradComm {
     TRAINSIM_CUDA(cudaStreamSynchronize(st));
     h_.all_reduce_sum(host_.data(), count);
     TRAINSIM_CUDA(cudaMemcpyAsync(buf, host_.data(), count * sizeof(float), cudaMemcpyHostToDevice, st));
+    TRAINSIM_CUDA(cudaStreamSynchronize(st));
+  }
+  void reduce_scatter_sum(const float* send, float* recv, std::size_t count, void* stream) override {
+    auto st = static_cast<cudaStream_t>(stream);
+    host_.resize(count * size_);
+    TRAINSIM_CUDA(cudaMemcpyAsync(host_.data(), send, count * size_ * sizeof(float), cudaMemcpyDeviceToHost, st));
+    TRAINSIM_CUDA(cudaStreamSynchronize(st));
+    std::vector<float> mine(count);
+    h_.reduce_scatter_sum(host_.data(), mine.data(), count);
+    TRAINSIM_CUDA(cudaMemcpyAsync(recv, mine.data(), count * sizeof(float), cudaMemcpyHostToDevice, st));
     TRAINSIM_CUDA(cudaStreamSynchronize(st));
   }
   void all_to_all(const void* send, void* recv, std::size_t bytes, void* stream) override {

@@ -20,6 +20,9 @@ class GradComm {
   // Sums `count` floats at device address `buf` across replicas, in place, on `stream` (a
   // cudaStream_t) after the work already queued there.
   virtual void all_reduce_sum(float* buf, std::size_t count, void* stream) = 0;
+  // Sums `count` x size floats at `send` across replicas; rank r gets block r at `recv` (which may be
+  // send + r * count: in place).
+  virtual void reduce_scatter_sum(const float* send, float* recv, std::size_t count, void* stream) = 0;
   // Rank r's block j (`bytes` each, device memory) goes to rank j's block r.
   virtual void all_to_all(const void* send, void* recv, std::size_t bytes, void* stream) = 0;
   // Every rank's block (`bytes`) lands at recv + rank * bytes on every rank.
@@ -29,6 +32,7 @@ class GradComm {
 // Host-side collectives for replicas that share a GPU (MPI through host memory).
 struct HostCollectives {
   std::function<void(float*, std::size_t)> all_reduce_sum;
+  std::function<void(const float*, float*, std::size_t)> reduce_scatter_sum;  // count per rank
   std::function<void(const void*, void*, std::size_t)> all_to_all;  // bytes per rank
   std::function<void(const void*, void*, std::size_t)> all_gather;  // bytes per rank
 };

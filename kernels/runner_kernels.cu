@@ -312,11 +312,15 @@ void adam_update(float* w, float* m, float* v, const float* g, bf16* w16, size_t
 void cast_to_bf16(const float* in, bf16* out, size_t n, cudaStream_t st) { LAUNCH_ELEMS(cast_k, n, st, in, out, n); }
 
 namespace {
-__global__ void checksum_k(const float* p, size_t n, bool squares, double* partial) {
+template <class T>
+__global__ void checksum_k(const T* p, size_t n, bool squares, double* partial) {
   __shared__ double sh[256];
   double acc = 0;
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<size_t>(gridDim.x) * blockDim.x)
-    acc += squares ? static_cast<double>(p[i]) * p[i] : p[i];
+  {
+    const double x = static_cast<double>(static_cast<float>(p[i]));
+    acc += squares ? x * x : x;
+  }
   sh[threadIdx.x] = acc;
   __syncthreads();
   for (int w = blockDim.x / 2; w > 0; w /= 2) {
@@ -327,7 +331,9 @@ __global__ void checksum_k(const float* p, size_t n, bool squares, double* parti
 }
 }  // namespace
 
-double checksum(const float* p, size_t n, cudaStream_t st, bool squares) {
+namespace {
+template <class T>
+double checksum_impl(const T* p, size_t n, cudaStream_t st, bool squares) {
   constexpr int kBlocks = 512;
   DeviceBuffer partial(kBlocks * sizeof(double));
   checksum_k<<<kBlocks, 256, 0, st>>>(p, n, squares, partial.get<double>());
@@ -339,5 +345,9 @@ double checksum(const float* p, size_t n, cudaStream_t st, bool squares) {
   for (double x : host) sum += x;
   return sum;
 }
+}  // namespace
+
+double checksum(const float* p, size_t n, cudaStream_t st, bool squares) { return checksum_impl(p, n, st, squares); }
+double checksum(const bf16* p, size_t n, cudaStream_t st) { return checksum_impl(p, n, st, false); }
 
 }  // namespace trainsim::gpu

@@ -79,25 +79,62 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
       p.w2 = place(static_cast<size_t>(f) * h); p.b2 = place(h);
     }
     const size_t lnf_g = place(h), lnf_b = place(h);
+    // Gradient buckets, in the order backward completes them (see launch_bucket below): the layers
+    // from the last, closing a bucket once it holds bucket_MB, then the rest with the embeddings.
+    const size_t bucket_elems = std::max<size_t>(1, static_cast<size_t>(c.bucket_MB * 1e6 / 4));
+    std::vector<std::pair<size_t, size_t>> bucket_ranges;
+    {
+      size_t pe = n;
+      for (int l = L - 1; l >= 0; --l)
+        if (pe - lp[l].ln1_g >= bucket_elems) { bucket_ranges.push_back({lp[l].ln1_g, pe}); pe = lp[l].ln1_g; }
+      if (pe > 0) bucket_ranges.push_back({0, pe});
+    }
+    // ZeRO-1: this replica's share of each bucket (an equal block per replica; the few elements
+    // left over are all-reduced and updated by every replica).
+    const bool zero1 = c.zero == 1 && c.comm && dp > 1;
+    struct Owned { size_t off, len; };
+    std::vector<Owned> owned;
+    size_t shard = n;
+    if (zero1) {
+      shard = 0;
+      for (auto [b, e] : bucket_ranges) {
+        const size_t sh = (e - b) / dp, rem = (e - b) - sh * dp;
+        if (sh) owned.push_back({b + replica * sh, sh});
+        if (rem) owned.push_back({b + dp * sh, rem});
+      }
+      for (const auto& o : owned) shard += o.len;
+    }
     bf16* W = arena.take<bf16>(n);
-    float* master = arena.take<float>(n);
-    float* mom = arena.take<float>(n);
-    float* var = arena.take<float>(n);
+    float* master = arena.take<float>(shard);
+    float* mom = arena.take<float>(shard);
+    float* var = arena.take<float>(shard);
     float* grad = arena.take<float>(n);
-    // Initialisation: N(0, 0.02)-like uniform weights, LayerNorm gains 1 and biases 0.
-    fill_random_f32(master, n, 1234, 0.02f * std::sqrt(3.0f), st);
+    // Initialisation: N(0, 0.02)-like uniform weights, LayerNorm gains 1 and biases 0 (into a
+    // temporary full copy under ZeRO-1, whose owned slices become the master shard).
+    DeviceBuffer init_full(zero1 ? n * 4 : 0);
+    float* init = zero1 ? init_full.get<float>() : master;
+    fill_random_f32(init, n, 1234, 0.02f * std::sqrt(3.0f), st);
     std::vector<float> ones(std::max(h, f), 1.0f), zeros(std::max(3 * h, f), 0.0f);
     auto set = [&](size_t off, const std::vector<float>& v, size_t count) {
-      TRAINSIM_CUDA(cudaMemcpyAsync(master + off, v.data(), count * 4, cudaMemcpyHostToDevice, st));
+      TRAINSIM_CUDA(cudaMemcpyAsync(init + off, v.data(), count * 4, cudaMemcpyHostToDevice, st));
     };
     for (auto& p : lp) {
       set(p.ln1_g, ones, h); set(p.ln1_b, zeros, h); set(p.ln2_g, ones, h); set(p.ln2_b, zeros, h);
       set(p.bqkv, zeros, 3 * h); set(p.bo, zeros, h); set(p.b1, zeros, f); set(p.b2, zeros, h);
     }
     set(lnf_g, ones, h); set(lnf_b, zeros, h);
-    TRAINSIM_CUDA(cudaMemsetAsync(mom, 0, n * 4, st));
-    TRAINSIM_CUDA(cudaMemsetAsync(var, 0, n * 4, st));
-    cast_to_bf16(master, W, n, st);
+    TRAINSIM_CUDA(cudaMemsetAsync(mom, 0, shard * 4, st));
+    TRAINSIM_CUDA(cudaMemsetAsync(var, 0, shard * 4, st));
+    cast_to_bf16(init, W, n, st);
+    if (zero1) {
+      size_t so = 0;
+      for (const auto& o : owned) {
+        TRAINSIM_CUDA(cudaMemcpyAsync(master + so, init + o.off, o.len * 4, cudaMemcpyDeviceToDevice, st));
+        so += o.len;
+      }
+      TRAINSIM_CUDA(cudaStreamSynchronize(st));
+      init_full = DeviceBuffer();
+    }
 
     // Activations kept for backward, per layer (or only the layer inputs under full recompute).
     const bool keep_scores = c.recompute == 0, keep_layers = c.recompute != 2;
@@ -195,7 +232,6 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
     // Data-parallel buckets: gradients of [pending_begin, pending_end) are final and not yet summed.
     // The flat array holds wte, wpe, layers 0..L-1, final norm: backward finishes the final norm and
     // layer L-1 first, the embeddings last, so every bucket is one contiguous range.
-    const size_t bucket_elems = std::max<size_t>(1, static_cast<size_t>(c.bucket_MB * 1e6 / 4));
     size_t pending_begin = n, pending_end = n;
     std::vector<cudaEvent_t> bucket_events;
     Int8AllReduce int8;
@@ -209,8 +245,18 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
       }
       TRAINSIM_CUDA(cudaEventRecord(bucket_events[buckets], st));
       TRAINSIM_CUDA(cudaStreamWaitEvent(comm_st, bucket_events[buckets], 0));
-      if (c.int8_compression) int8.run(*c.comm, grad + pending_begin, pending_end - pending_begin, comm_st);
-      else c.comm->all_reduce_sum(grad + pending_begin, pending_end - pending_begin, comm_st);
+      if (buckets >= static_cast<int>(bucket_ranges.size()) || bucket_ranges[buckets] != std::make_pair(pending_begin, pending_end))
+        throw std::logic_error("step runner: gradient bucket differs from the planned layout");
+      const size_t len = pending_end - pending_begin;
+      if (zero1) {
+        const size_t sh = len / dp, rem = len - sh * dp;
+        if (sh) c.comm->reduce_scatter_sum(grad + pending_begin, grad + pending_begin + replica * sh, sh, comm_st);
+        if (rem) c.comm->all_reduce_sum(grad + pending_begin + dp * sh, rem, comm_st);
+      } else if (c.int8_compression) {
+        int8.run(*c.comm, grad + pending_begin, len, comm_st);
+      } else {
+        c.comm->all_reduce_sum(grad + pending_begin, len, comm_st);
+      }
       ++buckets;
       pending_end = pending_begin;
     };
@@ -281,7 +327,20 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
       // The first (warm-up) step's gradient, after the replicas' sum: what the update will use.
       if (step == 0) r.first_grad_sq = checksum(grad, n, st, true);
       TRAINSIM_CUDA(cudaEventRecord(e1, st));
-      adam_update(master, mom, var, grad, W, n, 1e-4f, st);
+      if (zero1) {
+        // Adam on this replica's share, then every replica's updated bf16 share to all.
+        size_t so = 0;
+        for (const auto& o : owned) {
+          adam_update(master + so, mom + so, var + so, grad + o.off, W + o.off, o.len, 1e-4f, st);
+          so += o.len;
+        }
+        for (auto [b, e] : bucket_ranges) {
+          const size_t sh = (e - b) / dp;
+          if (sh) c.comm->all_gather(W + b + replica * sh, W + b, sh * sizeof(bf16), st);
+        }
+      } else {
+        adam_update(master, mom, var, grad, W, n, 1e-4f, st);
+      }
       TRAINSIM_CUDA(cudaMemsetAsync(grad, 0, n * 4, st));
       TRAINSIM_CUDA(cudaEventRecord(e2, st));
       TRAINSIM_CUDA(cudaEventSynchronize(e2));
@@ -297,7 +356,7 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
         opt_ms.push_back(ms_opt);
       }
     }
-    r.param_checksum = checksum(master, n, st);
+    r.param_checksum = checksum(W, n, st);
     size_t free_b = 0, total_b = 0;
     TRAINSIM_CUDA(cudaMemGetInfo(&free_b, &total_b));
     r.device_used_bytes = static_cast<double>(total_b - free_b);

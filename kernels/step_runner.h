@@ -27,6 +27,10 @@ struct RunnerConfig {
   GradComm* comm = nullptr;  // data-parallel replicas; nullptr: one
   double bucket_MB = 25;
   bool int8_compression = false;  // buckets summed by an INT8 all-reduce (grad_comm.h)
+  // ZeRO-1 (with replicas): each bucket is reduce-scattered, each replica keeps the fp32 master
+  // weights and Adam moments of its share of every bucket only, updates that share, and the bf16
+  // weights are all-gathered bucket by bucket.
+  int zero = 0;
 };
 
 struct RunnerResult {
@@ -38,7 +42,7 @@ struct RunnerResult {
   double first_loss = 0, last_loss = 0;  // this replica's loss (each replica sees its own micro-batches)
   bool finite = false;
   int buckets = 0;             // gradient buckets summed per step (data parallel)
-  double param_checksum = 0;   // sum of the fp32 master weights after the last step
+  double param_checksum = 0;   // sum of the bf16 weights after the last step
   double first_grad_sq = 0;    // squared norm of the first step's summed gradient, before the update
 };
 

@@ -147,4 +147,5 @@ TEST(Scenario, ValidateCompressionIsWhatTheRunnerImplements) {
   const std::string e = error_of(base_with(R"("validate": { "compression": ["int8", "topk:0.01"] })"));
   EXPECT_NE(e.find("validate.compression[1]"), std::string::npos) << e;
   EXPECT_NE(e.find("\"int8\""), std::string::npos) << e;
+  EXPECT_NE(error_of(base_with(R"("validate": { "zero": [0, 2] })")).find("validate.zero[1]"), std::string::npos);
 }

@@ -105,6 +105,9 @@ Sharding mpi_start(int* argc, char*** argv) {
       off += static_cast<std::size_t>(n);
     }
   };
+  sh.reduce_scatter_sum = [](const float* send, float* recv, std::size_t count) {
+    MPI_Reduce_scatter_block(send, recv, static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  };
   sh.all_reduce_max = [](double* data, int count) { MPI_Allreduce(MPI_IN_PLACE, data, count, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD); };
   sh.all_to_all = [](const void* send, void* recv, std::size_t bytes) {
     MPI_Alltoall(send, static_cast<int>(bytes), MPI_BYTE, recv, static_cast<int>(bytes), MPI_BYTE, MPI_COMM_WORLD);

@@ -20,6 +20,7 @@ struct Sharding {
   std::function<void(const Scenario&, const std::vector<Candidate>&, SearchResult&, int keep)> gather;
   std::function<void(void* data, int bytes)> broadcast;                // from rank 0
   std::function<void(float* data, std::size_t count)> all_reduce_sum;  // host memory, in place
+  std::function<void(const float* send, float* recv, std::size_t count)> reduce_scatter_sum;  // count per rank
   std::function<void(double* data, int count)> all_reduce_max;
   std::function<void(const void* send, void* recv, std::size_t bytes)> all_to_all;  // bytes per rank, host memory
   std::function<void(const void* send, void* recv, std::size_t bytes)> all_gather;

@@ -220,6 +220,12 @@ Scenario parse_scenario(const std::string& text, const std::string& file, const 
             throw InputError(vf.path("compression") + "[" + std::to_string(i) + "]",
                              "the step runner implements \"none\" and \"int8\" gradient compression");
       }
+      if (const json* zs = vf.find("zero"))
+        v.zero = read_list<int>(*zs, vf.path("zero"), [](const json& x, const std::string& p) {
+          const int z = json_integer(x, p, 0, 3);
+          if (z > 1) throw InputError(p, "the step runner implements ZeRO 0 and 1");
+          return z;
+        });
       v.top = vf.integer("top", 3, 1, 1000);
       v.timed_steps = vf.integer("timed_steps", 5, 1, 1000);
       vf.finish();

@@ -55,6 +55,7 @@ struct ValidateSpec {
   std::vector<int> micro_batch;     // empty: 1, 2, 4, 8
   std::vector<Recompute> recompute; // empty: none, selective, full
   std::vector<Compression> compression;  // data-parallel runs only; empty: none
+  std::vector<int> zero;                 // data-parallel runs only; empty: 0
   int top = 3;
   int timed_steps = 5;
 };

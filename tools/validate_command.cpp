@@ -102,7 +102,7 @@ int validate_data_parallel(const Scenario& s, const PlannerOptions& opt, std::os
     sh.broadcast(&id, static_cast<int>(sizeof id));
     comm = gpu::make_nccl_grad_comm(id, dp, sh.rank, device);
   } else {
-    comm = gpu::make_host_grad_comm(sh.rank, dp, gpu::HostCollectives{sh.all_reduce_sum, sh.all_to_all, sh.all_gather});
+    comm = gpu::make_host_grad_comm(sh.rank, dp, gpu::HostCollectives{sh.all_reduce_sum, sh.reduce_scatter_sum, sh.all_to_all, sh.all_gather});
   }
   progress << "validate: " << dp << " data-parallel replicas on " << nodes << " node(s), "
            << (shared ? std::to_string(sh.local_size) + " ranks sharing " + std::to_string(devices) +
@@ -121,6 +121,7 @@ int validate_data_parallel(const Scenario& s, const PlannerOptions& opt, std::os
                                                           : v.recompute;
   const int top = opt.top > 0 ? opt.top : v.top;
   const std::vector<Compression> comps = v.compression.empty() ? std::vector<Compression>{Compression{}} : v.compression;
+  const std::vector<int> zeros = v.zero.empty() ? std::vector<int>{0} : v.zero;
   json records = json::array();
   std::vector<double> time_err, mem_err;
   char line[480];
@@ -133,37 +134,42 @@ int validate_data_parallel(const Scenario& s, const PlannerOptions& opt, std::os
     sc.model = m;
     sc.cluster.nodes = {nodes};
     sc.cluster.gpus_per_node = sh.local_size;
-    // The best `top` layouts per compression setting.
+    // The best `top` layouts per compression setting and ZeRO stage (the runner's ZeRO-1 sums
+    // without compression).
     std::vector<Evaluation> cands;
-    for (const Compression& comp : comps) {
-      std::vector<Evaluation> these;
-      for (int mb : mbs)
-        for (Recompute r : recs) {
-          Layout l = s.layout;
-          l.tp = l.pp = l.vpp = 1;
-          l.dp = dp;
-          l.zero = 0;
-          l.micro_batch = mb;
-          l.recompute = r;
-          l.compression = comp;
-          if (!layout_violation(m, l, s.training.global_batch, dp, sh.local_size).empty()) continue;
-          EvalOptions eo;
-          eo.simulate_if_oom = false;
-          Evaluation ev = evaluate(sc, l, nodes, eo);
-          if (ev.simulated) these.push_back(std::move(ev));
-        }
-      std::sort(these.begin(), these.end(), [](const Evaluation& a, const Evaluation& b) { return a.tokens_per_s > b.tokens_per_s; });
-      if (static_cast<int>(these.size()) > top) these.resize(top);
-      cands.insert(cands.end(), these.begin(), these.end());
-    }
-    std::vector<Compression::Kind> referenced;
+    for (const Compression& comp : comps)
+      for (int z : zeros) {
+        if (z == 1 && comp.kind != Compression::Kind::none) continue;
+        std::vector<Evaluation> these;
+        for (int mb : mbs)
+          for (Recompute r : recs) {
+            Layout l = s.layout;
+            l.tp = l.pp = l.vpp = 1;
+            l.dp = dp;
+            l.zero = z;
+            l.micro_batch = mb;
+            l.recompute = r;
+            l.compression = comp;
+            if (!layout_violation(m, l, s.training.global_batch, dp, sh.local_size).empty()) continue;
+            EvalOptions eo;
+            eo.simulate_if_oom = false;
+            Evaluation ev = evaluate(sc, l, nodes, eo);
+            if (ev.simulated) these.push_back(std::move(ev));
+          }
+        std::sort(these.begin(), these.end(), [](const Evaluation& a, const Evaluation& b) { return a.tokens_per_s > b.tokens_per_s; });
+        if (static_cast<int>(these.size()) > top) these.resize(top);
+        cands.insert(cands.end(), these.begin(), these.end());
+      }
+    std::vector<std::pair<Compression::Kind, int>> referenced;
     for (const auto& ev : cands) {
       const bool int8 = ev.layout.compression.kind == Compression::Kind::int8;
-      const bool reference_done = std::find(referenced.begin(), referenced.end(), ev.layout.compression.kind) != referenced.end();
+      const auto ref_key = std::make_pair(ev.layout.compression.kind, ev.layout.zero);
+      const bool reference_done = std::find(referenced.begin(), referenced.end(), ref_key) != referenced.end();
       const int micro = microbatches_per_step(ev.layout, s.training.global_batch);
       gpu::RunnerConfig rc = runner_config(m, ev.layout, micro, v.timed_steps);
       rc.comm = comm.get();
       rc.int8_compression = int8;
+      rc.zero = ev.layout.zero;
       const gpu::RunnerResult rr = gpu::run_gpt_training(rc);
       // Across replicas: the slowest step, the largest memory, the summed (global) loss, and whether
       // every replica holds the same parameters after the same summed updates.
@@ -195,7 +201,7 @@ int validate_data_parallel(const Scenario& s, const PlannerOptions& opt, std::os
         ref_ok = std::fabs(loss[0] / ref[0] - 1.0) < 1e-4 &&
                  std::fabs(std::sqrt(rr.first_grad_sq / ref[2]) - 1.0) < (int8 ? 1e-2 : 1e-3) &&
                  std::fabs(loss[1] / ref[1] - 1.0) < (int8 ? 2e-2 : 1e-2);
-        referenced.push_back(ev.layout.compression.kind);
+        referenced.push_back(ref_key);
       }
       const bool ok = finite && agree && ref_ok;
       all_ok = all_ok && ok;
@@ -205,8 +211,8 @@ int validate_data_parallel(const Scenario& s, const PlannerOptions& opt, std::os
       if (ok && !shared) time_err.push_back(std::fabs(te));
       if (ok && !shared) mem_err.push_back(std::fabs(me));
       char lay[64];
-      std::snprintf(lay, sizeof lay, "dp%d mb%d x%d %s %gMB%s", dp, ev.layout.micro_batch, micro, to_string(ev.layout.recompute),
-                    ev.layout.bucket_MB, int8 ? " int8" : "");
+      std::snprintf(lay, sizeof lay, "dp%d mb%d x%d %s %gMB%s%s", dp, ev.layout.micro_batch, micro, to_string(ev.layout.recompute),
+                    ev.layout.bucket_MB, int8 ? " int8" : "", ev.layout.zero == 1 ? " z1" : "");
       std::string numerics = std::string(finite ? "finite" : "NOT FINITE") + (agree ? ", replicas agree" : ", REPLICAS DIFFER");
       if (ref[0] != 0) {
         char b[160];
