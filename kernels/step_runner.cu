@@ -92,15 +92,18 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
     // ZeRO-1: this replica's share of each bucket (an equal block per replica; the few elements
     // left over are all-reduced and updated by every replica).
     const bool zero1 = c.zero == 1 && c.comm && dp > 1;
-    struct Owned { size_t off, len; };
+    struct Owned {
+      size_t off, len;
+      bool leftover;  // held and updated by every replica
+    };
     std::vector<Owned> owned;
     size_t shard = n;
     if (zero1) {
       shard = 0;
       for (auto [b, e] : bucket_ranges) {
         const size_t sh = (e - b) / dp, rem = (e - b) - sh * dp;
-        if (sh) owned.push_back({b + replica * sh, sh});
-        if (rem) owned.push_back({b + dp * sh, rem});
+        if (sh) owned.push_back({b + replica * sh, sh, false});
+        if (rem) owned.push_back({b + dp * sh, rem, true});
       }
       for (const auto& o : owned) shard += o.len;
     }
@@ -325,7 +328,13 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
       }
       r.buckets = buckets;
       // The first (warm-up) step's gradient, after the replicas' sum: what the update will use.
-      if (step == 0) r.first_grad_sq = checksum(grad, n, st, true);
+      // Under ZeRO-1 only this replica's shares are summed: its part of the squared norm (shares left
+      // over and held by every replica count 1/dp here), which the replicas add up.
+      if (step == 0 && !zero1) r.first_grad_sq = checksum(grad, n, st, true);
+      if (step == 0 && zero1) {
+        r.first_grad_sq = 0;
+        for (const auto& o : owned) r.first_grad_sq += checksum(grad + o.off, o.len, st, true) / (o.leftover ? dp : 1);
+      }
       TRAINSIM_CUDA(cudaEventRecord(e1, st));
       if (zero1) {
         // Adam on this replica's share, then every replica's updated bf16 share to all.

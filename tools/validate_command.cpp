@@ -175,8 +175,10 @@ int validate_data_parallel(const Scenario& s, const PlannerOptions& opt, std::os
       // every replica holds the same parameters after the same summed updates.
       double mx[5] = {rr.step_ms, rr.device_used_bytes, rr.finite ? 0.0 : 1.0, rr.param_checksum, -rr.param_checksum};
       sh.all_reduce_max(mx, 5);
-      float loss[2] = {static_cast<float>(rr.first_loss), static_cast<float>(rr.last_loss)};
-      sh.all_reduce_sum(loss, 2);
+      float loss[3] = {static_cast<float>(rr.first_loss), static_cast<float>(rr.last_loss), static_cast<float>(rr.first_grad_sq)};
+      sh.all_reduce_sum(loss, 3);
+      // The summed gradient's squared norm: every replica holds all of it, or (ZeRO-1) its share.
+      const double grad_sq = ev.layout.zero == 1 ? loss[2] : rr.first_grad_sq;
       const bool finite = mx[2] == 0.0;
       const bool agree = mx[3] == -mx[4];
       // Reference: one replica running all dp x m micro-batches; the replicas' summed losses must
@@ -199,7 +201,7 @@ int validate_data_parallel(const Scenario& s, const PlannerOptions& opt, std::os
         }
         sh.all_reduce_max(ref, 3);
         ref_ok = std::fabs(loss[0] / ref[0] - 1.0) < 1e-4 &&
-                 std::fabs(std::sqrt(rr.first_grad_sq / ref[2]) - 1.0) < (int8 ? 1e-2 : 1e-3) &&
+                 std::fabs(std::sqrt(grad_sq / ref[2]) - 1.0) < (int8 ? 1e-2 : 1e-3) &&
                  std::fabs(loss[1] / ref[1] - 1.0) < (int8 ? 2e-2 : 1e-2);
         referenced.push_back(ref_key);
       }
@@ -217,7 +219,7 @@ int validate_data_parallel(const Scenario& s, const PlannerOptions& opt, std::os
       if (ref[0] != 0) {
         char b[160];
         std::snprintf(b, sizeof b, ", loss %.5f -> %.5f, |g| %+.1e vs one replica %.5f -> %.5f%s", loss[0], loss[1],
-                      std::sqrt(rr.first_grad_sq / ref[2]) - 1.0, ref[0], ref[1], ref_ok ? "" : " DIFFERS");
+                      std::sqrt(grad_sq / ref[2]) - 1.0, ref[0], ref[1], ref_ok ? "" : " DIFFERS");
         numerics += b;
       }
       std::snprintf(line, sizeof line, "%-9s %-30s %11s %11s %7s %10s %10s %7s  %s\n", m.name.c_str(), lay,
@@ -239,7 +241,7 @@ int validate_data_parallel(const Scenario& s, const PlannerOptions& opt, std::os
                          {"timed_steps", rc.timed_steps}};
       if (ref[0] != 0)
         rec["reference_one_replica"] = {{"first_loss", ref[0]}, {"last_loss", ref[1]}, {"first_grad_norm", std::sqrt(ref[2])},
-                                        {"replicas_first_grad_norm", std::sqrt(rr.first_grad_sq)}, {"matches", ref_ok}};
+                                        {"replicas_first_grad_norm", std::sqrt(grad_sq)}, {"matches", ref_ok}};
       if (!shared) rec["error"] = {{"step_time", te}, {"peak_bytes", me}};
       records.push_back(rec);
     }
