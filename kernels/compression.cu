@@ -4,6 +4,8 @@
 #include <cmath>
 #include <vector>
 
+#include <cub/device/device_radix_sort.cuh>
+
 #include "cuda_compat.h"
 
 namespace trainsim::gpu {
@@ -39,6 +41,30 @@ __global__ void dequantize_add_kernel(const signed char* __restrict__ q, const f
                                       size_t n) {
   const size_t i = blockIdx.x * static_cast<size_t>(kQuantBlock) + threadIdx.x;
   if (i < n) x[i] += q[i] * scales[blockIdx.x];
+}
+
+// Same as select_kernel with the threshold in device memory.
+__global__ void select_dev_kernel(const float* __restrict__ g, float* __restrict__ r, float* __restrict__ values,
+                                  int* __restrict__ indices, size_t capacity, size_t n, const float* threshold, int* counter) {
+  const float t = *threshold;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const float a = g[i] + r[i];
+    if (fabsf(a) >= t) {
+      const int slot = atomicAdd(counter, 1);
+      if (static_cast<size_t>(slot) < capacity) {
+        values[slot] = a;
+        indices[slot] = static_cast<int>(i);
+        r[i] = 0.0f;
+        continue;
+      }
+    }
+    r[i] = a;
+  }
+}
+
+__global__ void scatter_add_kernel(const float* __restrict__ vals, const int* __restrict__ idx, size_t m, float* __restrict__ dst) {
+  for (size_t k = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; k < m; k += static_cast<size_t>(gridDim.x) * blockDim.x)
+    if (idx[k] >= 0) dst[idx[k]] += vals[k];
 }
 
 __global__ void sample_kernel(const float* __restrict__ g, const float* __restrict__ r, float* __restrict__ out, size_t n,
@@ -88,6 +114,12 @@ void int8_dequantize_add(const signed char* q, const float* scales, float* x, si
   TRAINSIM_KERNEL_CHECK();
 }
 
+void scatter_add(const float* vals, const int* idx, size_t m, float* dst, cudaStream_t st) {
+  if (m == 0) return;
+  scatter_add_kernel<<<static_cast<unsigned>(std::min<size_t>(4096, (m + 255) / 256)), 256, 0, st>>>(vals, idx, m, dst);
+  TRAINSIM_KERNEL_CHECK();
+}
+
 size_t topk_error_feedback(const float* grad, float* residual, float* values, int* indices, size_t capacity, size_t n,
                            double fraction, float* sample_scratch, int* counter, cudaStream_t st) {
   const size_t samples = std::min<size_t>(n, 1 << 16);
@@ -107,6 +139,37 @@ size_t topk_error_feedback(const float* grad, float* residual, float* values, in
   TRAINSIM_CUDA(cudaMemcpyAsync(&count, counter, sizeof(int), cudaMemcpyDeviceToHost, st));
   TRAINSIM_CUDA(cudaStreamSynchronize(st));
   return std::min<size_t>(static_cast<size_t>(count), capacity);
+}
+
+namespace {
+constexpr size_t kSamples = 1 << 16;
+size_t radix_temp_bytes() {
+  size_t bytes = 0;
+  cub::DeviceRadixSort::SortKeys(nullptr, bytes, static_cast<const float*>(nullptr), static_cast<float*>(nullptr),
+                                 static_cast<int>(kSamples));
+  return bytes;
+}
+}  // namespace
+
+size_t topk_device_scratch_bytes() { return 2 * kSamples * sizeof(float) + radix_temp_bytes(); }
+
+void topk_error_feedback_async(const float* grad, float* residual, float* values, int* indices, size_t capacity, size_t n,
+                               double fraction, void* scratch, int* counter, cudaStream_t st) {
+  // Evenly strided sample of |grad + residual|, sorted on the device; the (1 - fraction) quantile
+  // of the sample is the threshold.
+  const size_t samples = std::min(n, kSamples);
+  const size_t stride = std::max<size_t>(1, n / samples);
+  float* sample = static_cast<float*>(scratch);
+  float* sorted = sample + kSamples;
+  void* temp = sorted + kSamples;
+  size_t temp_bytes = radix_temp_bytes();
+  sample_kernel<<<static_cast<unsigned>((samples + 255) / 256), 256, 0, st>>>(grad, residual, sample, n, stride, samples);
+  TRAINSIM_KERNEL_CHECK();
+  TRAINSIM_CUDA(cub::DeviceRadixSort::SortKeys(temp, temp_bytes, sample, sorted, static_cast<int>(samples), 0, 32, st));
+  const size_t kth = std::min(samples - 1, static_cast<size_t>(std::floor((1.0 - fraction) * samples)));
+  TRAINSIM_CUDA(cudaMemsetAsync(counter, 0, sizeof(int), st));
+  select_dev_kernel<<<1024, 256, 0, st>>>(grad, residual, values, indices, capacity, n, sorted + kth, counter);
+  TRAINSIM_KERNEL_CHECK();
 }
 
 }  // namespace trainsim::gpu

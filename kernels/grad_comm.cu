@@ -1,5 +1,7 @@
 #include "grad_comm.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -153,6 +155,46 @@ void Int8AllReduce::run(GradComm& comm, float* buf, std::size_t count, void* str
   comm.all_gather(q_, q_recv_, chunk, st);
   comm.all_gather(s_, s_recv_, cblocks * sizeof(float), st);
   int8_dequantize(q_recv_, s_recv_, buf, count, st);
+}
+
+TopKAllGather::~TopKAllGather() { release(); }
+
+void TopKAllGather::release() {
+  for (void* p : {static_cast<void*>(vals_), static_cast<void*>(all_vals_), sample_, static_cast<void*>(idx_),
+                  static_cast<void*>(all_idx_), static_cast<void*>(counter_)})
+    if (p) cudaFree(p);
+  vals_ = all_vals_ = nullptr;
+  sample_ = nullptr;
+  idx_ = all_idx_ = counter_ = nullptr;
+  cap_ = 0;
+}
+
+void TopKAllGather::reserve(std::size_t capacity, int n) {
+  if (capacity <= cap_ && n == n_) return;
+  release();
+  cap_ = capacity;
+  n_ = n;
+  TRAINSIM_CUDA(cudaMalloc(&vals_, capacity * sizeof(float)));
+  TRAINSIM_CUDA(cudaMalloc(&idx_, capacity * sizeof(int)));
+  TRAINSIM_CUDA(cudaMalloc(&all_vals_, capacity * n * sizeof(float)));
+  TRAINSIM_CUDA(cudaMalloc(&all_idx_, capacity * n * sizeof(int)));
+  TRAINSIM_CUDA(cudaMalloc(&sample_, topk_device_scratch_bytes()));
+  TRAINSIM_CUDA(cudaMalloc(&counter_, sizeof(int)));
+}
+
+void TopKAllGather::run(GradComm& comm, float* buf, float* residual, std::size_t count, double fraction, void* stream) {
+  auto st = static_cast<cudaStream_t>(stream);
+  const int n = comm.size();
+  const std::size_t capacity = std::max<std::size_t>(1, static_cast<std::size_t>(std::ceil(fraction * count)));
+  reserve(capacity, n);
+  // Unused slots: index -1, value 0.
+  TRAINSIM_CUDA(cudaMemsetAsync(idx_, 0xFF, capacity * sizeof(int), st));
+  TRAINSIM_CUDA(cudaMemsetAsync(vals_, 0, capacity * sizeof(float), st));
+  topk_error_feedback_async(buf, residual, vals_, idx_, capacity, count, fraction, sample_, counter_, st);
+  comm.all_gather(vals_, all_vals_, capacity * sizeof(float), st);
+  comm.all_gather(idx_, all_idx_, capacity * sizeof(int), st);
+  TRAINSIM_CUDA(cudaMemsetAsync(buf, 0, count * sizeof(float), st));
+  for (int r = 0; r < n; ++r) scatter_add(all_vals_ + r * capacity, all_idx_ + r * capacity, capacity, buf, st);
 }
 
 }  // namespace trainsim::gpu

@@ -59,4 +59,24 @@ class Int8AllReduce {
 std::unique_ptr<GradComm> make_nccl_grad_comm(const NcclId& id, int nranks, int rank, int device);
 std::unique_ptr<GradComm> make_host_grad_comm(int rank, int size, HostCollectives host);
 
+// Top-K with error feedback for one bucket of `count` floats: each replica keeps the `fraction`
+// largest of gradient + residual (the rest stays in `residual` for the next step), all replicas
+// all-gather the kept values and their indices (fp32 + int32: 2 x fraction x the fp32 bytes from
+// each, as the simulator charges), and the bucket becomes the sum of everyone's kept values, added
+// rank by rank so that every replica sums in the same order.
+class TopKAllGather {
+ public:
+  void run(GradComm& comm, float* buf, float* residual, std::size_t count, double fraction, void* stream);
+  ~TopKAllGather();
+
+ private:
+  void reserve(std::size_t capacity, int n);
+  void release();
+  std::size_t cap_ = 0;
+  int n_ = 0;
+  float *vals_ = nullptr, *all_vals_ = nullptr;
+  void* sample_ = nullptr;
+  int *idx_ = nullptr, *all_idx_ = nullptr, *counter_ = nullptr;
+};
+
 }  // namespace trainsim::gpu

@@ -112,6 +112,9 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
     float* mom = arena.take<float>(shard);
     float* var = arena.take<float>(shard);
     float* grad = arena.take<float>(n);
+    const bool topk = c.topk_fraction > 0 && c.comm && dp > 1;
+    float* residual = topk ? arena.take<float>(n) : nullptr;  // Top-K's unsent remainder
+    if (topk) TRAINSIM_CUDA(cudaMemsetAsync(residual, 0, n * 4, st));
     // Initialisation: N(0, 0.02)-like uniform weights, LayerNorm gains 1 and biases 0 (into a
     // temporary full copy under ZeRO-1, whose owned slices become the master shard).
     DeviceBuffer init_full(zero1 ? n * 4 : 0);
@@ -238,6 +241,7 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
     size_t pending_begin = n, pending_end = n;
     std::vector<cudaEvent_t> bucket_events;
     Int8AllReduce int8;
+    TopKAllGather topk_ag;
     int buckets = 0;
     auto launch_bucket = [&](bool force) {
       if (!c.comm || pending_begin >= pending_end) return;
@@ -255,6 +259,8 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
         const size_t sh = len / dp, rem = len - sh * dp;
         if (sh) c.comm->reduce_scatter_sum(grad + pending_begin, grad + pending_begin + replica * sh, sh, comm_st);
         if (rem) c.comm->all_reduce_sum(grad + pending_begin + dp * sh, rem, comm_st);
+      } else if (topk) {
+        topk_ag.run(*c.comm, grad + pending_begin, residual + pending_begin, len, c.topk_fraction, comm_st);
       } else if (c.int8_compression) {
         int8.run(*c.comm, grad + pending_begin, len, comm_st);
       } else {

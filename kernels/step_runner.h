@@ -27,6 +27,7 @@ struct RunnerConfig {
   GradComm* comm = nullptr;  // data-parallel replicas; nullptr: one
   double bucket_MB = 25;
   bool int8_compression = false;  // buckets summed by an INT8 all-reduce (grad_comm.h)
+  double topk_fraction = 0;       // > 0: Top-K with error feedback, kept values all-gathered (grad_comm.h)
   // ZeRO-1 (with replicas): each bucket is reduce-scattered, each replica keeps the fp32 master
   // weights and Adam moments of its share of every bucket only, updates that share, and the bf16
   // weights are all-gathered bucket by bucket.

@@ -130,6 +130,8 @@ MemoryResult estimate_memory(const MemoryInput& in) {
     double buffers = dp > 1 ? 2.0 * bucket : 0.0;
     if (L.zero >= 3 && dp > 1) buffers += 2.0 * 2.0 * (static_cast<double>(count_params(m).per_layer) / t);
     if (L.compression.kind != Compression::Kind::none && dp > 1) buffers += bucket;
+    // Top-K with error feedback keeps what it did not send, an fp32 value per gradient element.
+    if (L.compression.kind == Compression::Kind::topk && dp > 1) buffers += 4.0 * phi;
     // One layer's backward working set, per token: GEMM outputs before their element-wise epilogue
     // (the wider of QKV and the MLP, plus one hidden-sized), the gradients of the layer's
     // activations (three residual-stream tensors, Q, K, V and the attention context, the MLP

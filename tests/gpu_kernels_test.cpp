@@ -114,3 +114,31 @@ TEST(GpuKernels, Int8AllReduceOfOneReplicaIsTwoQuantisations) {
     for (std::size_t i = b; i < std::min(n, b + kQuantBlock); ++i) ASSERT_NEAR(y[i], x[i], 2.0f * amax / 254.0f + 1e-6f) << i;
   }
 }
+
+TEST(GpuKernels, TopKAllGatherOfOneReplicaConservesTheGradient) {
+  // One replica: the bucket becomes the kept values (about 1%), the rest is in the residual, and
+  // together they are the gradient exactly.
+  REQUIRE_GPU();
+  const std::size_t n = 300000;
+  std::vector<float> g(n);
+  for (std::size_t i = 0; i < n; ++i) g[i] = std::cos(0.37f * i) * (i % 13);
+  DeviceBuffer d(n * 4), r(n * 4);
+  TRAINSIM_CUDA(cudaMemcpy(d.get(), g.data(), n * 4, cudaMemcpyHostToDevice));
+  TRAINSIM_CUDA(cudaMemset(r.get(), 0, n * 4));
+  HostCollectives host;
+  host.all_gather = [](const void* s, void* out, std::size_t b) { std::memcpy(out, s, b); };
+  auto comm = make_host_grad_comm(0, 1, host);
+  TopKAllGather tk;
+  tk.run(*comm, d.get<float>(), r.get<float>(), n, 0.01, nullptr);
+  TRAINSIM_CUDA(cudaDeviceSynchronize());
+  std::vector<float> sent(n), res(n);
+  TRAINSIM_CUDA(cudaMemcpy(sent.data(), d.get(), n * 4, cudaMemcpyDeviceToHost));
+  TRAINSIM_CUDA(cudaMemcpy(res.data(), r.get(), n * 4, cudaMemcpyDeviceToHost));
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    kept += sent[i] != 0.0f;
+    ASSERT_EQ(sent[i] + res[i], g[i]) << i;
+    ASSERT_TRUE(sent[i] == 0.0f || res[i] == 0.0f) << i;
+  }
+  EXPECT_NEAR(static_cast<double>(kept) / n, 0.01, 0.004);
+}

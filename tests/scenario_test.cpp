@@ -144,7 +144,7 @@ TEST(Scenario, ValidateCompressionIsWhatTheRunnerImplements) {
   const Scenario s = parse_scenario(base_with(R"("validate": { "compression": ["none", "int8"] })"), "s.json", kProfiles);
   ASSERT_EQ(s.validate.compression.size(), 2u);
   EXPECT_EQ(s.validate.compression[1].kind, Compression::Kind::int8);
-  const std::string e = error_of(base_with(R"("validate": { "compression": ["int8", "topk:0.01"] })"));
+  const std::string e = error_of(base_with(R"("validate": { "compression": ["int8", "powersgd:4"] })"));
   EXPECT_NE(e.find("validate.compression[1]"), std::string::npos) << e;
   EXPECT_NE(e.find("\"int8\""), std::string::npos) << e;
   EXPECT_NE(error_of(base_with(R"("validate": { "zero": [0, 2] })")).find("validate.zero[1]"), std::string::npos);

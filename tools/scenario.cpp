@@ -216,9 +216,9 @@ Scenario parse_scenario(const std::string& text, const std::string& file, const 
       if (const json* cs = vf.find("compression")) {
         v.compression = read_list<Compression>(*cs, vf.path("compression"), [](const json& x, const std::string& p) { return parse_compression(json_string(x, p), p); });
         for (std::size_t i = 0; i < v.compression.size(); ++i)
-          if (v.compression[i].kind != Compression::Kind::none && v.compression[i].kind != Compression::Kind::int8)
+          if (v.compression[i].kind == Compression::Kind::fp16 || v.compression[i].kind == Compression::Kind::powersgd)
             throw InputError(vf.path("compression") + "[" + std::to_string(i) + "]",
-                             "the step runner implements \"none\" and \"int8\" gradient compression");
+                             "the step runner implements \"none\", \"int8\" and \"topk:<fraction>\" gradient compression");
       }
       if (const json* zs = vf.find("zero"))
         v.zero = read_list<int>(*zs, vf.path("zero"), [](const json& x, const std::string& p) {

@@ -169,6 +169,8 @@ int validate_data_parallel(const Scenario& s, const PlannerOptions& opt, std::os
       gpu::RunnerConfig rc = runner_config(m, ev.layout, micro, v.timed_steps);
       rc.comm = comm.get();
       rc.int8_compression = int8;
+      const bool topk = ev.layout.compression.kind == Compression::Kind::topk;
+      if (topk) rc.topk_fraction = ev.layout.compression.topk_fraction;
       rc.zero = ev.layout.zero;
       const gpu::RunnerResult rr = gpu::run_gpt_training(rc);
       // Across replicas: the slowest step, the largest memory, the summed (global) loss, and whether
@@ -192,7 +194,9 @@ int validate_data_parallel(const Scenario& s, const PlannerOptions& opt, std::os
       // each time): gradient norm to 1%, last loss to 2%.
       double ref[3] = {0, 0, 0};
       bool ref_ok = true;
-      if (!reference_done) {
+      // Top-K changes what is summed (the rest waits in the residual): there is no one-replica
+      // equivalent to hold it to, only finiteness and agreement.
+      if (!reference_done && !topk) {
         if (sh.rank == 0) {
           const gpu::RunnerResult r1 = gpu::run_gpt_training(runner_config(m, ev.layout, micro * dp, v.timed_steps));
           ref[0] = r1.first_loss;
@@ -214,7 +218,7 @@ int validate_data_parallel(const Scenario& s, const PlannerOptions& opt, std::os
       if (ok && !shared) mem_err.push_back(std::fabs(me));
       char lay[64];
       std::snprintf(lay, sizeof lay, "dp%d mb%d x%d %s %gMB%s%s", dp, ev.layout.micro_batch, micro, to_string(ev.layout.recompute),
-                    ev.layout.bucket_MB, int8 ? " int8" : "", ev.layout.zero == 1 ? " z1" : "");
+                    ev.layout.bucket_MB, int8 ? " int8" : topk ? " topk" : "", ev.layout.zero == 1 ? " z1" : "");
       std::string numerics = std::string(finite ? "finite" : "NOT FINITE") + (agree ? ", replicas agree" : ", REPLICAS DIFFER");
       if (ref[0] != 0) {
         char b[160];
