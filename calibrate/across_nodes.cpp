@@ -198,27 +198,41 @@ int calibrate_across_nodes(int* argc, char*** argv, const AcrossNodesOptions& op
       LinkTable t{"all_reduce", w.nodes, {}, "calibrate --across-nodes"};
       for (const auto& s : rail.empty() ? world : rail)
         if (s.collective == "all_reduce") t.points.push_back({s.bytes, s.time_us, s.algbw_GBps, s.busbw_GBps, s.wrong});
-      const AlphaBetaFit f = fit_alpha_beta(t, 1 << 20);
-      json& n = p["inter_node"];
-      n["efficiency"] = std::min(1.0, f.busbw_GBps / (net.value("nic_Gbps", 0.0) / 8.0));
-      n["latency_us"] = f.alpha_us / std::max(1, 2 * (w.nodes - 1));
-      n["provenance"] = prov;
-      std::printf("inter-node all-reduce over %d nodes: busbw %.1f GB/s, alpha %.1f us (r2 %.4f)\n", w.nodes, f.busbw_GBps,
-                  f.alpha_us, f.r2);
+      try {
+        const AlphaBetaFit f = fit_alpha_beta(t, 1 << 20);
+        json& n = p["inter_node"];
+        n["efficiency"] = std::min(1.0, f.busbw_GBps / (net.value("nic_Gbps", 0.0) / 8.0));
+        n["latency_us"] = f.alpha_us / std::max(1, 2 * (w.nodes - 1));
+        n["provenance"] = prov;
+        std::printf("inter-node all-reduce over %d nodes: busbw %.1f GB/s, alpha %.1f us (r2 %.4f)\n", w.nodes, f.busbw_GBps,
+                    f.alpha_us, f.r2);
+      } catch (const std::invalid_argument& e) {
+        // Too few large messages to fit (a very short sweep): inter_node keeps the base values.
+        issues.push_back(std::string("inter-node all-reduce fit: ") + e.what() + "; inter_node keeps the base profile's values");
+      }
     } else {
       std::printf("calibrate --across-nodes: all %d ranks are on one node (%s); the inter-node path was not measured and "
                   "inter_node keeps the base profile's values\n", w.size, w.host.c_str());
     }
     for (const auto& i : issues) std::cerr << "health: " << i << "\n";
     const std::string tmp = opt.out + ".tmp";
+    bool written = false;
     {
       std::ofstream out(tmp);
       out << p.dump(1) << "\n";
+      written = static_cast<bool>(out);
     }
-    std::filesystem::rename(tmp, opt.out);
-    std::printf("calibrate: wrote %s (%d ranks on %d nodes, NCCL network %s, %zu health issues)\n", opt.out.c_str(), w.size,
-                w.nodes, transport.network.empty() ? "not logged" : transport.network.c_str(), issues.size());
-    code = issues.empty() ? 0 : 3;
+    std::error_code ec;
+    if (written) std::filesystem::rename(tmp, opt.out, ec);
+    if (!written || ec) {
+      std::filesystem::remove(tmp, ec);
+      std::cerr << "error: --out " << opt.out << ": failed while writing the profile\n";
+      code = 2;
+    } else {
+      std::printf("calibrate: wrote %s (%d ranks on %d nodes, NCCL network %s, %zu health issues)\n", opt.out.c_str(), w.size,
+                  w.nodes, transport.network.empty() ? "not logged" : transport.network.c_str(), issues.size());
+      code = issues.empty() ? 0 : 3;
+    }
   }
   MPI_Bcast(&code, 1, MPI_INT, 0, MPI_COMM_WORLD);
   MPI_Finalize();

@@ -43,25 +43,6 @@ __global__ void dequantize_add_kernel(const signed char* __restrict__ q, const f
   if (i < n) x[i] += q[i] * scales[blockIdx.x];
 }
 
-// Same as select_kernel with the threshold in device memory.
-__global__ void select_dev_kernel(const float* __restrict__ g, float* __restrict__ r, float* __restrict__ values,
-                                  int* __restrict__ indices, size_t capacity, size_t n, const float* threshold, int* counter) {
-  const float t = *threshold;
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const float a = g[i] + r[i];
-    if (fabsf(a) >= t) {
-      const int slot = atomicAdd(counter, 1);
-      if (static_cast<size_t>(slot) < capacity) {
-        values[slot] = a;
-        indices[slot] = static_cast<int>(i);
-        r[i] = 0.0f;
-        continue;
-      }
-    }
-    r[i] = a;
-  }
-}
-
 __global__ void scatter_add_kernel(const float* __restrict__ vals, const int* __restrict__ idx, size_t m, float* __restrict__ dst) {
   for (size_t k = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; k < m; k += static_cast<size_t>(gridDim.x) * blockDim.x)
     if (idx[k] >= 0) dst[idx[k]] += vals[k];
@@ -76,11 +57,15 @@ __global__ void sample_kernel(const float* __restrict__ g, const float* __restri
   }
 }
 
+// Keeps |g + r| >= threshold (the threshold in device memory when `threshold_dev` is set, else
+// `threshold`) up to `capacity`; the rest goes to the residual.
 __global__ void select_kernel(const float* __restrict__ g, float* __restrict__ r, float* __restrict__ values,
-                              int* __restrict__ indices, size_t capacity, size_t n, float threshold, int* counter) {
+                              int* __restrict__ indices, size_t capacity, size_t n, float threshold,
+                              const float* threshold_dev, int* counter) {
+  const float t = threshold_dev ? *threshold_dev : threshold;
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<size_t>(gridDim.x) * blockDim.x) {
     const float a = g[i] + r[i];
-    if (fabsf(a) >= threshold) {
+    if (fabsf(a) >= t) {
       const int slot = atomicAdd(counter, 1);
       if (static_cast<size_t>(slot) < capacity) {
         values[slot] = a;
@@ -133,7 +118,7 @@ size_t topk_error_feedback(const float* grad, float* residual, float* values, in
   std::nth_element(host.begin(), host.begin() + kth, host.end());
   const float threshold = host[kth];
   TRAINSIM_CUDA(cudaMemsetAsync(counter, 0, sizeof(int), st));
-  select_kernel<<<1024, 256, 0, st>>>(grad, residual, values, indices, capacity, n, threshold, counter);
+  select_kernel<<<1024, 256, 0, st>>>(grad, residual, values, indices, capacity, n, threshold, nullptr, counter);
   TRAINSIM_KERNEL_CHECK();
   int count = 0;
   TRAINSIM_CUDA(cudaMemcpyAsync(&count, counter, sizeof(int), cudaMemcpyDeviceToHost, st));
@@ -168,7 +153,7 @@ void topk_error_feedback_async(const float* grad, float* residual, float* values
   TRAINSIM_CUDA(cub::DeviceRadixSort::SortKeys(temp, temp_bytes, sample, sorted, static_cast<int>(samples), 0, 32, st));
   const size_t kth = std::min(samples - 1, static_cast<size_t>(std::floor((1.0 - fraction) * samples)));
   TRAINSIM_CUDA(cudaMemsetAsync(counter, 0, sizeof(int), st));
-  select_dev_kernel<<<1024, 256, 0, st>>>(grad, residual, values, indices, capacity, n, sorted + kth, counter);
+  select_kernel<<<1024, 256, 0, st>>>(grad, residual, values, indices, capacity, n, 0.0f, sorted + kth, counter);
   TRAINSIM_KERNEL_CHECK();
 }
 

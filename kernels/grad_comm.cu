@@ -109,92 +109,69 @@ std::unique_ptr<GradComm> make_host_grad_comm(int rank, int size, HostCollective
   return std::make_unique<HostGradComm>(rank, size, std::move(h));
 }
 
-Int8AllReduce::~Int8AllReduce() { release(); }
-
-void Int8AllReduce::release() {
-  for (void* p : {static_cast<void*>(q_), static_cast<void*>(q_recv_), static_cast<void*>(s_), static_cast<void*>(s_recv_),
-                  static_cast<void*>(acc_)})
-    if (p) cudaFree(p);
-  q_ = q_recv_ = nullptr;
-  s_ = s_recv_ = acc_ = nullptr;
-  cap_ = 0;
-}
-
-void Int8AllReduce::reserve(std::size_t padded, int n) {
-  if (padded <= cap_ && n == n_) return;
-  release();
-  cap_ = padded;
-  n_ = n;
-  const std::size_t blocks = padded / kQuantBlock;
-  TRAINSIM_CUDA(cudaMalloc(&q_, padded));
-  TRAINSIM_CUDA(cudaMalloc(&q_recv_, padded));
-  TRAINSIM_CUDA(cudaMalloc(&s_, blocks * sizeof(float)));
-  TRAINSIM_CUDA(cudaMalloc(&s_recv_, blocks * sizeof(float)));
-  TRAINSIM_CUDA(cudaMalloc(&acc_, padded / n * sizeof(float)));
-}
-
 void Int8AllReduce::run(GradComm& comm, float* buf, std::size_t count, void* stream) {
   auto st = static_cast<cudaStream_t>(stream);
   const int n = comm.size();
   // Chunks of whole quantisation blocks, one per rank; the padding quantises to zero.
   const std::size_t unit = static_cast<std::size_t>(kQuantBlock) * n;
   const std::size_t padded = (count + unit - 1) / unit * unit, chunk = padded / n, cblocks = chunk / kQuantBlock;
-  reserve(padded, n);
-  TRAINSIM_CUDA(cudaMemsetAsync(acc_, 0, chunk * sizeof(float), st));
-  int8_quantize(buf, q_, s_, count, st);
+  if (padded > cap_ || n != n_) {
+    cap_ = padded;
+    n_ = n;
+    q_ = DeviceBuffer(padded);
+    q_recv_ = DeviceBuffer(padded);
+    s_ = DeviceBuffer(padded / kQuantBlock * sizeof(float));
+    s_recv_ = DeviceBuffer(padded / kQuantBlock * sizeof(float));
+    acc_ = DeviceBuffer(chunk * sizeof(float));
+  }
+  auto* q = q_.get<signed char>();
+  auto* q_recv = q_recv_.get<signed char>();
+  auto* sc = s_.get<float>();
+  auto* sc_recv = s_recv_.get<float>();
+  auto* acc = acc_.get<float>();
+  TRAINSIM_CUDA(cudaMemsetAsync(acc, 0, chunk * sizeof(float), st));
+  int8_quantize(buf, q, sc, count, st);
   if (padded > count) {
     // The padding past `count`, which the quantiser does not write: values 0, scales 0.
     const std::size_t b0 = (count + kQuantBlock - 1) / kQuantBlock;
-    TRAINSIM_CUDA(cudaMemsetAsync(q_ + count, 0, padded - count, st));
-    TRAINSIM_CUDA(cudaMemsetAsync(s_ + b0, 0, (padded / kQuantBlock - b0) * sizeof(float), st));
+    TRAINSIM_CUDA(cudaMemsetAsync(q + count, 0, padded - count, st));
+    TRAINSIM_CUDA(cudaMemsetAsync(sc + b0, 0, (padded / kQuantBlock - b0) * sizeof(float), st));
   }
-  comm.all_to_all(q_, q_recv_, chunk, st);
-  comm.all_to_all(s_, s_recv_, cblocks * sizeof(float), st);
-  for (int j = 0; j < n; ++j) int8_dequantize_add(q_recv_ + j * chunk, s_recv_ + j * cblocks, acc_, chunk, st);
-  int8_quantize(acc_, q_, s_, chunk, st);
-  comm.all_gather(q_, q_recv_, chunk, st);
-  comm.all_gather(s_, s_recv_, cblocks * sizeof(float), st);
-  int8_dequantize(q_recv_, s_recv_, buf, count, st);
-}
-
-TopKAllGather::~TopKAllGather() { release(); }
-
-void TopKAllGather::release() {
-  for (void* p : {static_cast<void*>(vals_), static_cast<void*>(all_vals_), sample_, static_cast<void*>(idx_),
-                  static_cast<void*>(all_idx_), static_cast<void*>(counter_)})
-    if (p) cudaFree(p);
-  vals_ = all_vals_ = nullptr;
-  sample_ = nullptr;
-  idx_ = all_idx_ = counter_ = nullptr;
-  cap_ = 0;
-}
-
-void TopKAllGather::reserve(std::size_t capacity, int n) {
-  if (capacity <= cap_ && n == n_) return;
-  release();
-  cap_ = capacity;
-  n_ = n;
-  TRAINSIM_CUDA(cudaMalloc(&vals_, capacity * sizeof(float)));
-  TRAINSIM_CUDA(cudaMalloc(&idx_, capacity * sizeof(int)));
-  TRAINSIM_CUDA(cudaMalloc(&all_vals_, capacity * n * sizeof(float)));
-  TRAINSIM_CUDA(cudaMalloc(&all_idx_, capacity * n * sizeof(int)));
-  TRAINSIM_CUDA(cudaMalloc(&sample_, topk_device_scratch_bytes()));
-  TRAINSIM_CUDA(cudaMalloc(&counter_, sizeof(int)));
+  comm.all_to_all(q, q_recv, chunk, st);
+  comm.all_to_all(sc, sc_recv, cblocks * sizeof(float), st);
+  for (int j = 0; j < n; ++j) int8_dequantize_add(q_recv + j * chunk, sc_recv + j * cblocks, acc, chunk, st);
+  int8_quantize(acc, q, sc, chunk, st);
+  comm.all_gather(q, q_recv, chunk, st);
+  comm.all_gather(sc, sc_recv, cblocks * sizeof(float), st);
+  int8_dequantize(q_recv, sc_recv, buf, count, st);
 }
 
 void TopKAllGather::run(GradComm& comm, float* buf, float* residual, std::size_t count, double fraction, void* stream) {
   auto st = static_cast<cudaStream_t>(stream);
   const int n = comm.size();
   const std::size_t capacity = std::max<std::size_t>(1, static_cast<std::size_t>(std::ceil(fraction * count)));
-  reserve(capacity, n);
+  if (capacity > cap_ || n != n_) {
+    cap_ = capacity;
+    n_ = n;
+    vals_ = DeviceBuffer(capacity * sizeof(float));
+    idx_ = DeviceBuffer(capacity * sizeof(int));
+    all_vals_ = DeviceBuffer(capacity * n * sizeof(float));
+    all_idx_ = DeviceBuffer(capacity * n * sizeof(int));
+    scratch_ = DeviceBuffer(topk_device_scratch_bytes());
+    counter_ = DeviceBuffer(sizeof(int));
+  }
+  float* vals = vals_.get<float>();
+  float* all_vals = all_vals_.get<float>();
+  int* idx = idx_.get<int>();
+  int* all_idx = all_idx_.get<int>();
   // Unused slots: index -1, value 0.
-  TRAINSIM_CUDA(cudaMemsetAsync(idx_, 0xFF, capacity * sizeof(int), st));
-  TRAINSIM_CUDA(cudaMemsetAsync(vals_, 0, capacity * sizeof(float), st));
-  topk_error_feedback_async(buf, residual, vals_, idx_, capacity, count, fraction, sample_, counter_, st);
-  comm.all_gather(vals_, all_vals_, capacity * sizeof(float), st);
-  comm.all_gather(idx_, all_idx_, capacity * sizeof(int), st);
+  TRAINSIM_CUDA(cudaMemsetAsync(idx, 0xFF, capacity * sizeof(int), st));
+  TRAINSIM_CUDA(cudaMemsetAsync(vals, 0, capacity * sizeof(float), st));
+  topk_error_feedback_async(buf, residual, vals, idx, capacity, count, fraction, scratch_.get(), counter_.get<int>(), st);
+  comm.all_gather(vals, all_vals, capacity * sizeof(float), st);
+  comm.all_gather(idx, all_idx, capacity * sizeof(int), st);
   TRAINSIM_CUDA(cudaMemsetAsync(buf, 0, count * sizeof(float), st));
-  for (int r = 0; r < n; ++r) scatter_add(all_vals_ + r * capacity, all_idx_ + r * capacity, capacity, buf, st);
+  for (int r = 0; r < n; ++r) scatter_add(all_vals + r * capacity, all_idx + r * capacity, capacity, buf, st);
 }
 
 }  // namespace trainsim::gpu

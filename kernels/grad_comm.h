@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 
+#include "cuda_compat.h"
 #include "nccl_bench.h"
 
 namespace trainsim::gpu {
@@ -44,15 +45,11 @@ struct HostCollectives {
 class Int8AllReduce {
  public:
   void run(GradComm& comm, float* buf, std::size_t count, void* stream);
-  ~Int8AllReduce();
 
  private:
-  void reserve(std::size_t padded, int n);
-  void release();
   std::size_t cap_ = 0;
   int n_ = 0;
-  signed char *q_ = nullptr, *q_recv_ = nullptr;
-  float *s_ = nullptr, *s_recv_ = nullptr, *acc_ = nullptr;
+  DeviceBuffer q_, q_recv_, s_, s_recv_, acc_;  // int8 values, fp32 block scales, this rank's fp32 sum
 };
 
 // Every rank calls it with the same id, on its own GPU (`device`).
@@ -67,16 +64,11 @@ std::unique_ptr<GradComm> make_host_grad_comm(int rank, int size, HostCollective
 class TopKAllGather {
  public:
   void run(GradComm& comm, float* buf, float* residual, std::size_t count, double fraction, void* stream);
-  ~TopKAllGather();
 
  private:
-  void reserve(std::size_t capacity, int n);
-  void release();
   std::size_t cap_ = 0;
   int n_ = 0;
-  float *vals_ = nullptr, *all_vals_ = nullptr;
-  void* sample_ = nullptr;
-  int *idx_ = nullptr, *all_idx_ = nullptr, *counter_ = nullptr;
+  DeviceBuffer vals_, idx_, all_vals_, all_idx_, scratch_, counter_;
 };
 
 }  // namespace trainsim::gpu

@@ -45,6 +45,27 @@ Scenario one_gpu(const Scenario& s, const ModelConfig& m) {
   return o;
 }
 
+// The validate block with its defaults filled in; only models the runner implements.
+struct ValidateSpace {
+  std::vector<ModelConfig> models;
+  std::vector<int> micro_batch;
+  std::vector<Recompute> recompute;
+  int top = 0;
+};
+
+ValidateSpace resolve_space(const Scenario& s, const PlannerOptions& opt) {
+  const ValidateSpec& v = s.validate;
+  ValidateSpace sp;
+  sp.models = v.models.empty() ? std::vector<ModelConfig>{s.model} : v.models;
+  for (const auto& m : sp.models)
+    if (m.family != Family::gpt)
+      throw InputError(s.file + ": validate.models", "the step runner implements gpt-family models; " + m.name + " is " + to_string(m.family));
+  sp.micro_batch = v.micro_batch.empty() ? std::vector<int>{1, 2, 4, 8} : v.micro_batch;
+  sp.recompute = v.recompute.empty() ? std::vector<Recompute>{Recompute::none, Recompute::selective, Recompute::full} : v.recompute;
+  sp.top = opt.top > 0 ? opt.top : v.top;
+  return sp;
+}
+
 gpu::RunnerConfig runner_config(const ModelConfig& m, const Layout& l, int microbatches, int timed_steps) {
   gpu::RunnerConfig rc;
   rc.layers = m.layers; rc.hidden = m.hidden; rc.heads = m.heads; rc.ffn = m.ffn_hidden; rc.vocab = m.vocab; rc.seq = m.seq_len;
@@ -112,14 +133,8 @@ int validate_data_parallel(const Scenario& s, const PlannerOptions& opt, std::os
            << "; the scenario's cluster is scaled to " << nodes << " x " << sh.local_size << " GPUs, global batch "
            << s.training.global_batch << "\n";
   const ValidateSpec v = s.validate;
-  std::vector<ModelConfig> models = v.models.empty() ? std::vector<ModelConfig>{s.model} : v.models;
-  for (const auto& m : models)
-    if (m.family != Family::gpt)
-      throw InputError(s.file + ": validate.models", "the step runner implements gpt-family models; " + m.name + " is " + to_string(m.family));
-  const std::vector<int> mbs = v.micro_batch.empty() ? std::vector<int>{1, 2, 4, 8} : v.micro_batch;
-  const std::vector<Recompute> recs = v.recompute.empty() ? std::vector<Recompute>{Recompute::none, Recompute::selective, Recompute::full}
-                                                          : v.recompute;
-  const int top = opt.top > 0 ? opt.top : v.top;
+  const ValidateSpace space = resolve_space(s, opt);
+  const auto& [models, mbs, recs, top] = space;
   const std::vector<Compression> comps = v.compression.empty() ? std::vector<Compression>{Compression{}} : v.compression;
   const std::vector<int> zeros = v.zero.empty() ? std::vector<int>{0} : v.zero;
   json records = json::array();
@@ -290,14 +305,8 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
   }
   if (opt.sharding.size > 1) return validate_data_parallel(s, opt, out, progress);
   const ValidateSpec v = s.validate;
-  std::vector<ModelConfig> models = v.models.empty() ? std::vector<ModelConfig>{s.model} : v.models;
-  for (const auto& m : models)
-    if (m.family != Family::gpt)
-      throw InputError(s.file + ": validate.models", "the step runner implements gpt-family models; " + m.name + " is " + to_string(m.family));
-  const std::vector<int> mbs = v.micro_batch.empty() ? std::vector<int>{1, 2, 4, 8} : v.micro_batch;
-  const std::vector<Recompute> recs = v.recompute.empty() ? std::vector<Recompute>{Recompute::none, Recompute::selective, Recompute::full}
-                                                          : v.recompute;
-  const int top = opt.top > 0 ? opt.top : v.top;
+  const ValidateSpace space = resolve_space(s, opt);
+  const auto& [models, mbs, recs, top] = space;
   progress << "validate: this machine runs one-GPU layouts (tp = pp = dp = 1); the scenario's cluster is scaled down to "
               "one GPU, same per-GPU shapes, global batch "
            << s.training.global_batch << " as gradient accumulation\n";
