@@ -12,6 +12,7 @@
 
 #include "alpha_beta_fit.h"
 #include "input_error.h"
+#include "measurements.h"
 #include "nccl_bench.h"
 #include "nccl_transport.h"
 #include "profile_writer.h"
@@ -115,7 +116,12 @@ json samples_json(const std::vector<gpu::CollectiveSample>& v, const std::string
 
 int calibrate_across_nodes(int* argc, char*** argv, const AcrossNodesOptions& opt) {
   MPI_Init(argc, argv);
-  const World w = discover();
+  World w = discover();
+  const int device = w.local_rank;
+  if (opt.rank_per_node) {
+    w.nodes = w.size;
+    w.local_size = 1;
+  }
   int code = 0;
   // Input errors are found on rank 0 before any GPU work, and every rank stops with the same code.
   json base;
@@ -148,8 +154,8 @@ int calibrate_across_nodes(int* argc, char*** argv, const AcrossNodesOptions& op
   setenv("NCCL_DEBUG_SUBSYS", "INIT,NET", 1);
   setenv("NCCL_DEBUG_FILE", log_path.c_str(), 1);
   setenv("NCCL_NVLS_ENABLE", "0", 1);
-  const int device = w.local_rank;
   const double max_bytes = opt.quick ? 256.0 * (1 << 20) : 4.0 * (1ull << 30);
+
 
   // Every rank, then one rank per node (the ranks of local index 0: one rail).
   NcclTransport transport;
@@ -164,7 +170,7 @@ int calibrate_across_nodes(int* argc, char*** argv, const AcrossNodesOptions& op
   std::vector<gpu::CollectiveSample> rail;
   MPI_Comm rail_comm;
   MPI_Comm_split(MPI_COMM_WORLD, w.local_rank == 0 ? 0 : MPI_UNDEFINED, w.rank, &rail_comm);
-  if (w.nodes > 1 && rail_comm != MPI_COMM_NULL) {
+  if (w.nodes > 1 && !opt.rank_per_node && rail_comm != MPI_COMM_NULL) {
     NcclTransport t2;
     bool s2 = false;
     rail = sweep(rail_comm, device, max_bytes, opt.quick, w, true, log_path, t2, s2);
@@ -185,8 +191,15 @@ int calibrate_across_nodes(int* argc, char*** argv, const AcrossNodesOptions& op
                            " bytes: " + std::to_string(s.wrong) + " wrong elements");
     json p = base;
     p["name"] = opt.name;
-    json prov = {{"source", "measured"}, {"command", opt.command}, {"date", opt.date}, {"ranks", w.size},
-                 {"nodes", w.nodes}, {"ranks_per_node", w.local_size}, {"network", transport.network}, {"nics", transport.nics}};
+    if (opt.rank_per_node)
+      p["description"] = base.value("description", std::string()) +
+                         " Its inter_node link was measured on one host with every rank counted as its own node: NCCL's "
+                         "network transport between GPUs whose peer-to-peer and shared-memory paths were switched off.";
+    const gpu::DeviceInfo dev = gpu::describe_devices();
+    json prov = {{"source", "measured"}, {"device", dev.name}, {"device_count", dev.count}, {"driver", dev.driver},
+                 {"cuda", dev.cuda_runtime}, {"nccl", dev.nccl}, {"command", opt.command}, {"date", opt.date}, {"ranks", w.size},
+                 {"nodes", w.nodes}, {"ranks_per_node", w.local_size}, {"network", transport.network}, {"nics", transport.nics},
+                 {"rank_per_node", opt.rank_per_node}};
     json& raw = p["measurements"];
     if (!raw.is_object()) raw = json::object();
     raw["across_nodes"] = {{"provenance", prov}, {"world", samples_json(world, "world")}, {"rail", samples_json(rail, "rail")}};
@@ -204,6 +217,9 @@ int calibrate_across_nodes(int* argc, char*** argv, const AcrossNodesOptions& op
         n["efficiency"] = std::min(1.0, f.busbw_GBps / (net.value("nic_Gbps", 0.0) / 8.0));
         n["latency_us"] = f.alpha_us / std::max(1, 2 * (w.nodes - 1));
         n["provenance"] = prov;
+        // Every collective of the one-rank-per-node sweep, as measured curves for groups with one
+        // member per node.
+        n["collectives"] = collective_fits_json(tables_from_measurements(rail.empty() ? world : rail), prov);
         std::printf("inter-node all-reduce over %d nodes: busbw %.1f GB/s, alpha %.1f us (r2 %.4f)\n", w.nodes, f.busbw_GBps,
                     f.alpha_us, f.r2);
       } catch (const std::invalid_argument& e) {

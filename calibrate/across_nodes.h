@@ -10,6 +10,9 @@ struct AcrossNodesOptions {
   std::string base, out, name, command, date;
   bool quick = false;
   bool allow_socket = false;
+  // Count every rank as its own node: for measuring a network path forced on one host (NCCL's
+  // peer-to-peer and shared-memory transports disabled), which then calibrates inter_node.
+  bool rank_per_node = false;
 };
 
 // Returns the process exit code: 0, 2 for bad input, 3 for a failed health check (socket

@@ -62,4 +62,74 @@ AlphaBetaFit fit_alpha_beta(const LinkTable& t, double min_bytes) {
   return f;
 }
 
+std::vector<AlphaBetaSegment> fit_piecewise_alpha_beta(const LinkTable& t, double min_bytes, double tolerance) {
+  std::vector<LinkPoint> pts;
+  for (const auto& p : t.points)
+    if (p.bytes >= min_bytes && p.time_us > 0) pts.push_back(p);
+  std::sort(pts.begin(), pts.end(), [](const LinkPoint& a, const LinkPoint& b) { return a.bytes < b.bytes; });
+  if (pts.size() < 2) throw std::invalid_argument("fit needs at least two points at or above the minimum size");
+  auto fit_range = [&](std::size_t i, std::size_t j) {
+    LinkTable sub{t.collective, t.gpus, {pts.begin() + static_cast<long>(i), pts.begin() + static_cast<long>(j) + 1}, t.source};
+    try {
+      return fit_alpha_beta(sub, 0);
+    } catch (const std::invalid_argument&) {
+      // Times that do not grow with the size (latency-bound, within noise): a constant, the
+      // relative-error least-squares level sum(1/t) / sum(1/t^2), and a bandwidth that adds
+      // nothing measurable.
+      AlphaBetaFit f;
+      double a = 0, b = 0;
+      for (const auto& p : sub.points) {
+        a += 1.0 / p.time_us;
+        b += 1.0 / (p.time_us * p.time_us);
+      }
+      f.alpha_us = a / b;
+      f.busbw_GBps = 1e5;
+      f.points = static_cast<int>(sub.points.size());
+      for (const auto& p : sub.points)
+        f.max_rel_error = std::max(f.max_rel_error, std::fabs(predict_us(f, t.collective, t.gpus, p.bytes) - p.time_us) / p.time_us);
+      f.median_rel_error = f.max_rel_error;
+      return f;
+    }
+  };
+  std::vector<AlphaBetaSegment> out;
+  auto alone = [&](std::size_t i) {
+    AlphaBetaFit one;
+    one.alpha_us = pts[i].time_us;
+    one.busbw_GBps = 1e5;
+    one.points = 1;
+    out.push_back({pts[i].bytes, pts[i].bytes, one});
+  };
+  for (std::size_t i = 0; i < pts.size();) {
+    if (i + 1 == pts.size()) {
+      alone(i);
+      break;
+    }
+    // Two points always fit (unless they need a negative latency); grow while the next point
+    // still fits within the tolerance. Segments do not share points.
+    std::size_t j = i + 1;
+    AlphaBetaFit best = fit_range(i, j);
+    if (best.max_rel_error > tolerance) {
+      alone(i);
+      ++i;
+      continue;
+    }
+    while (j + 1 < pts.size()) {
+      const AlphaBetaFit f = fit_range(i, j + 1);
+      if (f.max_rel_error > tolerance) break;
+      best = f;
+      ++j;
+    }
+    out.push_back({pts[i].bytes, pts[j].bytes, best});
+    i = j + 1;
+  }
+  return out;
+}
+
+double predict_us(const std::vector<AlphaBetaSegment>& segments, const std::string& collective, int gpus, double bytes) {
+  if (segments.empty()) throw std::invalid_argument("no segments");
+  for (const auto& s : segments)
+    if (bytes <= s.max_bytes) return predict_us(s.fit, collective, gpus, bytes);
+  return predict_us(segments.back().fit, collective, gpus, bytes);
+}
+
 }  // namespace trainsim::calib

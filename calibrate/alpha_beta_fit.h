@@ -1,4 +1,6 @@
 #pragma once
+#include <vector>
+
 #include "link_table.h"
 
 namespace trainsim::calib {
@@ -15,6 +17,18 @@ struct AlphaBetaFit {
 };
 
 AlphaBetaFit fit_alpha_beta(const LinkTable& t, double min_bytes);
+
+// Piecewise alpha-beta: consecutive size ranges, each fitted on its own, as few as keep every
+// measured point at or above min_bytes within `tolerance` (relative). NCCL changes protocol and
+// channel count with the message size, so one line over 1 MiB to GiB misses by 10-20%. Segments
+// are grown greedily from the smallest size; neighbours share their boundary point.
+struct AlphaBetaSegment {
+  double min_bytes = 0, max_bytes = 0;
+  AlphaBetaFit fit;
+};
+std::vector<AlphaBetaSegment> fit_piecewise_alpha_beta(const LinkTable& t, double min_bytes, double tolerance);
+// The segment covering `bytes` (the first below its range, the last above it).
+double predict_us(const std::vector<AlphaBetaSegment>& segments, const std::string& collective, int gpus, double bytes);
 double predict_us(const AlphaBetaFit& f, const std::string& collective, int gpus, double bytes);
 
 }  // namespace trainsim::calib

@@ -106,6 +106,10 @@ int main(int argc, char** argv) {
   app.add_flag("--across-nodes", across_nodes,
                "under mpirun, one rank per GPU: measure NCCL collectives across the ranks' nodes into a copy of --base");
   app.add_flag("--allow-socket", allow_socket, "with --across-nodes: measure even if NCCL falls back to TCP sockets");
+  bool rank_per_node = false;
+  app.add_flag("--rank-per-node", rank_per_node,
+               "with --across-nodes: count every rank as its own node, to calibrate inter_node from a network path forced on "
+               "one host (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1)");
   auto* imp = app.add_subcommand("import-nccl-tests", "read nccl-tests text or -J JSON logs into link tables with fits");
   std::vector<std::string> logs;
   std::string imp_out;
@@ -113,6 +117,9 @@ int main(int argc, char** argv) {
   imp->add_option("logs", logs, "nccl-tests output files")->required();
   imp->add_option("--out", imp_out, "link-table JSON to write")->required();
   imp->add_option("--fit-min-bytes", min_bytes, "smallest message size used by the fit");
+  auto* refit = app.add_subcommand("refit", "refit a profile's collective models from the raw measurements it records");
+  std::string refit_profile;
+  refit->add_option("profile", refit_profile, "hardware profile JSON, rewritten in place")->required();
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -123,6 +130,26 @@ int main(int argc, char** argv) {
   }
   try {
     if (*imp) return import_logs(logs, imp_out, min_bytes);
+    if (*refit) {
+      std::ifstream in(refit_profile);
+      if (!in) throw InputError(refit_profile, "cannot open file");
+      json p;
+      try {
+        p = json::parse(in);
+      } catch (const json::parse_error& e) {
+        throw InputError(refit_profile, std::string("not valid JSON: ") + e.what());
+      }
+      int n = 0;
+      try {
+        n = calib::refit_collectives(p);
+      } catch (const json::exception& e) {
+        throw InputError(refit_profile + ": measurements.collectives", e.what());
+      }
+      if (n == 0) throw InputError(refit_profile, "records no multi-GPU collective measurements to refit");
+      write_atomically(refit_profile, p.dump(1) + "\n");
+      std::printf("calibrate refit: %d collective tables refitted in %s\n", n, refit_profile.c_str());
+      return 0;
+    }
     if (out.empty()) throw InputError("--out", "required: where to write the profile");
     if (across_nodes) {
 #ifdef TRAINSIM_HAVE_MPI
@@ -135,6 +162,7 @@ int main(int argc, char** argv) {
       o.date = today();
       o.quick = quick;
       o.allow_socket = allow_socket;
+      o.rank_per_node = rank_per_node;
       return calib::calibrate_across_nodes(&argc, &argv, o);
 #else
       std::cerr << "error: --across-nodes needs a build with CUDA, NCCL and MPI (Open MPI was not found at configure time)\n";
@@ -157,7 +185,10 @@ int main(int argc, char** argv) {
     if (quick) plan.max_collective_bytes = 1.0 * (1ull << 30);
     const auto t0 = std::chrono::steady_clock::now();
     const gpu::Measurements m = gpu::run_calibration(plan);
-    const json profile = calib::make_profile(m, base_json, name, command, today());
+    const calib::GpuLinks links = calib::read_gpu_links();
+    for (const auto& [pair, code] : links)
+      std::fprintf(stderr, "calibrate: GPU%d-GPU%d linked by %s\n", pair.first, pair.second, calib::describe_link(code).c_str());
+    const json profile = calib::make_profile(m, base_json, name, command, today(), links);
     const auto issues = calib::health_check(m, base_json, 0.15);
     for (const auto& i : issues) std::cerr << "health: " << i.what << "\n";
     write_atomically(out, profile.dump(1) + "\n");

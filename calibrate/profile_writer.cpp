@@ -36,9 +36,9 @@ std::string fmt(const char* f, double a, double b = 0, double c = 0) {
 
 }  // namespace
 
-std::vector<LinkTable> tables_from_measurements(const gpu::Measurements& m) {
+std::vector<LinkTable> tables_from_measurements(const std::vector<gpu::CollectiveSample>& samples) {
   std::map<std::pair<std::string, int>, LinkTable> by;
-  for (const auto& c : m.collectives) {
+  for (const auto& c : samples) {
     if (c.gpus < 2) continue;
     LinkTable& t = by[{c.collective, c.gpus}];
     t.collective = c.collective;
@@ -56,14 +56,68 @@ json collective_fits_json(const std::vector<LinkTable>& tables, const json& prov
   for (const auto& t : tables) {
     // Fitted over the sizes training moves (1 MiB and up).
     const AlphaBetaFit f = fit_alpha_beta(t, 1 << 20);
+    // The simulator uses the piecewise fit: every measured size within 5%.
+    json rows = json::array();
+    for (const auto& sg : fit_piecewise_alpha_beta(t, 1 << 20, 0.05))
+      rows.push_back({sg.min_bytes, sg.max_bytes, sg.fit.alpha_us, sg.fit.busbw_GBps, sg.fit.max_rel_error});
     arr.push_back({{"collective", t.collective}, {"gpus", t.gpus}, {"alpha_us", f.alpha_us},
-                   {"busbw_GBps", f.busbw_GBps}, {"r2", f.r2}, {"provenance", provenance}});
+                   {"busbw_GBps", f.busbw_GBps}, {"r2", f.r2}, {"max_rel_error", f.max_rel_error},
+                   {"segments", {{"columns", {"min_bytes", "max_bytes", "alpha_us", "busbw_GBps", "max_rel_error"}}, {"rows", rows}}},
+                   {"provenance", provenance}});
   }
   return arr;
 }
 
+void set_intra_collectives(json& in, const std::vector<LinkTable>& tables, const json& provenance) {
+  in["collectives"] = collective_fits_json(tables, provenance);
+  // The ring rate and per-step latency the simulator uses for unmeasured group sizes: the
+  // all-reduce over the most GPUs measured.
+  int most = 0;
+  for (const auto& t : tables)
+    if (t.collective == "all_reduce" && t.gpus > most) {
+      most = t.gpus;
+      const AlphaBetaFit f = fit_alpha_beta(t, 1 << 20);
+      in["busbw_GBps"] = f.busbw_GBps;
+      in["latency_us"] = f.alpha_us / (2.0 * (t.gpus - 1));
+    }
+}
+
+int refit_collectives(json& profile) {
+  if (!profile.contains("measurements") || !profile["measurements"].contains("collectives")) return 0;
+  std::map<std::pair<std::string, int>, LinkTable> by;
+  for (const auto& c : profile["measurements"]["collectives"]) {
+    const int gpus = c.at("gpus").get<int>();
+    if (gpus < 2) continue;
+    LinkTable& t = by[{c.at("collective").get<std::string>(), gpus}];
+    t.collective = c.at("collective").get<std::string>();
+    t.gpus = gpus;
+    t.source = "measured";
+    t.points.push_back({c.at("bytes").get<double>(), c.at("time_us").get<double>(), c.at("algbw_GBps").get<double>(),
+                        c.at("busbw_GBps").get<double>(), c.at("wrong").get<long>()});
+  }
+  std::vector<LinkTable> tables;
+  for (auto& [k, t] : by) tables.push_back(std::move(t));
+  if (!tables.empty()) set_intra_collectives(profile["intra_node"], tables, profile["intra_node"].at("provenance"));
+  int n = static_cast<int>(tables.size());
+  // Across nodes: the sweep with one rank per node (the rail, or every rank when each was its own node).
+  if (profile["measurements"].contains("across_nodes") &&
+      profile["measurements"]["across_nodes"].value("provenance", json::object()).value("nodes", 0) > 1) {
+    const json& a = profile["measurements"]["across_nodes"];
+    const json& src = a.contains("rail") && !a["rail"].empty() ? a["rail"] : a.at("world");
+    std::vector<gpu::CollectiveSample> samples;
+    for (const auto& c : src)
+      samples.push_back({c.at("collective").get<std::string>(), c.at("gpus").get<int>(), c.at("bytes").get<double>(),
+                         c.at("time_us").get<double>(), c.at("algbw_GBps").get<double>(), c.at("busbw_GBps").get<double>(),
+                         c.at("wrong").get<long>()});
+    const auto inter = tables_from_measurements(samples);
+    profile["inter_node"]["collectives"] = collective_fits_json(inter, profile["inter_node"].at("provenance"));
+    n += static_cast<int>(inter.size());
+  }
+  return n;
+}
+
 json make_profile(const gpu::Measurements& m, const json& base, const std::string& name, const std::string& command,
-                  const std::string& date) {
+                  const std::string& date, const GpuLinks& links) {
   json prov = {{"source", "measured"}, {"device", m.device.name}, {"device_count", m.device.count},
                {"driver", m.device.driver}, {"cuda", m.device.cuda_runtime}, {"nccl", m.device.nccl},
                {"date", date}, {"command", command}};
@@ -126,20 +180,20 @@ json make_profile(const gpu::Measurements& m, const json& base, const std::strin
   g["provenance"] = prov;
   const double h2d = best_bandwidth(m, "h2d", 0), d2h = best_bandwidth(m, "d2h", 0);
   if (h2d > 0) p["host_link"] = {{"h2d_GBps", h2d}, {"d2h_GBps", d2h}, {"provenance", prov}};
-  const auto tables = tables_from_measurements(m);
+  const auto tables = tables_from_measurements(m.collectives);
   if (!tables.empty()) {
-    json& in = p["intra_node"];
-    in["collectives"] = collective_fits_json(tables, prov);
-    int most = 0;
-    for (const auto& t : tables)
-      if (t.collective == "all_reduce" && t.gpus > most) {
-        most = t.gpus;
-        const AlphaBetaFit f = fit_alpha_beta(t, 1 << 20);
-        in["busbw_GBps"] = f.busbw_GBps;
-        in["latency_us"] = f.alpha_us / (2.0 * (t.gpus - 1));
-      }
-    in["provenance"] = prov;
+    set_intra_collectives(p["intra_node"], tables, prov);
+    p["intra_node"]["provenance"] = prov;
   }
+  // Peer copies between every GPU pair with the link found between them.
+  json peers = json::array();
+  for (const auto& b : m.bandwidth)
+    if (b.kernel == "p2p" || b.kernel == "p2p_staged") {
+      const auto it = links.find({std::min(b.src, b.dst), std::max(b.src, b.dst)});
+      peers.push_back({b.src, b.dst, it == links.end() ? "unknown" : describe_link(it->second), b.GBps, b.kernel == "p2p"});
+    }
+  if (!peers.empty())
+    p["intra_node"]["peer_copies"] = {{"columns", {"src", "dst", "link", "GBps", "peer_access"}}, {"rows", peers}, {"provenance", prov}};
   double q = 0, tk = 0;
   for (const auto& c : m.compression) {
     if (c.kernel == "int8_quantize") q = c.GBps;

@@ -27,11 +27,15 @@ int cuda_device_count() {
 
 void use_device(int device) { TRAINSIM_CUDA(cudaSetDevice(device)); }
 
+DeviceInfo describe_devices();
+
 namespace {
 
 std::string version_string(int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); }
 
-DeviceInfo device_info() {
+}  // namespace
+
+DeviceInfo describe_devices() {
   DeviceInfo d;
   TRAINSIM_CUDA(cudaGetDeviceCount(&d.count));
   cudaDeviceProp p{};
@@ -75,6 +79,8 @@ DeviceInfo device_info() {
     }
   return d;
 }
+
+namespace {
 
 std::vector<AttentionSample> bench_attention(bool quick) {
   struct S { int b, h, s, d; };
@@ -233,7 +239,7 @@ std::vector<KernelSample> bench_step_kernels(bool quick) {
 
 Measurements run_calibration(const CalibrationPlan& plan) {
   Measurements m;
-  m.device = device_info();
+  m.device = describe_devices();
   const bool quick = plan.quick;
   std::fprintf(stderr, "calibrate: %d x %s, CUDA %s, NCCL %s\n", m.device.count, m.device.name.c_str(),
                m.device.cuda_runtime.c_str(), m.device.nccl.c_str());

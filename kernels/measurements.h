@@ -83,6 +83,8 @@ struct CalibrationPlan {
 
 // Runs every microbenchmark the visible GPUs allow. Throws std::runtime_error on a CUDA failure.
 Measurements run_calibration(const CalibrationPlan& plan);
+// The visible GPUs, driver, CUDA runtime, NCCL version and peer access between GPU pairs.
+DeviceInfo describe_devices();
 bool cuda_available();
 int cuda_device_count();
 void use_device(int device);  // for this host thread's later CUDA work

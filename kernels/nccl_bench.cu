@@ -65,7 +65,8 @@ std::vector<CollectiveSample> sweep(std::vector<Rank>& ranks, int n, double max_
   for (const char* coll_c : kCollectives) {
     const std::string coll(coll_c);
     if (coll == "send_recv" && n < 2) continue;
-    for (double bytes = 8; bytes <= max_bytes; bytes *= (quick ? 8 : 2)) {
+    // --quick: sizes step by 8 up to 1 MiB and by 2 above it, where the fits look.
+    for (double bytes = 8; bytes <= max_bytes; bytes *= (quick && bytes < (1 << 20) ? 8 : 2)) {
       // Element counts: float elements, divisible by n where the collective splits the buffer.
       size_t elems = std::max<size_t>(1, static_cast<size_t>(bytes) / 4);
       if (coll != "all_reduce" && coll != "send_recv") elems = std::max<size_t>(n, elems / n * n);

@@ -48,6 +48,16 @@ Provenance read_provenance(JsonFields& parent, const std::string& key, bool requ
   p.date = f.string("date", "");
   p.command = f.string("command", "");
   p.reference = f.string("reference", "");
+  // Where a table was measured across ranks (calibrate --across-nodes).
+  p.ranks = f.integer("ranks", 0, 0, 1 << 24);
+  p.nodes = f.integer("nodes", 0, 0, 1 << 24);
+  p.ranks_per_node = f.integer("ranks_per_node", 0, 0, 1 << 16);
+  p.rank_per_node = f.boolean("rank_per_node", false);
+  p.network = f.string("network", "");
+  if (const json* nics = f.find("nics")) {
+    if (!nics->is_array()) throw InputError(f.path("nics"), "expected an array of NIC names, found " + json_excerpt(*nics));
+    for (std::size_t i = 0; i < nics->size(); ++i) p.nics.push_back(json_string((*nics)[i], f.path("nics") + "[" + std::to_string(i) + "]"));
+  }
   f.finish();
   if (p.source == "measured" && (p.device.empty() || p.date.empty() || p.command.empty()))
     throw InputError(f.path(), "a measured table must record device, date and command");
@@ -140,6 +150,51 @@ void read_gpu(JsonFields& top, HardwareProfile& hp, bool derived) {
   g.finish();
 }
 
+std::vector<CollectiveFit> read_collective_fits(JsonFields& in) {
+  std::vector<CollectiveFit> out;
+  if (const json* cs = in.find("collectives")) {
+    if (!cs->is_array()) throw InputError(in.path("collectives"), "expected an array, found " + json_excerpt(*cs));
+    for (std::size_t i = 0; i < cs->size(); ++i) {
+      JsonFields c((*cs)[i], in.path("collectives") + "[" + std::to_string(i) + "]");
+      CollectiveFit fit;
+      fit.collective = c.string("collective");
+      if (fit.collective != "all_reduce" && fit.collective != "all_gather" && fit.collective != "reduce_scatter" &&
+          fit.collective != "all_to_all" && fit.collective != "send_recv")
+        throw InputError(c.path("collective"), "expected \"all_reduce\", \"all_gather\", \"reduce_scatter\", \"all_to_all\" or "
+                                               "\"send_recv\", found \"" + fit.collective + "\"");
+      fit.gpus = c.integer("gpus", std::nullopt, 2, 1 << 20);
+      fit.alpha_us = c.number("alpha_us", std::nullopt, 0.0, 1e7);
+      fit.busbw_GBps = c.number("busbw_GBps", std::nullopt, 1e-6, 1e6);
+      fit.r2 = c.number("r2", 0.0, -1e9, 1.0);
+      fit.max_rel_error = c.number("max_rel_error", 0.0, 0.0, 1e6);
+      if (c.has("segments")) {
+        JsonFields sg = c.object("segments");
+        const json& cols = sg.required("columns");
+        if (cols != json{"min_bytes", "max_bytes", "alpha_us", "busbw_GBps", "max_rel_error"})
+          throw InputError(sg.path("columns"), "expected [\"min_bytes\", \"max_bytes\", \"alpha_us\", \"busbw_GBps\", \"max_rel_error\"], found " + json_excerpt(cols));
+        const json& rows = sg.required("rows");
+        if (!rows.is_array() || rows.empty()) throw InputError(sg.path("rows"), "expected a non-empty array, found " + json_excerpt(rows));
+        for (std::size_t r = 0; r < rows.size(); ++r) {
+          const std::string at = sg.path("rows") + "[" + std::to_string(r) + "]";
+          if (!rows[r].is_array() || rows[r].size() != 5) throw InputError(at, "expected 5 numbers, found " + json_excerpt(rows[r]));
+          CollectiveFit::Segment x{json_number(rows[r][0], at + "[0]", 0.0, 1e15), json_number(rows[r][1], at + "[1]", 0.0, 1e15),
+                                   json_number(rows[r][2], at + "[2]", 0.0, 1e7), json_number(rows[r][3], at + "[3]", 1e-6, 1e6),
+                                   json_number(rows[r][4], at + "[4]", 0.0, 1e6)};
+          if (x.max_bytes < x.min_bytes) throw InputError(at, "max_bytes is below min_bytes");
+          if (!fit.segments.empty() && x.min_bytes < fit.segments.back().max_bytes)
+            throw InputError(at, "segments must follow each other by size");
+          fit.segments.push_back(x);
+        }
+        sg.finish();
+      }
+      fit.provenance = read_provenance(c, "provenance", false);
+      c.finish();
+      out.push_back(fit);
+    }
+  }
+  return out;
+}
+
 void read_links(JsonFields& top, HardwareProfile& hp) {
   if (top.has("host_link")) {
     JsonFields h = top.object("host_link");
@@ -154,20 +209,24 @@ void read_links(JsonFields& top, HardwareProfile& hp) {
   hp.intra_link_GBps = in.number("link_GBps", std::nullopt, 0.001, 1e5);
   hp.intra_busbw_GBps = in.number("busbw_GBps", std::nullopt, 0.001, 1e5);
   hp.intra_latency_us = in.number("latency_us", std::nullopt, 0.0, 1e5);
-  if (const json* cs = in.find("collectives")) {
-    if (!cs->is_array()) throw InputError(in.path("collectives"), "expected an array, found " + json_excerpt(*cs));
-    for (std::size_t i = 0; i < cs->size(); ++i) {
-      JsonFields c((*cs)[i], in.path("collectives") + "[" + std::to_string(i) + "]");
-      CollectiveFit fit;
-      fit.collective = c.string("collective");
-      fit.gpus = c.integer("gpus", std::nullopt, 2, 1 << 20);
-      fit.alpha_us = c.number("alpha_us", std::nullopt, 0.0, 1e7);
-      fit.busbw_GBps = c.number("busbw_GBps", std::nullopt, 1e-6, 1e6);
-      fit.r2 = c.number("r2", 0.0, -1e9, 1.0);
-      fit.provenance = read_provenance(c, "provenance", false);
-      c.finish();
-      hp.intra_collectives.push_back(fit);
+  hp.intra_collectives = read_collective_fits(in);
+  if (in.has("peer_copies")) {
+    JsonFields pc = in.object("peer_copies");
+    const json& cols = pc.required("columns");
+    if (cols != json{"src", "dst", "link", "GBps", "peer_access"})
+      throw InputError(pc.path("columns"), "expected [\"src\", \"dst\", \"link\", \"GBps\", \"peer_access\"], found " + json_excerpt(cols));
+    const json& rows = pc.required("rows");
+    if (!rows.is_array()) throw InputError(pc.path("rows"), "expected an array, found " + json_excerpt(rows));
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const std::string at = pc.path("rows") + "[" + std::to_string(i) + "]";
+      const json& r = rows[i];
+      if (!r.is_array() || r.size() != 5 || !r[4].is_boolean())
+        throw InputError(at, "expected [src, dst, link, GBps, peer_access], found " + json_excerpt(r));
+      hp.peer_copies.push_back({json_integer(r[0], at + "[0]", 0, 1 << 16), json_integer(r[1], at + "[1]", 0, 1 << 16),
+                                json_string(r[2], at + "[2]"), json_number(r[3], at + "[3]", 0.0, 1e6), r[4].get<bool>()});
     }
+    read_provenance(pc, "provenance", false);
+    pc.finish();
   }
   hp.intra_provenance = read_provenance(in, "provenance", true);
   in.finish();
@@ -175,8 +234,9 @@ void read_links(JsonFields& top, HardwareProfile& hp) {
   JsonFields net = top.object("inter_node");
   hp.nics_per_node = net.integer("nics_per_node", std::nullopt, 1, 64);
   hp.nic_Gbps = net.number("nic_Gbps", std::nullopt, 0.1, 1e5);
-  hp.nic_efficiency = net.number("efficiency", std::nullopt, 0.01, 1.0);
+  hp.nic_efficiency = net.number("efficiency", std::nullopt, 1e-5, 1.0);
   hp.inter_latency_us = net.number("latency_us", std::nullopt, 0.0, 1e5);
+  hp.inter_collectives = read_collective_fits(net);
   hp.inter_provenance = read_provenance(net, "provenance", true);
   net.finish();
 

@@ -13,6 +13,12 @@ struct Provenance {
   int device_count = 0;
   std::string driver, cuda, nccl, date, command;
   std::string reference;  // citation or rule, for imported / datasheet / derived
+  // Across ranks (calibrate --across-nodes): how many, on how many nodes, over which NCCL network
+  // and NICs; rank_per_node when every rank was counted as its own node on one host.
+  int ranks = 0, nodes = 0, ranks_per_node = 0;
+  bool rank_per_node = false;
+  std::string network;
+  std::vector<std::string> nics;
 };
 
 struct GemmPoint {
@@ -33,7 +39,22 @@ struct CollectiveFit {
   double alpha_us = 0;
   double busbw_GBps = 0;
   double r2 = 0;
+  double max_rel_error = 0;  // of the single line over the fitted sizes
+  // Piecewise fit by message size (each within a stated tolerance of its points); empty for a
+  // single-line entry.
+  struct Segment {
+    double min_bytes = 0, max_bytes = 0, alpha_us = 0, busbw_GBps = 0, max_rel_error = 0;
+  };
+  std::vector<Segment> segments;
   Provenance provenance;
+};
+
+// A measured copy between two GPUs of a node, with the link found between them.
+struct PeerCopy {
+  int src = 0, dst = 0;
+  std::string link;  // "NVLink x18", "PCIe (SYS)", "unknown"
+  double GBps = 0;
+  bool peer_access = false;
 };
 
 struct HardwareProfile {
@@ -72,6 +93,7 @@ struct HardwareProfile {
                                   // simulator uses)
   double intra_latency_us = 0;    // per ring step
   std::vector<CollectiveFit> intra_collectives;
+  std::vector<PeerCopy> peer_copies;
   Provenance intra_provenance;
 
   // Between nodes.
@@ -79,6 +101,8 @@ struct HardwareProfile {
   double nic_Gbps = 0;
   double nic_efficiency = 0;   // achievable fraction of line rate for NCCL traffic
   double inter_latency_us = 0; // per step across the network
+  // Collectives measured with one rank per node (calibrate --across-nodes), by group size.
+  std::vector<CollectiveFit> inter_collectives;
   Provenance inter_provenance;
 
   // Compression kernels: achieved throughput over the fp32/bf16 gradient bytes they read.

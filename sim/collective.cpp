@@ -29,6 +29,13 @@ const char* to_string(Algorithm a) {
   return "?";
 }
 
+CollectiveKind parse_collective_kind(const std::string& s) {
+  for (CollectiveKind k : {CollectiveKind::all_reduce, CollectiveKind::all_gather, CollectiveKind::reduce_scatter,
+                           CollectiveKind::all_to_all, CollectiveKind::send_recv})
+    if (s == to_string(k)) return k;
+  throw std::invalid_argument("unknown collective \"" + s + "\"");
+}
+
 Algorithm parse_algorithm(const std::string& s) {
   for (Algorithm a : {Algorithm::automatic, Algorithm::ring, Algorithm::tree, Algorithm::hierarchical, Algorithm::direct})
     if (s == to_string(a)) return a;

@@ -13,6 +13,8 @@ enum class CollectiveKind { all_reduce, all_gather, reduce_scatter, all_to_all, 
 enum class Algorithm { automatic, ring, tree, hierarchical, direct };
 
 const char* to_string(CollectiveKind k);
+// "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv"; throws std::invalid_argument.
+CollectiveKind parse_collective_kind(const std::string& s);
 const char* to_string(Algorithm a);
 Algorithm parse_algorithm(const std::string& s);
 

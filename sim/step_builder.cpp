@@ -51,7 +51,7 @@ class FullPaths : public PathProvider {
 class SymmetricPaths : public PathProvider {
  public:
   SymmetricPaths(Engine& e, const ClusterShape& s, const std::vector<int>& reps) : e_(e), s_(s) {
-    nic_share_ = s.nics_per_node * s.nic_Bps / s.gpus_per_node;
+    nic_share_ = s.nic_share_Bps();
     is_rep_.assign(s.gpus(), 0);
     for (int g : reps) is_rep_[g] = 1;
     for (int g : reps) {
@@ -125,6 +125,10 @@ struct ChunkWork {
   double extra_bwd_s = 0;       // embedding / head backward on top of the layers
   CommTotals tp_extra_bwd;
   double grad_bytes_per_layer = 0;  // fp32 gradients of one layer on one rank
+  // The same by parameter tensor, in the order backward completes them (MLP down projection,
+  // MLP up projection(s), attention output, fused QKV, then biases and norms): buckets are filled
+  // tensor by tensor, as PyTorch DDP and Megatron-LM fill them.
+  std::vector<double> layer_tensor_bytes;
   double extra_grad_bytes = 0;      // embedding / head gradients
   double params_per_rank = 0;       // for ZeRO-3 gathers
 };
@@ -258,11 +262,18 @@ class Builder {
     std::vector<int> members;  // the group's simulated GPUs
     double sent_by_first = 0;  // bytes the first simulated member sends, per byte of buffer
     double idle_latency_s = 0, idle_per_byte_s = 0;  // idle-network time: latency + S * per_byte
+    const MeasuredCollective* measured = nullptr;    // inside one node, where the profile measured it
+    // The factors that give the measured time for `bytes` summed over `count` calls.
+    PlanScale scale(double bytes, int count) const {
+      return measured ? measured_scale(*measured, bytes / std::max(1, count), idle_latency_s, idle_per_byte_s) : PlanScale{};
+    }
   };
   // The plan for `bytes` over `group`; with Algorithm::automatic, the candidate with the smaller
   // idle-network time at this size, as plan_collective chooses.
   const CachedPlan& cached_plan(const std::vector<int>& group, CollectiveKind kind, Algorithm algo, double bytes);
   const CachedPlan& unit_plan(const std::vector<int>& group, CollectiveKind kind, Algorithm algo);
+  // Every member on its own node (groups are evenly strided, so neighbours tell).
+  bool one_per_node(const std::vector<int>& group) const;
   using PlanKey = std::array<int, 5>;  // kind, algorithm, first member, stride, size
   std::map<PlanKey, CachedPlan> plan_cache_;
   // GPU 0's compute queue in order, with the fixed compute time of each task by category; the rest
@@ -339,6 +350,14 @@ void Builder::prepare_chunks() {
       }
       w.layer_bwd_s = lb;
       w.grad_bytes_per_layer = 4.0 * layer_params;
+      {
+        const double f = m_.ffn_hidden, kv = m_.kv_hidden(), t = L_.tp;
+        const double up = (m_.family == Family::gpt ? 1.0 : 2.0) * h * f / t;
+        w.layer_tensor_bytes = {4.0 * f * h / t, 4.0 * up, 4.0 * h * h / t, 4.0 * h * (h + 2.0 * kv) / t};
+        double listed = 0;
+        for (double b : w.layer_tensor_bytes) listed += b;
+        w.layer_tensor_bytes.push_back(std::max(0.0, w.grad_bytes_per_layer - listed));
+      }
       w.params_per_rank = layer_params * w.layers;
       auto add_extra = [&](const LayerOps& x, double params) {
         const double f = ops_time(cost_, x.forward), b = ops_time(cost_, x.backward);
@@ -413,9 +432,10 @@ void Builder::run_parts(const std::vector<int>& gpus, std::initializer_list<Part
         if (p.tp->count[k] == 0) continue;
         const CachedPlan& plan = cached_plan(tp_group_of(g), kinds[k], Algorithm::ring, p.tp->bytes[k]);
         if (g == 0) tp_bytes_gpu0_ += plan.sent_by_first * p.tp->bytes[k];
+        const PlanScale sc = plan.scale(p.tp->bytes[k], p.tp->count[k]);
         for (const CachedPhase& ph : plan.phases) {
-          spec.duration_s += ph.latency_s * p.tp->count[k];
-          for (std::int32_t f = ph.flow_begin; f < ph.flow_end; ++f) add_fused_flow(plan, plan.flows[f], p.tp->bytes[k]);
+          spec.duration_s += ph.latency_s * sc.latency * p.tp->count[k];
+          for (std::int32_t f = ph.flow_begin; f < ph.flow_end; ++f) add_fused_flow(plan, plan.flows[f], p.tp->bytes[k] * sc.bytes);
         }
       }
     }
@@ -447,6 +467,12 @@ const Builder::CachedPlan& Builder::cached_plan(const std::vector<int>& group, C
   return idle(tree) < idle(ring) ? tree : ring;
 }
 
+bool Builder::one_per_node(const std::vector<int>& group) const {
+  for (std::size_t i = 1; i < group.size(); ++i)
+    if (place_.node_of(group[i]) == place_.node_of(group[i - 1])) return false;
+  return group.size() > 1;
+}
+
 const Builder::CachedPlan& Builder::unit_plan(const std::vector<int>& group, CollectiveKind kind, Algorithm algo) {
   // Identical collectives (same kind and group) recur every micro-batch and bucket: plan and route once.
   // Groups here are arithmetic progressions of GPU ids (TP contiguous, DP and PP strided): the first
@@ -459,6 +485,10 @@ const Builder::CachedPlan& Builder::unit_plan(const std::vector<int>& group, Col
     if (group[i] - group[i - 1] != stride) throw std::logic_error("collective group is not evenly strided");
   const CollectivePlan plan = plan_collective(kind, algo, 1.0, group, place_);
   CachedPlan c;
+  if (place_.node_of(group.front()) == place_.node_of(group.back()))
+    c.measured = find_measured(in_.net.intra_measured, kind, static_cast<int>(group.size()));
+  else if (one_per_node(group))
+    c.measured = find_measured(in_.net.inter_measured, kind, static_cast<int>(group.size()));
   for (const Phase& ph : plan.phases) c.idle_latency_s += ph.latency_s;
   c.idle_per_byte_s = idle_time_s(plan, place_) - c.idle_latency_s;
   for (int g : group)
@@ -499,6 +529,7 @@ TaskId Builder::collective(const std::vector<int>& group, CollectiveKind kind, A
   const CachedPlan& plan = cached_plan(group, kind, algo, bytes);
   const std::vector<int>& members = plan.members;
   if (sent_by_first) *sent_by_first += plan.sent_by_first * bytes;
+  const PlanScale k = plan.scale(bytes, count);
   TaskId prev = -1;
   const std::size_t nphases = std::max<std::size_t>(1, plan.phases.size());
   for (std::size_t pi = 0; pi < nphases; ++pi) {
@@ -509,13 +540,13 @@ TaskId Builder::collective(const std::vector<int>& group, CollectiveKind kind, A
     const CachedPhase* ph = pi < plan.phases.size() ? &plan.phases[pi] : nullptr;
     // `count` calls of the same collective share one task: their latencies add up, their bytes are
     // already summed in `bytes`.
-    spec.duration_s = (ph ? ph->latency_s * std::max(1, count) : 0.0) + (pi == 0 ? extra_latency_s : 0.0);
+    spec.duration_s = (ph ? ph->latency_s * k.latency * std::max(1, count) : 0.0) + (pi == 0 ? extra_latency_s : 0.0);
     const TaskId t = e_.add_task(spec);
     lane_stream_.push_back(on_compute_queue ? 0 : 1);
     if (ph)
       for (std::int32_t f = ph->flow_begin; f < ph->flow_end; ++f) {
         const CachedFlow& cf = plan.flows[f];
-        e_.add_flow(t, cf.bytes * bytes, plan.paths.data() + cf.path_begin, cf.path_end - cf.path_begin);
+        e_.add_flow(t, cf.bytes * bytes * k.bytes, plan.paths.data() + cf.path_begin, cf.path_end - cf.path_begin);
       }
     // Communication kernels beside the compute queue slow its GEMMs down.
     if (!on_compute_queue) interfere(t, members);
@@ -625,20 +656,33 @@ void Builder::build_stage(int stage, const std::vector<int>& gpus) {
   };
   tp_leaders_ = leaders(true);
   const std::vector<int> dp_leaders = leaders(false);
+  // Buckets fill tensor by tensor and close once they hold bucket_MB (a tensor larger than that is
+  // a bucket of its own); the buckets a layer closed start when its backward ends.
   double fill = 0;
   int buckets = 0;
-  auto flush = [&](bool force) {
-    const int full = static_cast<int>(std::floor(fill / bucket_bytes));
-    if (full > 0) {
-      for (int g : dp_leaders) grad_collective(g, bucket_bytes, full, buckets);
-      buckets += full;
-      fill -= full * bucket_bytes;
-    }
-    if (force && fill > 1e-9) {
-      for (int g : dp_leaders) grad_collective(g, fill, 1, buckets);
-      ++buckets;
+  std::vector<double> closed;
+  auto add_tensor = [&](double bytes) {
+    fill += bytes;
+    if (fill >= bucket_bytes) {
+      closed.push_back(fill);
       fill = 0;
     }
+  };
+  auto flush = [&](bool force) {
+    if (force && fill > 1e-9) {
+      closed.push_back(fill);
+      fill = 0;
+    }
+    // Equal buckets in a row go as one chain.
+    for (std::size_t i = 0; i < closed.size();) {
+      std::size_t j = i + 1;
+      while (j < closed.size() && closed[j] == closed[i]) ++j;
+      const int count = static_cast<int>(j - i);
+      for (int g : dp_leaders) grad_collective(g, closed[i], count, buckets);
+      buckets += count;
+      i = j;
+    }
+    closed.clear();
   };
   // ZeRO-3 gathers the chunk's parameters on the communication queue ahead of use; the chunk's
   // first task waits for them.
@@ -695,7 +739,9 @@ void Builder::build_stage(int stage, const std::vector<int>& gpus) {
           wait_gathers(first);
           for (std::size_t i = 0; i < gpus.size(); ++i) h_.bwd_start[hidx(gpus[i], vs, op.microbatch)] = first[i];
         }
-        fill += (w.layers > 0 ? w.grad_bytes_per_layer : 0.0) + (l == std::max(1, w.layers) - 1 ? w.extra_grad_bytes : 0.0);
+        if (w.layers > 0)
+          for (double b : w.layer_tensor_bytes) add_tensor(b);
+        if (l == std::max(1, w.layers) - 1 && w.extra_grad_bytes > 0) add_tensor(w.extra_grad_bytes);
         flush(false);
       }
       if (reduce_every_microbatch) flush(true);
@@ -718,7 +764,7 @@ StepResult Builder::run() {
   place_.intra_alpha_s = in_.net.intra_alpha_s;
   place_.inter_alpha_s = in_.net.inter_alpha_s;
   place_.intra_Bps = sh.nvlink_Bps;
-  place_.inter_Bps = sh.nics_per_node * sh.nic_Bps / sh.gpus_per_node;
+  place_.inter_Bps = sh.nic_share_Bps();
   prepare_chunks();
 
   fuse_tp_ = in_.mode == SimMode::symmetric || L_.tp == 1;
@@ -753,6 +799,8 @@ StepResult Builder::run() {
                            ((L_.sequence_parallel && L_.tp > 1) ? L_.tp : 1);
   const int pp = L_.pp;
   const int V = pp * vpp_;
+  const MeasuredCollective* pp_measured = find_measured(in_.net.intra_measured, CollectiveKind::send_recv, 2);
+  const MeasuredCollective* pp_measured_inter = find_measured(in_.net.inter_measured, CollectiveKind::send_recv, 2);
   for (int s = 0; s < pp; ++s) {
     std::vector<int> gpus;
     for (int g : sim_gpus_)
@@ -772,12 +820,21 @@ StepResult Builder::run() {
           spec.lane = g;
           spec.category = kPpComm;
           spec.label = label(name);
-          spec.duration_s = (place_.node_of(g) == place_.node_of(dst)) ? place_.intra_alpha_s : place_.inter_alpha_s;
+          const bool inside = place_.node_of(g) == place_.node_of(dst);
+          spec.duration_s = inside ? place_.intra_alpha_s : place_.inter_alpha_s;
+          // A point-to-point transfer inside a node, where the profile measured one: its time on
+          // an idle NVLink port (alpha + S / port rate) rescaled to the measurement.
+          PlanScale k;
+          if (inside && pp_measured)
+            k = measured_scale(*pp_measured, act_bytes, place_.intra_alpha_s, place_.intra_Bps > 0 ? 1.0 / place_.intra_Bps : 0.0);
+          else if (!inside && pp_measured_inter)
+            k = measured_scale(*pp_measured_inter, act_bytes, place_.inter_alpha_s, place_.inter_Bps > 0 ? 1.0 / place_.inter_Bps : 0.0);
+          spec.duration_s *= k.latency;
           const TaskId t = e_.add_task(spec);
           lane_stream_.push_back(2);
           if (dst != g) {
             paths_->path(g, dst, 0, scratch_);
-            e_.add_flow(t, act_bytes, scratch_.data(), static_cast<int>(scratch_.size()));
+            e_.add_flow(t, act_bytes * k.bytes, scratch_.data(), static_cast<int>(scratch_.size()));
           }
           if (paths_->simulated(dst) && dst != g) interfere(t, {g, dst});
           else interfere(t, {g});

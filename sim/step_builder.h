@@ -11,6 +11,7 @@
 #include "collective.h"
 #include "cost_model.h"
 #include "layout.h"
+#include "measured_collective.h"
 #include "model_config.h"
 #include "precision.h"
 #include "topology.h"
@@ -27,6 +28,12 @@ struct NetworkParams {
   double intra_alpha_s = 0;
   double inter_alpha_s = 0;
   Algorithm dp_algorithm = Algorithm::automatic;
+  // Collectives measured inside a node (by kind and group size): a plan for one of them takes the
+  // measured time on idle links.
+  std::vector<MeasuredCollective> intra_measured;
+  // Collectives measured with one rank per node across the network (by group size): a plan for a
+  // group with one member per node takes the measured time on idle links.
+  std::vector<MeasuredCollective> inter_measured;
 };
 
 struct StepInput {

@@ -31,6 +31,10 @@ struct ClusterShape {
   // The NIC a GPU uses across nodes: GPUs are spread evenly over the node's NICs (rails).
   int rail_of(int gpu) const { return (gpu % gpus_per_node) * nics_per_node / gpus_per_node; }
   int nodes_per_leaf() const { return std::max(1, nics_per_leaf / nics_per_node); }
+  // What one GPU gets of its node's network when every GPU sends at once: its rail's NIC, shared
+  // with the GPUs on the same rail (a GPU uses its rail's NIC only, so with fewer GPUs than NICs
+  // some NICs stay idle).
+  double nic_share_Bps() const { return nic_Bps * nics_per_node / std::max(gpus_per_node, nics_per_node); }
 };
 
 class Topology {

@@ -46,6 +46,37 @@ TEST(AlphaBetaFit, RejectsTooFewPoints) {
   EXPECT_THROW(fit_alpha_beta(t, 1 << 20), std::invalid_argument);
 }
 
+TEST(AlphaBetaFit, PiecewiseFindsTheProtocolSwitch) {
+  // Two regimes of a 2-GPU all-reduce (bus factor 1): up to 16 MiB t = 10 us + S / 100 GB/s, from
+  // 16 MiB on t = 60 us + S / 300 GB/s (at 16 MiB the two give 177.77 and 115.92 us). One line
+  // misses by far more than 5%; the piecewise fit finds the two regimes, the second starting at
+  // the first point of its own (16 MiB belongs to the second line, so the first ends at 8 MiB).
+  LinkTable t{"all_reduce", 2, {}, "synthetic"};
+  for (double S = 1 << 20; S <= (1 << 30); S *= 2)
+    t.points.push_back({S, S < (16 << 20) ? 10.0 + S / 100e3 : 60.0 + S / 300e3, 0, 0, 0});
+  EXPECT_GT(fit_alpha_beta(t, 1 << 20).max_rel_error, 0.05);
+  const auto segs = fit_piecewise_alpha_beta(t, 1 << 20, 0.05);
+  ASSERT_GE(segs.size(), 2u);
+  ASSERT_LE(segs.size(), 3u);
+  EXPECT_NEAR(segs.front().fit.alpha_us, 10.0, 1e-6);
+  EXPECT_NEAR(segs.front().fit.busbw_GBps, 100.0, 1e-6);
+  EXPECT_NEAR(segs.back().fit.alpha_us, 60.0, 1e-6);
+  EXPECT_NEAR(segs.back().fit.busbw_GBps, 300.0, 1e-6);
+  for (const auto& p : t.points) EXPECT_LT(std::fabs(predict_us(segs, "all_reduce", 2, p.bytes) / p.time_us - 1.0), 0.05) << p.bytes;
+}
+
+TEST(AlphaBetaFit, PiecewiseKeepsANoisyPointAlone) {
+  // Latency-bound sizes whose times do not grow (1 MiB slower than 2 MiB, as NCCL's protocol
+  // switch gives): no line with a non-negative latency holds both within 5%, so 1 MiB stands alone
+  // at its measured time and every point is still within the tolerance.
+  LinkTable t{"send_recv", 2, {{1 << 20, 25.5, 0, 0, 0}, {2 << 20, 19.9, 0, 0, 0}, {4 << 20, 29.7, 0, 0, 0}, {8 << 20, 48.5, 0, 0, 0}}, "synthetic"};
+  const auto segs = fit_piecewise_alpha_beta(t, 1 << 20, 0.05);
+  ASSERT_GE(segs.size(), 2u);
+  EXPECT_EQ(segs.front().min_bytes, segs.front().max_bytes);
+  EXPECT_NEAR(predict_us(segs, "send_recv", 2, 1 << 20), 25.5, 0.05);  // plus S / 1e5 GB/s, 0.01 us
+  for (const auto& p : t.points) EXPECT_LT(std::fabs(predict_us(segs, "send_recv", 2, p.bytes) / p.time_us - 1.0), 0.05) << p.bytes;
+}
+
 TEST(NcclTestsImport, TextLog) {
   // DGX H100 all_reduce_perf sample (fixture built from NVIDIA/dgxc-benchmarking's README).
   const auto tables = import_nccl_tests_file(kData + "/nccl-tests-allreduce-dgxh100.txt");

@@ -147,6 +147,30 @@ TEST(Step, SymmetricAndFullAgreeOnAnOversubscribedFatTree) {
   }
 }
 
+TEST(Step, SymmetricAndFullAgreeWithFewerGpusThanNics) {
+  // One or two GPUs per node on nodes with 8 NICs: each GPU sends over its own rail's NIC, so one
+  // representative per stage must get one NIC's rate, not the node's eight.
+  Fixture f;
+  const ModelConfig m = *find_model_preset("gpt-350m");
+  for (int gpn : {1, 2}) {
+    StepInput in;
+    in.model = &m;
+    in.layout.dp = 2 * gpn;
+    in.global_batch = 4 * gpn;
+    in.cost = &f.cost;
+    in.net.shape.nodes = 2;
+    in.net.shape.gpus_per_node = gpn;
+    in.net.shape.nics_per_node = 8;
+    in.net.shape.nvlink_Bps = 100e9;
+    in.net.shape.nic_Bps = 1e9;
+    in.net.shape.fabric = Fabric::single_switch;
+    const double sym = simulate_step(in).step_time_s;
+    in.mode = SimMode::full;
+    const double full = simulate_step(in).step_time_s;
+    EXPECT_NEAR(sym / full, 1.0, 0.02) << gpn << " GPUs per node: symmetric " << sym << " full " << full;
+  }
+}
+
 TEST(Step, BucketSizeHasAnInteriorOptimum) {
   // Small buckets pay the per-collective latency many times; one huge bucket cannot start until
   // backward ends, so nothing overlaps. Built to show both: 16 data-parallel GPUs over 2 nodes
@@ -181,18 +205,21 @@ TEST(Step, BucketSizeHasAnInteriorOptimum) {
 }
 
 TEST(Step, SlowNetworkGetsSlowerWithMoreNodes) {
-  // The 25 GbE example: the all-reduce of 5 GB of fp32 gradients crosses one 25 Gb/s port per
-  // node; halving compute per GPU does not pay for it.
+  // The 25 GbE example: on one node the gradients are summed over NVLink; from two nodes on, the
+  // all-reduce of S = 5.3 GB of fp32 gradients crosses one 25 Gb/s port per node. A ring over n
+  // GPUs sends 2(n-1)/n S through each node's port whatever the node count: 1.875 x 5.3 GB over
+  // 0.9 x 3.125 GB/s = 3.5 s on 2 nodes (n = 16), 3.7 s on 4, while one node's whole step is about
+  // one second. So 2 and 4 nodes give fewer tokens/s than 1, and exposed DP communication is why.
   const Scenario s = load_scenario(kScenarios + "/slow-network-25gbe.json", kProfiles);
-  double prev = 0;
+  double one = 0;
   for (int nodes : {1, 2, 4}) {
     const Layout l = resolve_layout(s, s.layout, false, nodes);
     const Evaluation ev = evaluate(s, l, nodes, EvalOptions{});
-    if (nodes > 1) {
-      EXPECT_LT(ev.tokens_per_s, prev) << nodes << " nodes";
+    if (nodes == 1) one = ev.tokens_per_s;
+    else {
+      EXPECT_LT(ev.tokens_per_s, one) << nodes << " nodes";
       EXPECT_GT(ev.step.breakdown_s[kDpComm], 0.5 * ev.step.step_time_s) << "the reason is DP communication";
     }
-    prev = ev.tokens_per_s;
   }
 }
 
@@ -227,6 +254,11 @@ TEST(Step, SteadyStateMatchesSimulatingEveryMicroBatch) {
   // pipeline transfers contend on a slow NIC the step is not periodic (the forward and backward
   // sends of a stage share its port in a pattern that drifts) and it must fall back to simulating
   // every micro-batch.
+  // This holds exactly for a schedule whose only coupling is through links. With the profile's
+  // measured GEMM slowdown while NCCL runs (comm-compute interference), transfers stretch the
+  // compute they overlap and a stage's lag can build up over many micro-batches: three collinear
+  // points no longer prove the rest of the schedule periodic, and the reading is held to 1e-3 of
+  // the exact one instead (the cases below differ by at most 5e-5 of the step).
   struct Case {
     const char* model;
     int nodes, tp, pp, vpp, mb, zero;
@@ -255,24 +287,32 @@ TEST(Step, SteadyStateMatchesSimulatingEveryMicroBatch) {
                   "zero": %d, "schedule": "%s", "compression": "%s" } })",
                   c.model, c.global_batch, c.nodes, c.network, c.tp, c.pp, c.vpp, c.mb, c.tp > 1 ? "true" : "false",
                   c.recompute, c.zero, c.schedule, c.compression);
-    const Scenario s = parse_scenario(text, "steady", kProfiles);
-    const Layout l = resolve_layout(s, s.layout, false, c.nodes);
-    EvalOptions fast, exact;
-    exact.steady_state = false;
-    const Evaluation a = evaluate(s, l, c.nodes, fast), b = evaluate(s, l, c.nodes, exact);
-    const std::string what = describe(l);
-    const int m = s.training.global_batch / (l.dp * l.micro_batch);
-    if (c.periodic) EXPECT_LT(a.step.simulated_microbatches, m) << what;
-    else EXPECT_EQ(a.step.simulated_microbatches, m) << what;
-    EXPECT_EQ(b.step.simulated_microbatches, m) << what;
-    EXPECT_NEAR(a.step.step_time_s / b.step.step_time_s, 1.0, 1e-6) << what;
-    double sum = 0;
-    for (int k = 0; k < kCategories; ++k) {
-      EXPECT_NEAR(a.step.breakdown_s[k], b.step.breakdown_s[k], 1e-6 * b.step.step_time_s) << what << " " << category_name(k);
-      sum += a.step.breakdown_s[k];
+    Scenario s = parse_scenario(text, "steady", kProfiles);
+    const double measured_interference = s.hardware.comm_compute_interference;
+    ASSERT_GT(measured_interference, 0.0);
+    for (const double interference : {0.0, measured_interference}) {
+      s.hardware.comm_compute_interference = interference;
+      const double tol = interference > 0 ? 1e-3 : 1e-6;
+      const Layout l = resolve_layout(s, s.layout, false, c.nodes);
+      EvalOptions fast, exact;
+      exact.steady_state = false;
+      const Evaluation a = evaluate(s, l, c.nodes, fast), b = evaluate(s, l, c.nodes, exact);
+      const std::string what = describe(l) + (interference > 0 ? " with interference" : "");
+      const int m = s.training.global_batch / (l.dp * l.micro_batch);
+      if (interference == 0) {
+        if (c.periodic) EXPECT_LT(a.step.simulated_microbatches, m) << what;
+        else EXPECT_EQ(a.step.simulated_microbatches, m) << what;
+      }
+      EXPECT_EQ(b.step.simulated_microbatches, m) << what;
+      EXPECT_NEAR(a.step.step_time_s / b.step.step_time_s, 1.0, tol) << what;
+      double sum = 0;
+      for (int k = 0; k < kCategories; ++k) {
+        EXPECT_NEAR(a.step.breakdown_s[k], b.step.breakdown_s[k], tol * b.step.step_time_s) << what << " " << category_name(k);
+        sum += a.step.breakdown_s[k];
+      }
+      EXPECT_NEAR(sum, a.step.step_time_s, 1e-6 * a.step.step_time_s) << what;
+      EXPECT_NEAR(a.step.dp_bytes_per_gpu, b.step.dp_bytes_per_gpu, 1e-6 * b.step.dp_bytes_per_gpu + 1) << what;
     }
-    EXPECT_NEAR(sum, a.step.step_time_s, 1e-6 * a.step.step_time_s) << what;
-    EXPECT_NEAR(a.step.dp_bytes_per_gpu, b.step.dp_bytes_per_gpu, 1e-6 * b.step.dp_bytes_per_gpu + 1) << what;
   }
 }
 

@@ -4,6 +4,19 @@
 
 namespace trainsim {
 
+std::vector<sim::MeasuredCollective> measured_collectives(const std::vector<CollectiveFit>& fits) {
+  std::vector<sim::MeasuredCollective> out;
+  for (const CollectiveFit& f : fits) {
+    sim::MeasuredCollective m;
+    m.kind = sim::parse_collective_kind(f.collective);
+    m.gpus = f.gpus;
+    if (f.segments.empty()) m.segments.push_back({0, 1e300, f.alpha_us * 1e-6, f.busbw_GBps * 1e9});
+    for (const auto& sg : f.segments) m.segments.push_back({sg.min_bytes, sg.max_bytes, sg.alpha_us * 1e-6, sg.busbw_GBps * 1e9});
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
 sim::NetworkParams network_for(const Scenario& s, int nodes) {
   sim::NetworkParams n;
   const HardwareProfile& hw = s.hardware;
@@ -16,6 +29,11 @@ sim::NetworkParams network_for(const Scenario& s, int nodes) {
   n.shape.oversubscription = s.cluster.network.oversubscription;
   n.intra_alpha_s = hw.intra_latency_us * 1e-6;
   n.inter_alpha_s = s.cluster.network.latency_us * 1e-6;
+  n.intra_measured = measured_collectives(hw.intra_collectives);
+  // Measured across nodes on the profile's own network: only where the scenario keeps that network.
+  const NetworkSpec& net = s.cluster.network;
+  if (net.nic_Gbps == hw.nic_Gbps && net.efficiency == hw.nic_efficiency && net.latency_us == hw.inter_latency_us)
+    n.inter_measured = measured_collectives(hw.inter_collectives);
   return n;
 }
 

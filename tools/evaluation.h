@@ -33,6 +33,9 @@ struct EvalOptions {
   bool steady_state = true;  // symmetric mode: read long schedules off their steady state
 };
 
+// A profile's measured collectives (intra_collectives or inter_collectives), as the simulator
+// rescales plans to them.
+std::vector<sim::MeasuredCollective> measured_collectives(const std::vector<CollectiveFit>& fits);
 sim::NetworkParams network_for(const Scenario& s, int nodes);
 MemoryResult memory_for(const Scenario& s, const Layout& l);
 Evaluation evaluate(const Scenario& s, const Layout& l, int nodes, const EvalOptions& opt);

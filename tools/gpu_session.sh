@@ -8,7 +8,7 @@ mkdir -p "$OUT"
 log() { echo "[$(date +%T)] $*" | tee -a "$OUT/session.log"; }
 log "host: $(nproc) cores"
 nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1
-nvidia-smi topo -m > /tmp/topo.txt 2>&1
+nvidia-smi topo -m > "$OUT/topo.txt" 2>&1
 log "$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1)"
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF -DTRAINSIM_BENCHMARKS=OFF > /tmp/cmake.log 2>&1 || { log "cmake failed"; tail -30 /tmp/cmake.log; exit 1; }
 cmake --build build-gpu -j"$(nproc)" > "$OUT/build.log" 2>&1 || { log "build failed"; grep -E "error" "$OUT/build.log" | head -30; exit 1; }
@@ -31,6 +31,23 @@ for step in "$@"; do
       TRAINSIM_NCCL_LOG_DIR="$OUT" mpirun --allow-run-as-root --oversubscribe -np "$n" -x NCCL_NVLS_ENABLE -x TRAINSIM_NCCL_LOG_DIR \
         ./build-gpu/calibrate --across-nodes --quick --base models/hardware/h200-sxm.json --out "$OUT/h200-across-nodes.json" 2>&1 | tee "$OUT/across-nodes.log"
       log "calibrate --across-nodes exit ${PIPESTATUS[0]}" ;;
+    socket-calibrate)
+      # The network path forced on this host: NCCL without peer-to-peer or shared memory, every
+      # rank counted as its own node; the fit becomes inter_node of h200-socket-loopback.
+      n=$(nvidia-smi -L | wc -l)
+      log "calibrate --across-nodes --rank-per-node over sockets, $n ranks"
+      NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 TRAINSIM_NCCL_LOG_DIR=/tmp mpirun --allow-run-as-root --oversubscribe -np "$n" \
+        -x NCCL_NVLS_ENABLE -x NCCL_P2P_DISABLE -x NCCL_SHM_DISABLE -x TRAINSIM_NCCL_LOG_DIR \
+        ./build-gpu/calibrate --across-nodes --rank-per-node --allow-socket --quick --base models/hardware/h200-sxm.json \
+        --out models/hardware/h200-socket-loopback.json 2>&1 | tee "$OUT/socket-calibrate.log"
+      log "socket calibrate exit ${PIPESTATUS[0]}"
+      cp models/hardware/h200-socket-loopback.json "$OUT/" 2>/dev/null ;;
+    validate-slow)
+      n=$(nvidia-smi -L | wc -l)
+      log "validate over the forced network path, $n ranks"
+      mpirun --allow-run-as-root --oversubscribe -np "$n" -x NCCL_NVLS_ENABLE \
+        ./build-gpu/planner validate scenarios/validate-slow-path.json --json-out "$OUT/validation-slow.json" 2>&1 | tee "$OUT/validate-slow.log"
+      log "validate-slow exit ${PIPESTATUS[0]}" ;;
     validate-dp)
       # Data-parallel replicas under mpirun: one per GPU when there are enough, else sharing GPU 0
       # (numerics only). Then the same scenario on one GPU.

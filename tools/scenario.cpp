@@ -226,6 +226,9 @@ Scenario parse_scenario(const std::string& text, const std::string& file, const 
           if (z > 1) throw InputError(p, "the step runner implements ZeRO 0 and 1");
           return z;
         });
+      if (const json* bs = vf.find("bucket_MB"))
+        v.bucket_MB = read_list<double>(*bs, vf.path("bucket_MB"), [](const json& x, const std::string& p) { return json_number(x, p, 0.001, 1e6); });
+      v.rank_per_node = vf.boolean("rank_per_node", false);
       v.top = vf.integer("top", 3, 1, 1000);
       v.timed_steps = vf.integer("timed_steps", 5, 1, 1000);
       vf.finish();

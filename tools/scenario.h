@@ -56,6 +56,11 @@ struct ValidateSpec {
   std::vector<Recompute> recompute; // empty: none, selective, full
   std::vector<Compression> compression;  // data-parallel runs only; empty: none
   std::vector<int> zero;                 // data-parallel runs only; empty: 0
+  std::vector<double> bucket_MB;         // data-parallel runs only; empty: the layout's
+  // Data-parallel runs only: every rank is its own node. NCCL's peer-to-peer and shared-memory
+  // transports are switched off, so gradients cross the network transport (TCP sockets on one
+  // host), and the simulator joins the GPUs by the profile's inter-node link.
+  bool rank_per_node = false;
   int top = 3;
   int timed_steps = 5;
 };

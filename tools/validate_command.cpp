@@ -114,8 +114,16 @@ int validate_data_parallel(const Scenario& s, const PlannerOptions& opt, std::os
   const int devices = gpu::cuda_device_count();
   const int device = sh.local_rank % devices;
   const bool shared = sh.local_size > devices;
-  const int nodes = std::max(1, sh.size / sh.local_size);
+  const bool rank_per_node = s.validate.rank_per_node;
+  const int nodes = rank_per_node ? sh.size : std::max(1, sh.size / sh.local_size);
+  const int gpus_per_node = rank_per_node ? 1 : sh.local_size;
   gpu::use_device(device);
+  if (rank_per_node) {
+    // Before NCCL's first communicator: no direct GPU-to-GPU or shared-memory path, so NCCL moves
+    // the gradients through its network transport, as between nodes.
+    setenv("NCCL_P2P_DISABLE", "1", 1);
+    setenv("NCCL_SHM_DISABLE", "1", 1);
+  }
   std::unique_ptr<gpu::GradComm> comm;
   if (!shared) {
     gpu::NcclId id{};
@@ -129,14 +137,16 @@ int validate_data_parallel(const Scenario& s, const PlannerOptions& opt, std::os
            << (shared ? std::to_string(sh.local_size) + " ranks sharing " + std::to_string(devices) +
                             " GPU(s): gradients summed through host memory (MPI); numerics are checked, step times are "
                             "not comparable and are not counted"
-                      : std::string("one GPU each, gradients summed with NCCL"))
-           << "; the scenario's cluster is scaled to " << nodes << " x " << sh.local_size << " GPUs, global batch "
+                      : std::string("one GPU each, gradients summed with NCCL") +
+                            (rank_per_node ? " through its network transport (peer-to-peer and shared memory off)" : ""))
+           << "; the scenario's cluster is scaled to " << nodes << " x " << gpus_per_node << " GPUs, global batch "
            << s.training.global_batch << "\n";
   const ValidateSpec v = s.validate;
   const ValidateSpace space = resolve_space(s, opt);
   const auto& [models, mbs, recs, top] = space;
   const std::vector<Compression> comps = v.compression.empty() ? std::vector<Compression>{Compression{}} : v.compression;
   const std::vector<int> zeros = v.zero.empty() ? std::vector<int>{0} : v.zero;
+  const std::vector<double> buckets = v.bucket_MB.empty() ? std::vector<double>{s.layout.bucket_MB} : v.bucket_MB;
   json records = json::array();
   std::vector<double> time_err, mem_err;
   char line[480];
@@ -148,12 +158,13 @@ int validate_data_parallel(const Scenario& s, const PlannerOptions& opt, std::os
     Scenario sc = s;
     sc.model = m;
     sc.cluster.nodes = {nodes};
-    sc.cluster.gpus_per_node = sh.local_size;
+    sc.cluster.gpus_per_node = gpus_per_node;
     // The best `top` layouts per compression setting and ZeRO stage (the runner's ZeRO-1 sums
     // without compression).
     std::vector<Evaluation> cands;
     for (const Compression& comp : comps)
-      for (int z : zeros) {
+      for (int z : zeros)
+        for (double bucket : buckets) {
         if (z == 1 && comp.kind != Compression::Kind::none) continue;
         std::vector<Evaluation> these;
         for (int mb : mbs)
@@ -165,7 +176,8 @@ int validate_data_parallel(const Scenario& s, const PlannerOptions& opt, std::os
             l.micro_batch = mb;
             l.recompute = r;
             l.compression = comp;
-            if (!layout_violation(m, l, s.training.global_batch, dp, sh.local_size).empty()) continue;
+            l.bucket_MB = bucket;
+            if (!layout_violation(m, l, s.training.global_batch, dp, gpus_per_node).empty()) continue;
             EvalOptions eo;
             eo.simulate_if_oom = false;
             Evaluation ev = evaluate(sc, l, nodes, eo);
@@ -207,23 +219,39 @@ int validate_data_parallel(const Scenario& s, const PlannerOptions& opt, std::os
       // first updates are +-lr wherever a gradient is mostly rounding noise), so the last loss is
       // held to 1%. INT8 quantises every value twice (at most 1/254 of its block's largest value
       // each time): gradient norm to 1%, last loss to 2%.
-      double ref[3] = {0, 0, 0};
+      double ref[4] = {0, 0, 0, 0};
       bool ref_ok = true;
       // Top-K changes what is summed (the rest waits in the residual): there is no one-replica
-      // equivalent to hold it to, only finiteness and agreement.
-      if (!reference_done && !topk) {
+      // equivalent to hold it to, only finiteness and agreement. The one-replica run is also the
+      // one-GPU baseline of the scaling efficiency, so it runs for every other layout; its numerics
+      // are compared once per summing method.
+      if (!topk) {
         if (sh.rank == 0) {
           const gpu::RunnerResult r1 = gpu::run_gpt_training(runner_config(m, ev.layout, micro * dp, v.timed_steps));
           ref[0] = r1.first_loss;
           ref[1] = r1.last_loss;
           ref[2] = r1.first_grad_sq;
+          ref[3] = r1.step_ms * 1e-3;
         }
-        sh.all_reduce_max(ref, 3);
-        ref_ok = std::fabs(loss[0] / ref[0] - 1.0) < 1e-4 &&
-                 std::fabs(std::sqrt(grad_sq / ref[2]) - 1.0) < (int8 ? 1e-2 : 1e-3) &&
-                 std::fabs(loss[1] / ref[1] - 1.0) < (int8 ? 2e-2 : 1e-2);
-        referenced.push_back(ref_key);
+        sh.all_reduce_max(ref, 4);
+        if (!reference_done) {
+          ref_ok = std::fabs(loss[0] / ref[0] - 1.0) < 1e-4 &&
+                   std::fabs(std::sqrt(grad_sq / ref[2]) - 1.0) < (int8 ? 1e-2 : 1e-3) &&
+                   std::fabs(loss[1] / ref[1] - 1.0) < (int8 ? 2e-2 : 1e-2);
+          referenced.push_back(ref_key);
+        }
       }
+      // The same global batch on one GPU, predicted on the same profile.
+      Scenario one = sc;
+      one.cluster.nodes = {1};
+      one.cluster.gpus_per_node = 1;
+      Layout l1 = ev.layout;
+      l1.dp = 1;
+      l1.zero = 0;
+      l1.compression = Compression{};
+      EvalOptions eo1;
+      eo1.simulate_if_oom = true;
+      const double pred1 = evaluate(one, l1, 1, eo1).step.step_time_s;
       const bool ok = finite && agree && ref_ok;
       all_ok = all_ok && ok;
       const double pred = ev.step.step_time_s, meas = mx[0] * 1e-3;
@@ -235,7 +263,7 @@ int validate_data_parallel(const Scenario& s, const PlannerOptions& opt, std::os
       std::snprintf(lay, sizeof lay, "dp%d mb%d x%d %s %gMB%s%s", dp, ev.layout.micro_batch, micro, to_string(ev.layout.recompute),
                     ev.layout.bucket_MB, int8 ? " int8" : topk ? " topk" : "", ev.layout.zero == 1 ? " z1" : "");
       std::string numerics = std::string(finite ? "finite" : "NOT FINITE") + (agree ? ", replicas agree" : ", REPLICAS DIFFER");
-      if (ref[0] != 0) {
+      if (!reference_done && ref[0] != 0) {
         char b[160];
         std::snprintf(b, sizeof b, ", loss %.5f -> %.5f, |g| %+.1e vs one replica %.5f -> %.5f%s", loss[0], loss[1],
                       std::sqrt(grad_sq / ref[2]) - 1.0, ref[0], ref[1], ref_ok ? "" : " DIFFERS");
@@ -246,19 +274,33 @@ int validate_data_parallel(const Scenario& s, const PlannerOptions& opt, std::os
                     shared ? "-" : percent(te).c_str(), format_bytes(pmem).c_str(), shared ? "(shared)" : format_bytes(mmem).c_str(),
                     shared ? "-" : percent(me).c_str(), numerics.c_str());
       out << line << std::flush;
+      // Scaling efficiency against one GPU running the same global batch: t1 / (dp * t_dp).
+      const double eff_pred = pred1 / (dp * pred), eff_meas = ref[3] > 0 ? ref[3] / (dp * meas) : 0;
+      if (ref[3] > 0 && !shared) {
+        std::snprintf(line, sizeof line, "%-9s %-30s %11s %11s %7s   scaling efficiency %.0f%% predicted, %.0f%% measured%s\n", "",
+                      "  same batch on 1 GPU", format_seconds(pred1).c_str(), format_seconds(ref[3]).c_str(),
+                      percent(pred1 / ref[3] - 1.0).c_str(), 100 * eff_pred, 100 * eff_meas,
+                      eff_meas * dp < 1.0 ? ": MORE GPUS, LESS THROUGHPUT" : "");
+        out << line << std::flush;
+      }
       json rec;
       rec["model"] = m.name;
       rec["layout"] = layout_to_json(ev.layout);
       rec["replicas"] = dp;
       rec["nodes"] = nodes;
-      rec["gradient_sum"] = shared ? "host memory (MPI), GPUs shared: timing not comparable" : "NCCL";
+      rec["gpus_per_node"] = gpus_per_node;
+      rec["gradient_sum"] = shared ? "host memory (MPI), GPUs shared: timing not comparable"
+                            : rank_per_node ? "NCCL network transport (peer-to-peer and shared memory off)" : "NCCL";
       rec["microbatches"] = micro;
       rec["global_batch"] = s.training.global_batch;
       rec["predicted"] = {{"step_time_s", pred}, {"peak_bytes", pmem}, {"breakdown_s", result_to_json(sc, ev)["breakdown_s"]}};
       rec["measured"] = {{"step_time_s", meas}, {"device_used_bytes", mmem}, {"buckets", rr.buckets}, {"finite", finite},
                          {"replicas_agree", agree}, {"global_first_loss", loss[0]}, {"global_last_loss", loss[1]},
                          {"timed_steps", rc.timed_steps}};
-      if (ref[0] != 0)
+      if (ref[3] > 0 && !shared)
+        rec["one_gpu"] = {{"predicted_step_time_s", pred1}, {"measured_step_time_s", ref[3]},
+                          {"scaling_efficiency", {{"predicted", eff_pred}, {"measured", eff_meas}}}};
+      if (!reference_done && ref[0] != 0)
         rec["reference_one_replica"] = {{"first_loss", ref[0]}, {"last_loss", ref[1]}, {"first_grad_norm", std::sqrt(ref[2])},
                                         {"replicas_first_grad_norm", std::sqrt(grad_sq)}, {"matches", ref_ok}};
       if (!shared) rec["error"] = {{"step_time", te}, {"peak_bytes", me}};
