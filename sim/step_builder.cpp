@@ -283,6 +283,7 @@ class Builder {
     int nparts = 0;
     int cat[2] = {0, 0};
     double seconds[2] = {0, 0};
+    double tp_idle_s = 0;  // the fused TP traffic's time on idle links
   };
   std::vector<Gpu0Task> gpu0_tasks_;
   bool fuse_tp_ = false;  // one simulated member per TP group: TP traffic rides on the compute task
@@ -433,6 +434,7 @@ void Builder::run_parts(const std::vector<int>& gpus, std::initializer_list<Part
         const CachedPlan& plan = cached_plan(tp_group_of(g), kinds[k], Algorithm::ring, p.tp->bytes[k]);
         if (g == 0) tp_bytes_gpu0_ += plan.sent_by_first * p.tp->bytes[k];
         const PlanScale sc = plan.scale(p.tp->bytes[k], p.tp->count[k]);
+        rec.tp_idle_s += plan.idle_latency_s * sc.latency * p.tp->count[k] + p.tp->bytes[k] * plan.idle_per_byte_s * sc.bytes;
         for (const CachedPhase& ph : plan.phases) {
           spec.duration_s += ph.latency_s * sc.latency * p.tp->count[k];
           for (std::int32_t f = ph.flow_begin; f < ph.flow_end; ++f) add_fused_flow(plan, plan.flows[f], p.tp->bytes[k] * sc.bytes);
@@ -944,10 +946,15 @@ void Builder::breakdown(StepResult& r) {
     if (g.nparts == 0) {
       b[e_.spec(task).category] += span;
     } else {
-      // Fixed compute by category; whatever the task took beyond it is its fused TP traffic.
+      // Fixed compute by category; whatever the task took beyond it is its fused TP traffic, and,
+      // with comm-compute interference, compute slowed by the NCCL kernels beside it: TP is
+      // charged up to its idle-link time, the rest to the task's first category.
       double fixed = 0;
       for (int i = 0; i < g.nparts; ++i) b[g.cat[i]] += g.seconds[i], fixed += g.seconds[i];
-      b[kTpComm] += std::max(0.0, span - fixed);
+      const double beyond = std::max(0.0, span - fixed);
+      const double tp = interference_ > 0 ? std::min(beyond, g.tp_idle_s) : beyond;
+      b[kTpComm] += tp;
+      b[g.cat[0]] += beyond - tp;
     }
     t = std::max(t, f);
   }
@@ -992,8 +999,8 @@ StepResult simulate_step(const StepInput& in) {
   // cyclicity, is 1 when one stage's compute sets the pace and can be 2 when transfers alternate
   // with it): the step time at m0 + j*c is affine in j. The schedule is simulated at m0, m0+q and
   // m0+2q (q = pp for the interleaved schedule, whose micro-batches come in groups of pp, else 1),
-  // then, if those three are not on a line (to 1e-9 of the step), also at m0+4q to try a period of
-  // 2q. The step at m is read off the line through the last two points when m lies on its lattice;
+  // then, if those three are not on a line (to 1e-9 of the step, or with interference within the
+  // drift bound below), also at m0+4q to try a period of 2q. The step at m is read off the line through the last two points when m lies on its lattice;
   // otherwise, or when no line fits, all m micro-batches are simulated. Everything that is not
   // periodic (the last backward's buckets, the optimizer, ZeRO traffic) is simulated in every run.
   const int pp = in.layout.pp;
@@ -1019,7 +1026,14 @@ StepResult simulate_step(const StepInput& in) {
       const StepResult& b = at(m0 + step);
       const StepResult& c = at(m0 + 2 * step);
       const double d1 = b.step_time_s - a.step_time_s, d2 = c.step_time_s - b.step_time_s;
-      if (std::abs(d2 - d1) <= 1e-9 * c.step_time_s) {
+      // With the measured comm-compute interference a stage's lag can build up slowly, so the
+      // period may drift: accepted when, even if it kept drifting by the observed second
+      // difference every remaining period, the step would move by under 1e-4.
+      const double periods = static_cast<double>(m - (m0 + step)) / step;
+      const bool periodic = std::abs(d2 - d1) <= 1e-9 * c.step_time_s;
+      const bool slow_drift = in.cost->hardware().comm_compute_interference > 0 &&
+                              std::abs(d2 - d1) * periods * (periods + 1) / 2 <= 1e-4 * c.step_time_s;
+      if (periodic || slow_drift) {
         StepResult out = extrapolate(b, c, static_cast<double>(m - (m0 + step)) / step);
         out.tasks = out.events = 0;
         for (const auto& [mb, r] : runs) out.tasks += r.tasks, out.events += r.events;
