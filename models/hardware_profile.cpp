@@ -150,6 +150,16 @@ void read_gpu(JsonFields& top, HardwareProfile& hp, bool derived) {
   g.finish();
 }
 
+// A {"columns": [...], "rows": [[...], ...]} table whose columns must be exactly `columns`.
+const json& table_rows(JsonFields& t, const std::vector<std::string>& columns, bool allow_empty) {
+  const json& cols = t.required("columns");
+  if (cols != json(columns)) throw InputError(t.path("columns"), "expected " + json(columns).dump() + ", found " + json_excerpt(cols));
+  const json& rows = t.required("rows");
+  if (!rows.is_array() || (!allow_empty && rows.empty()))
+    throw InputError(t.path("rows"), std::string(allow_empty ? "expected an array" : "expected a non-empty array") + ", found " + json_excerpt(rows));
+  return rows;
+}
+
 std::vector<CollectiveFit> read_collective_fits(JsonFields& in) {
   std::vector<CollectiveFit> out;
   if (const json* cs = in.find("collectives")) {
@@ -169,11 +179,7 @@ std::vector<CollectiveFit> read_collective_fits(JsonFields& in) {
       fit.max_rel_error = c.number("max_rel_error", 0.0, 0.0, 1e6);
       if (c.has("segments")) {
         JsonFields sg = c.object("segments");
-        const json& cols = sg.required("columns");
-        if (cols != json{"min_bytes", "max_bytes", "alpha_us", "busbw_GBps", "max_rel_error"})
-          throw InputError(sg.path("columns"), "expected [\"min_bytes\", \"max_bytes\", \"alpha_us\", \"busbw_GBps\", \"max_rel_error\"], found " + json_excerpt(cols));
-        const json& rows = sg.required("rows");
-        if (!rows.is_array() || rows.empty()) throw InputError(sg.path("rows"), "expected a non-empty array, found " + json_excerpt(rows));
+        const json& rows = table_rows(sg, {"min_bytes", "max_bytes", "alpha_us", "busbw_GBps", "max_rel_error"}, false);
         for (std::size_t r = 0; r < rows.size(); ++r) {
           const std::string at = sg.path("rows") + "[" + std::to_string(r) + "]";
           if (!rows[r].is_array() || rows[r].size() != 5) throw InputError(at, "expected 5 numbers, found " + json_excerpt(rows[r]));
@@ -212,11 +218,7 @@ void read_links(JsonFields& top, HardwareProfile& hp) {
   hp.intra_collectives = read_collective_fits(in);
   if (in.has("peer_copies")) {
     JsonFields pc = in.object("peer_copies");
-    const json& cols = pc.required("columns");
-    if (cols != json{"src", "dst", "link", "GBps", "peer_access"})
-      throw InputError(pc.path("columns"), "expected [\"src\", \"dst\", \"link\", \"GBps\", \"peer_access\"], found " + json_excerpt(cols));
-    const json& rows = pc.required("rows");
-    if (!rows.is_array()) throw InputError(pc.path("rows"), "expected an array, found " + json_excerpt(rows));
+    const json& rows = table_rows(pc, {"src", "dst", "link", "GBps", "peer_access"}, true);
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const std::string at = pc.path("rows") + "[" + std::to_string(i) + "]";
       const json& r = rows[i];

@@ -159,34 +159,34 @@ int validate_data_parallel(const Scenario& s, const PlannerOptions& opt, std::os
     sc.model = m;
     sc.cluster.nodes = {nodes};
     sc.cluster.gpus_per_node = gpus_per_node;
-    // The best `top` layouts per compression setting and ZeRO stage (the runner's ZeRO-1 sums
+    // The best `top` layouts per compression setting, ZeRO stage and bucket size (the runner's ZeRO-1 sums
     // without compression).
     std::vector<Evaluation> cands;
     for (const Compression& comp : comps)
       for (int z : zeros)
         for (double bucket : buckets) {
-        if (z == 1 && comp.kind != Compression::Kind::none) continue;
-        std::vector<Evaluation> these;
-        for (int mb : mbs)
-          for (Recompute r : recs) {
-            Layout l = s.layout;
-            l.tp = l.pp = l.vpp = 1;
-            l.dp = dp;
-            l.zero = z;
-            l.micro_batch = mb;
-            l.recompute = r;
-            l.compression = comp;
-            l.bucket_MB = bucket;
-            if (!layout_violation(m, l, s.training.global_batch, dp, gpus_per_node).empty()) continue;
-            EvalOptions eo;
-            eo.simulate_if_oom = false;
-            Evaluation ev = evaluate(sc, l, nodes, eo);
-            if (ev.simulated) these.push_back(std::move(ev));
-          }
-        std::sort(these.begin(), these.end(), [](const Evaluation& a, const Evaluation& b) { return a.tokens_per_s > b.tokens_per_s; });
-        if (static_cast<int>(these.size()) > top) these.resize(top);
-        cands.insert(cands.end(), these.begin(), these.end());
-      }
+          if (z == 1 && comp.kind != Compression::Kind::none) continue;
+          std::vector<Evaluation> these;
+          for (int mb : mbs)
+            for (Recompute r : recs) {
+              Layout l = s.layout;
+              l.tp = l.pp = l.vpp = 1;
+              l.dp = dp;
+              l.zero = z;
+              l.micro_batch = mb;
+              l.recompute = r;
+              l.compression = comp;
+              l.bucket_MB = bucket;
+              if (!layout_violation(m, l, s.training.global_batch, dp, gpus_per_node).empty()) continue;
+              EvalOptions eo;
+              eo.simulate_if_oom = false;
+              Evaluation ev = evaluate(sc, l, nodes, eo);
+              if (ev.simulated) these.push_back(std::move(ev));
+            }
+          std::sort(these.begin(), these.end(), [](const Evaluation& a, const Evaluation& b) { return a.tokens_per_s > b.tokens_per_s; });
+          if (static_cast<int>(these.size()) > top) these.resize(top);
+          cands.insert(cands.end(), these.begin(), these.end());
+        }
     std::vector<std::pair<Compression::Kind, int>> referenced;
     for (const auto& ev : cands) {
       const bool int8 = ev.layout.compression.kind == Compression::Kind::int8;
