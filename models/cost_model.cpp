@@ -68,13 +68,23 @@ double CostModel::gemm_rate_tflops(double m, double n, double k) const {
   return 0.0;
 }
 
+std::size_t CostModel::ShapeHash::operator()(const std::array<double, 3>& s) const noexcept {
+  std::size_t h = 0;
+  for (double x : s) h = h * 1000003u ^ std::hash<double>{}(x);
+  return h;
+}
+
 double CostModel::gemm_time_s(double m, double n, double k) const {
   if (m <= 0 || n <= 0 || k <= 0) return 0.0;
+  const std::array<double, 3> key{m, n, k};
+  if (auto it = gemm_memo_.find(key); it != gemm_memo_.end()) return it->second;
   const double flops = 2.0 * m * n * k;
   const double compute = flops / (gemm_rate_tflops(m, n, k) * 1e12);
   const double bytes = activation_bytes(precision_) * (m * k + k * n + m * n);
   // Kernels are issued asynchronously: a kernel shorter than the launch interval is launch-bound.
-  return std::max(launch_s(), std::max(compute, bytes / (hw_.memory_bandwidth_GBps * 1e9)));
+  const double t = std::max(launch_s(), std::max(compute, bytes / (hw_.memory_bandwidth_GBps * 1e9)));
+  gemm_memo_.emplace(key, t);
+  return t;
 }
 
 namespace {

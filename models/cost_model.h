@@ -1,4 +1,6 @@
 #pragma once
+#include <array>
+#include <unordered_map>
 #include <vector>
 
 #include "hardware_profile.h"
@@ -44,6 +46,12 @@ class CostModel {
     bool misaligned;
   };
   std::vector<LogShape> log_table_;
+  // GEMM times already looked up, by shape: a step asks for the same few shapes many times. Makes
+  // a CostModel unsafe to share between threads; use one per thread.
+  struct ShapeHash {
+    std::size_t operator()(const std::array<double, 3>& s) const noexcept;
+  };
+  mutable std::unordered_map<std::array<double, 3>, double, ShapeHash> gemm_memo_;
 };
 
 }  // namespace trainsim

@@ -141,8 +141,17 @@ double ops_time(const CostModel& c, const std::vector<Op>& ops) {
 
 class Builder {
  public:
-  Builder(const StepInput& in, int microbatches)
-      : in_(in), L_(in.layout), m_(*in.model), cost_(*in.cost), microbatches_(microbatches) {}
+  // Collective plans on the placement, with their idle-network times: they do not depend on the
+  // engine, so the runs of one simulate_step share them.
+  struct PlanShape {
+    CollectivePlan plan;
+    double idle_latency_s = 0, idle_per_byte_s = 0;
+  };
+  using PlanKey = std::array<int, 5>;  // kind, algorithm, first member, stride, size
+  using PlanShapes = std::map<PlanKey, PlanShape>;
+
+  Builder(const StepInput& in, int microbatches, PlanShapes* shapes)
+      : in_(in), L_(in.layout), m_(*in.model), cost_(*in.cost), microbatches_(microbatches), shapes_(shapes) {}
 
   StepResult run();
 
@@ -214,6 +223,9 @@ class Builder {
   // idle links, since each phase's time is its latency plus bytes over bandwidth).
   void grad_collective(int gpu, double bytes, int count, int bucket_index);
   std::vector<TaskId> compute_tails(const std::vector<int>& group);
+  // The group's members this run simulates, cached by group.
+  const std::vector<int>& sim_members(const std::vector<int>& group);
+  std::map<std::array<int, 3>, std::vector<int>> sim_members_;
   void build_stage(int stage, const std::vector<int>& gpus);
   void breakdown(StepResult& r);
 
@@ -274,8 +286,8 @@ class Builder {
   const CachedPlan& unit_plan(const std::vector<int>& group, CollectiveKind kind, Algorithm algo);
   // Every member on its own node (groups are evenly strided, so neighbours tell).
   bool one_per_node(const std::vector<int>& group) const;
-  using PlanKey = std::array<int, 5>;  // kind, algorithm, first member, stride, size
   std::map<PlanKey, CachedPlan> plan_cache_;
+  PlanShapes* shapes_;
   // GPU 0's compute queue in order, with the fixed compute time of each task by category; the rest
   // of a task's time is the tensor-parallel communication fused into it.
   struct Gpu0Task {
@@ -485,16 +497,23 @@ const Builder::CachedPlan& Builder::unit_plan(const std::vector<int>& group, Col
   if (it != plan_cache_.end()) return it->second;
   for (std::size_t i = 1; i < group.size(); ++i)
     if (group[i] - group[i - 1] != stride) throw std::logic_error("collective group is not evenly strided");
-  const CollectivePlan plan = plan_collective(kind, algo, 1.0, group, place_);
+  auto shape = shapes_->find(key);
+  if (shape == shapes_->end()) {
+    PlanShape ps;
+    ps.plan = plan_collective(kind, algo, 1.0, group, place_);
+    for (const Phase& ph : ps.plan.phases) ps.idle_latency_s += ph.latency_s;
+    ps.idle_per_byte_s = idle_time_s(ps.plan, place_) - ps.idle_latency_s;
+    shape = shapes_->emplace(key, std::move(ps)).first;
+  }
+  const CollectivePlan& plan = shape->second.plan;
   CachedPlan c;
   if (place_.node_of(group.front()) == place_.node_of(group.back()))
     c.measured = find_measured(in_.net.intra_measured, kind, static_cast<int>(group.size()));
   else if (one_per_node(group))
     c.measured = find_measured(in_.net.inter_measured, kind, static_cast<int>(group.size()));
-  for (const Phase& ph : plan.phases) c.idle_latency_s += ph.latency_s;
-  c.idle_per_byte_s = idle_time_s(plan, place_) - c.idle_latency_s;
-  for (int g : group)
-    if (paths_->simulated(g)) c.members.push_back(g);
+  c.idle_latency_s = shape->second.idle_latency_s;
+  c.idle_per_byte_s = shape->second.idle_per_byte_s;
+  c.members = sim_members(group);
   const int leaf_share = group_nodes_per_leaf(group);
   for (const Phase& ph : plan.phases) {
     CachedPhase cp;
@@ -630,9 +649,19 @@ void Builder::grad_collective(int gpu, double bytes, int count, int bucket_index
 
 std::vector<TaskId> Builder::compute_tails(const std::vector<int>& group) {
   std::vector<TaskId> out;
-  for (int g : group)
-    if (paths_->simulated(g)) out.push_back(q_[g].compute);
+  for (int g : sim_members(group)) out.push_back(q_[g].compute);
   return out;
+}
+
+const std::vector<int>& Builder::sim_members(const std::vector<int>& group) {
+  // Groups are arithmetic progressions of GPU ids: the first member, the stride and the size name one.
+  const std::array<int, 3> key{group.front(), group.size() > 1 ? group[1] - group[0] : 0, static_cast<int>(group.size())};
+  auto it = sim_members_.find(key);
+  if (it != sim_members_.end()) return it->second;
+  std::vector<int> v;
+  for (int g : group)
+    if (paths_->simulated(g)) v.push_back(g);
+  return sim_members_.emplace(key, std::move(v)).first->second;
 }
 
 // Builds every simulated GPU of one pipeline stage in lockstep (they run the same order), so that
@@ -1003,6 +1032,7 @@ StepResult simulate_step(const StepInput& in) {
   // drift bound below), also at m0+4q to try a period of 2q. The step at m is read off the line through the last two points when m lies on its lattice;
   // otherwise, or when no line fits, all m micro-batches are simulated. Everything that is not
   // periodic (the last backward's buckets, the optimizer, ZeRO traffic) is simulated in every run.
+  Builder::PlanShapes shapes;
   const int pp = in.layout.pp;
   const int m0 = pp, q = in.layout.schedule == Schedule::interleaved ? pp : 1;
   if (in.mode == SimMode::symmetric && !in.record_timeline && in.steady_state) {
@@ -1011,7 +1041,7 @@ StepResult simulate_step(const StepInput& in) {
     auto at = [&](int mb) -> const StepResult& {
       auto it = runs.find(mb);
       if (it == runs.end()) {
-        it = runs.emplace(mb, Builder(in, mb).run()).first;
+        it = runs.emplace(mb, Builder(in, mb, &shapes).run()).first;
         simulated += mb;
       }
       return it->second;
@@ -1028,11 +1058,11 @@ StepResult simulate_step(const StepInput& in) {
       const double d1 = b.step_time_s - a.step_time_s, d2 = c.step_time_s - b.step_time_s;
       // With the measured comm-compute interference a stage's lag can build up slowly, so the
       // period may drift: accepted when, even if it kept drifting by the observed second
-      // difference every remaining period, the step would move by under 1e-4.
+      // difference every remaining period, the step would move by under 1e-3 of it.
       const double periods = static_cast<double>(m - (m0 + step)) / step;
       const bool periodic = std::abs(d2 - d1) <= 1e-9 * c.step_time_s;
       const bool slow_drift = in.cost->hardware().comm_compute_interference > 0 &&
-                              std::abs(d2 - d1) * periods * (periods + 1) / 2 <= 1e-4 * c.step_time_s;
+                              std::abs(d2 - d1) * periods * (periods + 1) / 2 <= 1e-3 * c.step_time_s;
       if (periodic || slow_drift) {
         StepResult out = extrapolate(b, c, static_cast<double>(m - (m0 + step)) / step);
         out.tasks = out.events = 0;
@@ -1042,7 +1072,7 @@ StepResult simulate_step(const StepInput& in) {
       }
     }
   }
-  StepResult r = Builder(in, m).run();
+  StepResult r = Builder(in, m, &shapes).run();
   r.simulated_microbatches = m;
   return r;
 }

@@ -1,5 +1,7 @@
 #include "evaluation.h"
 
+#include <optional>
+
 #include "cost_model.h"
 
 namespace trainsim {
@@ -51,7 +53,9 @@ Evaluation evaluate(const Scenario& s, const Layout& l, int nodes, const EvalOpt
   ev.params = static_cast<double>(count_params(s.model).total);
   ev.flops_per_token = model_flops_per_token(s.model);
   if (ev.memory.oom && !opt.simulate_if_oom) return ev;
-  const CostModel cost(s.hardware, s.training.precision);
+  std::optional<CostModel> own;
+  if (!opt.cost) own.emplace(s.hardware, s.training.precision);
+  const CostModel& cost = opt.cost ? *opt.cost : *own;
   sim::StepInput in;
   in.model = &s.model;
   in.layout = l;

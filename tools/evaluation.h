@@ -31,6 +31,9 @@ struct EvalOptions {
   bool record_timeline = false;
   bool simulate_if_oom = true;
   bool steady_state = true;  // symmetric mode: read long schedules off their steady state
+  // A cost model of the scenario's hardware and precision to reuse (one per thread); else one is
+  // built for the call.
+  const CostModel* cost = nullptr;
 };
 
 // A profile's measured collectives (intra_collectives or inter_collectives), as the simulator

@@ -1,5 +1,7 @@
 #include "layout_search.h"
 
+#include "cost_model.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -131,11 +133,14 @@ SearchResult search_layouts(const Scenario& s, const std::vector<Candidate>& can
   EvalOptions eo;
   eo.simulate_if_oom = false;
   auto worker = [&]() {
+    const CostModel cost(s.hardware, s.training.precision);  // one per thread: it memoises lookups
+    EvalOptions mine_eo = eo;
+    mine_eo.cost = &cost;
     while (true) {
       const std::size_t k = next.fetch_add(1);
       if (k >= mine.size()) break;
       const Candidate& c = cands[mine[k]];
-      evs[k] = evaluate(s, c.layout, c.nodes, eo);
+      evs[k] = evaluate(s, c.layout, c.nodes, mine_eo);
       const std::size_t d = done.fetch_add(1) + 1;
       if (opt.progress && (d % 64 == 0 || d == mine.size())) opt.progress(d, mine.size());
     }
