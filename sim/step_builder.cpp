@@ -141,16 +141,8 @@ double ops_time(const CostModel& c, const std::vector<Op>& ops) {
 
 class Builder {
  public:
-  // Collective plans on the placement, with their idle-network times: they do not depend on the
-  // engine, so the runs of one simulate_step share them.
-  struct PlanShape {
-    CollectivePlan plan;
-    double idle_latency_s = 0, idle_per_byte_s = 0;
-  };
   using PlanKey = std::array<int, 5>;  // kind, algorithm, first member, stride, size
-  using PlanShapes = std::map<PlanKey, PlanShape>;
-
-  Builder(const StepInput& in, int microbatches, PlanShapes* shapes)
+  Builder(const StepInput& in, int microbatches, PlanShapeCache* shapes)
       : in_(in), L_(in.layout), m_(*in.model), cost_(*in.cost), microbatches_(microbatches), shapes_(shapes) {}
 
   StepResult run();
@@ -287,7 +279,8 @@ class Builder {
   // Every member on its own node (groups are evenly strided, so neighbours tell).
   bool one_per_node(const std::vector<int>& group) const;
   std::map<PlanKey, CachedPlan> plan_cache_;
-  PlanShapes* shapes_;
+  PlanShapeCache* shapes_;
+  std::vector<char> is_sim_;  // by GPU id: simulated in this run
   // GPU 0's compute queue in order, with the fixed compute time of each task by category; the rest
   // of a task's time is the tensor-parallel communication fused into it.
   struct Gpu0Task {
@@ -497,13 +490,15 @@ const Builder::CachedPlan& Builder::unit_plan(const std::vector<int>& group, Col
   if (it != plan_cache_.end()) return it->second;
   for (std::size_t i = 1; i < group.size(); ++i)
     if (group[i] - group[i - 1] != stride) throw std::logic_error("collective group is not evenly strided");
-  auto shape = shapes_->find(key);
-  if (shape == shapes_->end()) {
-    PlanShape ps;
+  const PlanShapeCache::Key skey{{key[0], key[1], key[2], key[3], key[4], place_.gpus_per_node},
+                                  {place_.intra_alpha_s, place_.inter_alpha_s, place_.intra_Bps, place_.inter_Bps}};
+  auto shape = shapes_->shapes.find(skey);
+  if (shape == shapes_->shapes.end()) {
+    PlanShapeCache::Shape ps;
     ps.plan = plan_collective(kind, algo, 1.0, group, place_);
     for (const Phase& ph : ps.plan.phases) ps.idle_latency_s += ph.latency_s;
     ps.idle_per_byte_s = idle_time_s(ps.plan, place_) - ps.idle_latency_s;
-    shape = shapes_->emplace(key, std::move(ps)).first;
+    shape = shapes_->shapes.emplace(skey, std::move(ps)).first;
   }
   const CollectivePlan& plan = shape->second.plan;
   CachedPlan c;
@@ -520,7 +515,7 @@ const Builder::CachedPlan& Builder::unit_plan(const std::vector<int>& group, Col
     cp.latency_s = ph.latency_s;
     cp.flow_begin = static_cast<std::int32_t>(c.flows.size());
     for (const auto& f : ph.flows) {
-      if (!paths_->simulated(f.src)) continue;
+      if (!is_sim_[f.src]) continue;
       if (!c.members.empty() && f.src == c.members.front()) c.sent_by_first += f.bytes;
       paths_->path(f.src, f.dst, place_.node_of(f.src) != place_.node_of(f.dst) ? leaf_share : 0, scratch_);
       bool merged = false;
@@ -660,7 +655,7 @@ const std::vector<int>& Builder::sim_members(const std::vector<int>& group) {
   if (it != sim_members_.end()) return it->second;
   std::vector<int> v;
   for (int g : group)
-    if (paths_->simulated(g)) v.push_back(g);
+    if (is_sim_[g]) v.push_back(g);
   return sim_members_.emplace(key, std::move(v)).first->second;
 }
 
@@ -812,6 +807,8 @@ StepResult Builder::run() {
   if (interference_ > 0)
     for (int g : sim_gpus_) proc_[g] = e_.add_processor();
   sim_index_.assign(sh.gpus(), -1);
+  is_sim_.assign(sh.gpus(), 0);
+  for (int g : sim_gpus_) is_sim_[g] = 1;
   for (std::size_t i = 0; i < sim_gpus_.size(); ++i) {
     sim_index_[sim_gpus_[i]] = static_cast<int>(i);
     tp_groups_.push_back(tp_group(sim_gpus_[i]));
@@ -1032,7 +1029,8 @@ StepResult simulate_step(const StepInput& in) {
   // drift bound below), also at m0+4q to try a period of 2q. The step at m is read off the line through the last two points when m lies on its lattice;
   // otherwise, or when no line fits, all m micro-batches are simulated. Everything that is not
   // periodic (the last backward's buckets, the optimizer, ZeRO traffic) is simulated in every run.
-  Builder::PlanShapes shapes;
+  PlanShapeCache local;
+  PlanShapeCache& shapes = in.plan_cache ? *in.plan_cache : local;
   const int pp = in.layout.pp;
   const int m0 = pp, q = in.layout.schedule == Schedule::interleaved ? pp : 1;
   if (in.mode == SimMode::symmetric && !in.record_timeline && in.steady_state) {

@@ -4,7 +4,9 @@
 // collectives on the compute path, activation send/recv between stages, data-parallel gradient
 // buckets that fire as their gradients become ready in the last backward, ZeRO traffic, and the
 // optimizer step.
+#include <array>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -36,6 +38,21 @@ struct NetworkParams {
   std::vector<MeasuredCollective> inter_measured;
 };
 
+// Collective plans with their idle-network times, by collective, group and placement. They do not
+// depend on the engine, so simulations of one cluster can share them: one simulate_step shares
+// them across its steady-state runs, and a caller may keep one across calls (a search thread).
+// Not thread-safe.
+struct PlanShapeCache {
+  struct Shape {
+    CollectivePlan plan;
+    double idle_latency_s = 0, idle_per_byte_s = 0;
+  };
+  // kind, algorithm, first member, stride, size, GPUs per node; then alpha inside and across
+  // nodes, bandwidth inside and across nodes.
+  using Key = std::pair<std::array<int, 6>, std::array<double, 4>>;
+  std::map<Key, Shape> shapes;
+};
+
 struct StepInput {
   const ModelConfig* model = nullptr;
   Layout layout;
@@ -48,6 +65,8 @@ struct StepInput {
   // Symmetric mode only: read long schedules off their steady state (see simulate_step) instead
   // of simulating every micro-batch.
   bool steady_state = true;
+  // Plans to reuse across calls (see PlanShapeCache); nullptr: one per call.
+  PlanShapeCache* plan_cache = nullptr;
 };
 
 struct TimelineEntry {

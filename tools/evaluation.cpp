@@ -66,6 +66,7 @@ Evaluation evaluate(const Scenario& s, const Layout& l, int nodes, const EvalOpt
   in.mode = opt.mode;
   in.record_timeline = opt.record_timeline;
   in.steady_state = opt.steady_state;
+  in.plan_cache = opt.plan_cache;
   ev.step = sim::simulate_step(in);
   ev.simulated = true;
   const double tokens = static_cast<double>(s.training.global_batch) * s.model.seq_len;

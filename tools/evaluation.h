@@ -34,6 +34,7 @@ struct EvalOptions {
   // A cost model of the scenario's hardware and precision to reuse (one per thread); else one is
   // built for the call.
   const CostModel* cost = nullptr;
+  sim::PlanShapeCache* plan_cache = nullptr;  // collective plans to reuse (one per thread)
 };
 
 // A profile's measured collectives (intra_collectives or inter_collectives), as the simulator

@@ -133,9 +133,12 @@ SearchResult search_layouts(const Scenario& s, const std::vector<Candidate>& can
   EvalOptions eo;
   eo.simulate_if_oom = false;
   auto worker = [&]() {
-    const CostModel cost(s.hardware, s.training.precision);  // one per thread: it memoises lookups
+    // One per thread: both memoise what every layout of the scenario asks again.
+    const CostModel cost(s.hardware, s.training.precision);
+    sim::PlanShapeCache plans;
     EvalOptions mine_eo = eo;
     mine_eo.cost = &cost;
+    mine_eo.plan_cache = &plans;
     while (true) {
       const std::size_t k = next.fetch_add(1);
       if (k >= mine.size()) break;
