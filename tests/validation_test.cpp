@@ -33,7 +33,8 @@ TEST(Validation, H200OneGpuRunsWithinFivePercentMedian) {
   // real runs (GPT 125M-6.7B, micro-batch 1-8, recompute none, selective and full).
   const Scenario base = load_scenario(kScenarios + "/validate-one-gpu.json", kProfiles);
   std::vector<double> time_err, mem_err;
-  for (const char* file : {"h200-one-gpu.json", "h200-one-gpu-full-recompute.json"}) {
+  for (const char* file : {"h200-one-gpu.json", "h200-one-gpu-full-recompute.json", "h200-one-gpu-run2.json",
+                           "h200-one-gpu-full-recompute-run2.json"}) {
     std::ifstream in(kRecords + "/" + file);
     ASSERT_TRUE(in) << file;
     const auto doc = nlohmann::json::parse(in);
