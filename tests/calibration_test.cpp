@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "alpha_beta_fit.h"
+#include "gpu_links.h"
 #include "input_error.h"
 #include "nccl_tests_import.h"
 #include "nccl_transport.h"
@@ -191,4 +192,33 @@ TEST(NcclTransport, ARealNccl228LogFromTheH200Machine) {
   EXPECT_EQ(t.nics[0], "eth0:192.0.2.2<0>");
   EXPECT_FALSE(socket_fallback_error(t, 1, "rank 0").has_value());
   EXPECT_TRUE(socket_fallback_error(t, 4, "rank 0").has_value());
+}
+
+TEST(GpuLinks, ReadsTheMatrixNvidiaSmiPrintedOnTheTwoH200Machine) {
+  // `nvidia-smi topo -m` from the nvidia-h200-x2 machine, colour codes and all: GPU0 and GPU1
+  // joined by 18 bonded NVLinks; the CPU and NUMA columns are not GPUs.
+  std::ifstream in(kData + "/nvidia-smi/h200-x2-topo.txt");
+  ASSERT_TRUE(in);
+  std::stringstream text;
+  text << in.rdbuf();
+  const GpuLinks links = parse_topo_matrix(text.str());
+  ASSERT_EQ(links.size(), 1u);
+  EXPECT_EQ(links.at({0, 1}), "NV18");
+  EXPECT_EQ(describe_link("NV18"), "NVLink x18");
+  EXPECT_EQ(describe_link("SYS"), "PCIe (SYS)");
+}
+
+TEST(GpuLinks, FourGpusOverPcieAndNoMatrixAtAll) {
+  const std::string text =
+      "\tGPU0\tGPU1\tGPU2\tGPU3\tCPU Affinity\n"
+      "GPU0\t X \tPIX\tSYS\tSYS\t0-15\n"
+      "GPU1\tPIX\t X \tSYS\tSYS\t0-15\n"
+      "GPU2\tSYS\tSYS\t X \tNODE\t16-31\n"
+      "GPU3\tSYS\tSYS\tNODE\t X \t16-31\n\nLegend:\n  X    = Self\n";
+  const GpuLinks links = parse_topo_matrix(text);
+  EXPECT_EQ(links.size(), 6u);
+  EXPECT_EQ(links.at({0, 1}), "PIX");
+  EXPECT_EQ(links.at({2, 3}), "NODE");
+  EXPECT_EQ(links.at({1, 3}), "SYS");
+  EXPECT_TRUE(parse_topo_matrix("No devices were found\n").empty());
 }

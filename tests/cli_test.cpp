@@ -144,6 +144,25 @@ TEST(Cli, CalibrateImportsNcclTestsLogs) {
   EXPECT_FALSE(std::filesystem::exists(out + ".2"));
 }
 
+TEST(Cli, CalibrateRefitReproducesTheCommittedFits) {
+  // The committed profile's fits were made by this code from its raw record: refitting a copy gives
+  // the same segments; a profile without a multi-GPU record, or a missing file, is an input error
+  // that leaves the file as it was.
+  const std::string copy = (std::filesystem::temp_directory_path() / ("refit-" + std::to_string(::getpid()) + ".json")).string();
+  std::filesystem::copy_file(std::string(TRAINSIM_PROFILES) + "/h200-sxm.json", copy, std::filesystem::copy_options::overwrite_existing);
+  const Outcome r = run("refit " + copy, kCalibrate);
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::ifstream a(copy), b(std::string(TRAINSIM_PROFILES) + "/h200-sxm.json");
+  const auto ja = nlohmann::json::parse(a), jb = nlohmann::json::parse(b);
+  EXPECT_EQ(ja["intra_node"]["collectives"], jb["intra_node"]["collectives"]);
+  EXPECT_EQ(run("refit /nonexistent/profile.json", kCalibrate).status, 2);
+  std::filesystem::copy_file(std::string(TRAINSIM_PROFILES) + "/a100-80g-sxm.json", copy, std::filesystem::copy_options::overwrite_existing);
+  const std::string before = nlohmann::json::parse(std::ifstream(copy)).dump();
+  EXPECT_EQ(run("refit " + copy, kCalibrate).status, 2);
+  EXPECT_EQ(nlohmann::json::parse(std::ifstream(copy)).dump(), before);
+  std::filesystem::remove(copy);
+}
+
 TEST(Cli, ExportSpellsOutTheBatchArithmetic) {
   const Outcome r = run("export " + kScenarios + "/gpt3-175b-1024-gpus.json --json");
   ASSERT_EQ(r.status, 0) << r.err;

@@ -2,6 +2,10 @@
 // stated carry-over rule.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+
 #include "cost_model.h"
 #include "hardware_profile.h"
 #include "input_error.h"
@@ -73,6 +77,33 @@ TEST(Profiles, BadProfilesAreInputErrors) {
     EXPECT_NE(std::string(e.what()).find("reference"), std::string::npos) << e.what();
   }
   EXPECT_THROW(load_hardware_profile("no-such-gpu", kProfiles), InputError);
+}
+
+TEST(Profiles, MeasuredTablesAreReadStrictly) {
+  // The committed two-GPU profile with one thing broken at a time: the error names the path.
+  std::ifstream in(kProfiles + "/h200-sxm.json");
+  const nlohmann::json good = nlohmann::json::parse(in);
+  auto fails_at = [&](const std::function<void(nlohmann::json&)>& edit, const std::string& where) {
+    nlohmann::json p = good;
+    edit(p);
+    try {
+      parse_hardware_profile(p.dump(), "p.json", kProfiles);
+      ADD_FAILURE() << "accepted a profile broken at " << where;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(where), std::string::npos) << e.what();
+    }
+  };
+  EXPECT_NO_THROW(parse_hardware_profile(good.dump(), "p.json", kProfiles));
+  fails_at([](nlohmann::json& p) { p["intra_node"]["peer_copies"]["columns"][2] = "kind"; }, "intra_node.peer_copies.columns");
+  fails_at([](nlohmann::json& p) { p["intra_node"]["peer_copies"]["rows"][0][3] = "fast"; }, "intra_node.peer_copies.rows[0][3]");
+  fails_at([](nlohmann::json& p) { p["intra_node"]["collectives"][0]["collective"] = "allreduce"; }, "intra_node.collectives[0].collective");
+  fails_at([](nlohmann::json& p) { p["intra_node"]["collectives"][0]["segments"]["rows"] = nlohmann::json::array(); },
+           "intra_node.collectives[0].segments.rows");
+  fails_at([](nlohmann::json& p) {
+    auto& rows = p["intra_node"]["collectives"][1]["segments"]["rows"];
+    std::swap(rows[0], rows[1]);
+  }, "intra_node.collectives[1].segments.rows[1]");
+  fails_at([](nlohmann::json& p) { p["intra_node"]["provenance"]["nics"] = "eth0"; }, "intra_node.provenance.nics");
 }
 
 TEST(Profiles, MisalignedShapesOnlyMatchMisalignedMeasurements) {
