@@ -161,7 +161,7 @@ json make_profile(const gpu::Measurements& m, const json& base, const std::strin
   for (const auto& k : m.kernels) {
     if (k.kernel == "adam") {
       const double params = static_cast<double>(k.tokens) * (1 << 20);
-      mk["adam"].push_back({34.0 * params, 34.0 * params / (k.time_us * 1e3)});  // CostModel::adam_time_s's bytes
+      mk["adam"].push_back({34.0 * params, 34.0 * params / (k.time_us * 1e3), 0});  // CostModel::adam_time_s's bytes
       continue;
     }
     ModelConfig cfg;
@@ -174,7 +174,7 @@ json make_profile(const gpu::Measurements& m, const json& base, const std::strin
       for (const auto* list : {&ops.forward, &ops.backward})
         for (const Op& op : *list)
           if (op.kind == OpKind::memory && op.kernel == k.kernel) bytes = op.bytes;
-    if (bytes > 0) mk[k.kernel].push_back({bytes, bytes / (k.time_us * 1e3)});
+    if (bytes > 0) mk[k.kernel].push_back({bytes, bytes / (k.time_us * 1e3), k.hidden});
   }
   if (!mk.empty()) g["memory_kernels"] = mk;
   g["provenance"] = prov;
@@ -221,6 +221,27 @@ json make_profile(const gpu::Measurements& m, const json& base, const std::strin
                                    {"vocab", k.vocab}, {"time_us", k.time_us}});
   for (const auto& c : m.compression)
     raw["compression"].push_back({{"kernel", c.kernel}, {"bytes", c.bytes}, {"time_us", c.time_us}, {"GBps", c.GBps}, {"rel_error", c.rel_error}});
+  // What this run could not measure (multi-GPU collectives and peer copies with one GPU visible,
+  // the cross-node sweep) stays from the base profile's record, as its fitted parts do.
+  if (base.contains("measurements") && base["measurements"].is_object()) {
+    const json& old = base["measurements"];
+    const bool multi = std::any_of(m.collectives.begin(), m.collectives.end(), [](const auto& c) { return c.gpus >= 2; });
+    if (!multi && old.contains("collectives")) {
+      json kept = json::array();
+      for (const auto& c : old["collectives"])
+        if (c.value("gpus", 0) >= 2) kept.push_back(c);
+      if (!kept.empty()) {
+        raw["collectives"] = kept;
+        raw["notes"].push_back("multi-GPU collectives: the base profile's record, measured " +
+                               old.value("date", base.value("provenance", json::object()).value("date", std::string("earlier"))));
+      }
+    }
+    const bool peers = std::any_of(m.bandwidth.begin(), m.bandwidth.end(), [](const auto& b) { return b.src >= 0; });
+    if (!peers && old.contains("bandwidth"))
+      for (const auto& b : old["bandwidth"])
+        if (b.value("src", -1) >= 0) raw["bandwidth"].push_back(b);
+    if (old.contains("across_nodes")) raw["across_nodes"] = old["across_nodes"];
+  }
   p["measurements"] = raw;
   return p;
 }

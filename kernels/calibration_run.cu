@@ -156,8 +156,10 @@ std::vector<CompressionSample> bench_compression(bool quick) {
 std::vector<KernelSample> bench_step_kernels(bool quick) {
   struct Shape { int T, h, V; };
   const std::vector<Shape> shapes = quick ? std::vector<Shape>{{2048, 768, 50257}, {4096, 2048, 50257}}
-                                          : std::vector<Shape>{{2048, 768, 50257}, {16384, 768, 50257}, {4096, 2048, 50257},
-                                                               {16384, 2048, 50257}, {2048, 4096, 50257}, {8192, 4096, 50257}};
+                                          : std::vector<Shape>{{2048, 768, 50257}, {16384, 768, 50257}, {8192, 1536, 50257},
+                                                               {16384, 1536, 50257}, {4096, 2048, 50257}, {8192, 2048, 50257},
+                                                               {16384, 2048, 50257}, {4096, 2560, 50257}, {16384, 2560, 50257},
+                                                               {2048, 4096, 50257}, {8192, 4096, 50257}};
   std::vector<KernelSample> out;
   cudaStream_t st;
   TRAINSIM_CUDA(cudaStreamCreate(&st));

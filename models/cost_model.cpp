@@ -101,10 +101,21 @@ double interpolate_GBps(const std::vector<BandwidthPoint>& pts, double bytes) {
 }
 }  // namespace
 
-double CostModel::kernel_time_s(const std::string& kernel, double bytes) const {
+double CostModel::kernel_time_s(const std::string& kernel, double bytes, double width) const {
   auto it = hw_.memory_kernels.find(kernel);
   if (it == hw_.memory_kernels.end() || it->second.empty() || bytes <= 0) return memory_time_s(bytes);
-  return std::max(launch_s(), bytes / (interpolate_GBps(it->second, bytes) * 1e9));
+  const std::vector<BandwidthPoint>& all = it->second;
+  // Row-wise kernels run at different rates for different row lengths at the same bytes: use the
+  // points of the measured hidden size nearest in log space (both neighbours when equidistant).
+  double best = 1e300;
+  if (width > 0)
+    for (const auto& p : all)
+      if (p.width > 0) best = std::min(best, std::fabs(std::log(p.width / width)));
+  if (best == 1e300) return std::max(launch_s(), bytes / (interpolate_GBps(all, bytes) * 1e9));
+  std::vector<BandwidthPoint> near;
+  for (const auto& p : all)
+    if (p.width > 0 && std::fabs(std::log(p.width / width)) <= best + 1e-9) near.push_back(p);
+  return std::max(launch_s(), bytes / (interpolate_GBps(near, bytes) * 1e9));
 }
 
 double CostModel::memory_time_s(double bytes) const {
@@ -144,7 +155,7 @@ double CostModel::op_time_s(const Op& op) const {
       const double rate = frac > 0 ? frac * hw_.peak("bf16") * 1e12 : gemm_rate_tflops(op.n, op.n, op.k) * 1e12;
       return std::max(launch_s(), std::max(op.flops / rate, op.bytes / (hw_.memory_bandwidth_GBps * 1e9)));
     }
-    case OpKind::memory: return kernel_time_s(op.kernel, op.bytes);
+    case OpKind::memory: return kernel_time_s(op.kernel, op.bytes, op.width);
   }
   return 0.0;
 }

@@ -21,8 +21,9 @@ class CostModel {
   double op_time_s(const Op& op) const;
   double gemm_time_s(double m, double n, double k) const;
   double memory_time_s(double bytes) const;
-  // A memory-bound op of a kernel class the profile measured (else the generic table).
-  double kernel_time_s(const std::string& kernel, double bytes) const;
+  // A memory-bound op of a kernel class the profile measured (else the generic table), at the
+  // rates measured for the hidden size nearest `width` (in log space; 0: any).
+  double kernel_time_s(const std::string& kernel, double bytes, double width = 0) const;
   // Mixed-precision Adam over `params` parameters: reads fp32 master, momentum, variance and
   // gradient (16 bytes), writes the first three and the bf16 weights (14 bytes), then zeroes the
   // fp32 gradient for the next step (4 bytes): 34 bytes per parameter.

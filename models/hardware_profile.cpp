@@ -140,7 +140,12 @@ void read_gpu(JsonFields& top, HardwareProfile& hp, bool derived) {
     JsonFields mk = g.object("memory_kernels");
     const json& obj = g.required("memory_kernels");
     for (auto it = obj.begin(); it != obj.end(); ++it) {
-      for (const auto& r : read_rows(*mk.find(it.key()), mk.path(it.key()), 2)) hp.memory_kernels[it.key()].push_back({r[0], r[1]});
+      // [bytes, GBps, hidden] (hidden 0: any); profiles written before the hidden size was
+      // recorded have [bytes, GBps].
+      const json& rows = *mk.find(it.key());
+      const std::size_t cols = rows.is_array() && !rows.empty() && rows[0].is_array() && rows[0].size() == 2 ? 2 : 3;
+      for (const auto& r : read_rows(rows, mk.path(it.key()), cols))
+        hp.memory_kernels[it.key()].push_back({r[0], r[1], cols == 3 ? r[2] : 0.0});
       auto& v = hp.memory_kernels[it.key()];
       std::sort(v.begin(), v.end(), [](const BandwidthPoint& a, const BandwidthPoint& b) { return a.bytes < b.bytes; });
     }

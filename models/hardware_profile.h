@@ -30,6 +30,7 @@ struct GemmPoint {
 struct BandwidthPoint {
   double bytes = 0;
   double GBps = 0;
+  double width = 0;  // step kernels: the hidden size they were measured at (0: any)
 };
 
 // One collective's fitted alpha-beta model for a group size: t(S) = alpha + S * factor / busbw.
@@ -78,7 +79,7 @@ struct HardwareProfile {
   std::vector<AttentionPoint> attention;  // by shape, when measured
   std::vector<BandwidthPoint> memory_bound;  // elementwise kernels: achieved GB/s by bytes moved
   // Measured kernels of a training step, by kernel class: achieved GB/s (the model's byte count
-  // for the op over its measured time) at the sizes measured.
+  // for the op over its measured time) at the sizes and hidden sizes measured.
   std::map<std::string, std::vector<BandwidthPoint>> memory_kernels;
   Provenance compute_provenance;
 

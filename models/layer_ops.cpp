@@ -30,6 +30,14 @@ Op memory_op(const std::string& name, double bytes, const std::string& kernel = 
   return op;
 }
 
+// Memory-bound ops are timed at the rates calibrated for the model's hidden size.
+LayerOps with_width(LayerOps L, double hidden) {
+  for (auto* list : {&L.forward, &L.backward, &L.recompute})
+    for (Op& op : *list)
+      if (op.kind == OpKind::memory) op.width = hidden;
+  return L;
+}
+
 Op with_comm(Op op, TpComm comm, double bytes) {
   op.comm = comm;
   op.comm_bytes = bytes;
@@ -166,7 +174,7 @@ LayerOps transformer_layer_ops(const OpContext& c) {
     r.name = "attention.recompute";
     L.recompute.push_back(r);
   }
-  return L;
+  return with_width(std::move(L), c.model.hidden);
 }
 
 LayerOps embedding_ops(const OpContext& c) {
@@ -184,7 +192,7 @@ LayerOps embedding_ops(const OpContext& c) {
   L.forward.push_back(with_comm(memory_op("embedding", tokens * h * (3.0 * e + (gpt ? 1.0 : 0.0))), comm, tokens * h * e));
   // Scatter-add into fp32 token (and position) gradients: read the gradient, read-modify-write 4 bytes each.
   L.backward.push_back(memory_op("embedding.bwd", tokens * h * (e + (gpt ? 1.0 : 0.0) + (gpt ? 16.0 : 8.0))));
-  return L;
+  return with_width(std::move(L), c.model.hidden);
 }
 
 LayerOps head_ops(const OpContext& c) {
@@ -210,7 +218,7 @@ LayerOps head_ops(const OpContext& c) {
   L.backward.push_back(gemm("logits.wgrad", logits.k, logits.n, logits.m, e));
   L.backward.push_back(memory_op("final_norm.bwd", (m.family == Family::gpt ? kLayerNormBackwardPasses : 2.0) * 2.0 * rep * h * e,
                                  m.family == Family::gpt ? "layernorm.bwd" : "rmsnorm.bwd"));
-  return L;
+  return with_width(std::move(L), c.model.hidden);
 }
 
 }  // namespace trainsim

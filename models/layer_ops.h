@@ -22,6 +22,7 @@ struct Op {
   double m = 0, n = 0, k = 0;  // GEMM shape on one TP rank
   double flops = 0;            // executed on one TP rank
   double bytes = 0;            // device-memory bytes read + written on one TP rank
+  double width = 0;            // memory-bound ops: the model's hidden size (picks the calibrated shape family)
   TpComm comm = TpComm::none;  // collective issued after this op (before it for all_gather)
   double comm_bytes = 0;
 };

@@ -127,3 +127,16 @@ TEST(Profiles, EquidistantMeasuredShapesShareTheQuery) {
   EXPECT_DOUBLE_EQ(c.gemm_rate_tflops(4096, 6000, 4096), 400);
   EXPECT_DOUBLE_EQ(c.gemm_rate_tflops(4096, 12000, 4096), 600);
 }
+
+TEST(Profiles, StepKernelsUseTheNearestMeasuredHiddenSize) {
+  // A LayerNorm measured at hidden 768 (1,000 GB/s) and 2048 (2,000 GB/s) at the same bytes:
+  // a model of hidden 1536 is nearer 2048 in log space (|ln(1536/2048)| = 0.288 < ln 2 = 0.693)
+  // and gets 2,000 GB/s, so 1 GB takes 0.5 ms; hidden 768 gets 1 ms; without a width both points
+  // share the bytes axis and the first wins.
+  HardwareProfile hw = load_hardware_profile("h200-sxm", kProfiles);
+  hw.memory_kernels["layernorm"] = {{1e9, 1000, 768}, {1e9, 2000, 2048}};
+  const CostModel cm(hw, Precision::bf16);
+  EXPECT_NEAR(cm.kernel_time_s("layernorm", 1e9, 1536), 0.5e-3, 1e-12);
+  EXPECT_NEAR(cm.kernel_time_s("layernorm", 1e9, 768), 1e-3, 1e-12);
+  EXPECT_NEAR(cm.kernel_time_s("layernorm", 1e9, 4096), 0.5e-3, 1e-12);
+}
