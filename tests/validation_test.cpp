@@ -35,7 +35,8 @@ TEST(Validation, H200OneGpuRunsWithinFivePercentMedian) {
   std::vector<double> time_err, mem_err;
   for (const char* file : {"h200-one-gpu.json", "h200-one-gpu-full-recompute.json", "h200-one-gpu-run2.json",
                            "h200-one-gpu-full-recompute-run2.json", "h200-one-gpu-run3.json",
-                           "h200-one-gpu-full-recompute-run3.json"}) {
+                           "h200-one-gpu-full-recompute-run3.json", "h200-one-gpu-run4.json",
+                           "h200-one-gpu-full-recompute-run4.json"}) {
     std::ifstream in(kRecords + "/" + file);
     ASSERT_TRUE(in) << file;
     const auto doc = nlohmann::json::parse(in);
