@@ -38,7 +38,12 @@ void write_atomically(const std::string& path, const std::string& text) {
       throw InputError("--out " + path, "failed while writing");
     }
   }
-  std::filesystem::rename(tmp, path);
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::remove(tmp.c_str());
+    throw InputError(path, "could not replace the file: " + ec.message());
+  }
 }
 
 #ifdef TRAINSIM_HAVE_CUDA
@@ -151,6 +156,8 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (out.empty()) throw InputError("--out", "required: where to write the profile");
+    if (!across_nodes && (allow_socket || rank_per_node))
+      throw InputError(allow_socket ? "--allow-socket" : "--rank-per-node", "only applies with --across-nodes");
     if (across_nodes) {
 #ifdef TRAINSIM_HAVE_MPI
       if (base.empty()) throw InputError("--base", "required with --across-nodes: the measured single-node profile");

@@ -156,6 +156,10 @@ TEST(Cli, CalibrateRefitReproducesTheCommittedFits) {
   const auto ja = nlohmann::json::parse(a), jb = nlohmann::json::parse(b);
   EXPECT_EQ(ja["intra_node"]["collectives"], jb["intra_node"]["collectives"]);
   EXPECT_EQ(run("refit /nonexistent/profile.json", kCalibrate).status, 2);
+  const Outcome stray = run("--rank-per-node --out " + copy + ".x", kCalibrate);
+  EXPECT_EQ(stray.status, 2);
+  EXPECT_NE(stray.err.find("--rank-per-node"), std::string::npos) << stray.err;
+  EXPECT_FALSE(std::filesystem::exists(copy + ".x"));
   std::filesystem::copy_file(std::string(TRAINSIM_PROFILES) + "/a100-80g-sxm.json", copy, std::filesystem::copy_options::overwrite_existing);
   const std::string before = nlohmann::json::parse(std::ifstream(copy)).dump();
   EXPECT_EQ(run("refit " + copy, kCalibrate).status, 2);
