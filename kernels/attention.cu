@@ -56,10 +56,16 @@ __device__ __forceinline__ bool keep_elem(size_t i, unsigned seed, float drop) {
 // One warp per row of scores, 8 values per lane per step: causal mask, max, sum, normalise into p;
 // with dropout, also the kept mask and the dropped-out probabilities pd.
 __global__ void softmax_dropout_k(__nv_bfloat16* s, __nv_bfloat16* pd, unsigned char* mask, int seq, long long rows,
-                                  unsigned seed, float drop) {
+                                  unsigned seed, float drop, int heads, int heads_total, int head_offset) {
   const long long row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= rows) return;
+  // The row's index in the whole layer's scores, for the dropout draw.
+  long long grow = row;
+  if (heads > 0) {
+    const long long bh = row / seq, bi = bh / heads, hi = bh % heads;
+    grow = (bi * heads_total + head_offset + hi) * seq + row % seq;
+  }
   const int r = static_cast<int>(row % seq);
   uint4* x = reinterpret_cast<uint4*>(s + row * seq);
   const int vecs = seq / 8;
@@ -87,7 +93,7 @@ __global__ void softmax_dropout_k(__nv_bfloat16* s, __nv_bfloat16* pd, unsigned 
     if (v * 8 <= r) unpack8(x[v], f);
     for (int i = 0; i < 8; ++i) {
       f[i] = (v * 8 + i <= r) ? __expf(f[i] - mx) * inv : 0.0f;
-      const bool k = pd ? keep_elem(static_cast<size_t>(row) * seq + v * 8 + i, seed, drop) : true;
+      const bool k = pd ? keep_elem(static_cast<size_t>(grow) * seq + v * 8 + i, seed, drop) : true;
       m8[i] = k;
       g[i] = k ? f[i] * keep_scale : 0.0f;
     }
@@ -145,7 +151,7 @@ void attention_forward(cublasHandle_t h, const AttentionShape& a, const Attentio
   const long long rows = static_cast<long long>(bh) * s;
   const bool dropping = dropout > 0;
   softmax_dropout_k<<<static_cast<unsigned>((rows + 7) / 8), 256, 0, st>>>(static_cast<__nv_bfloat16*>(b.p),
-      dropping ? static_cast<__nv_bfloat16*>(b.pd) : nullptr, dropping ? b.mask : nullptr, s, rows, seed, dropout);
+      dropping ? static_cast<__nv_bfloat16*>(b.pd) : nullptr, dropping ? b.mask : nullptr, s, rows, seed, dropout, a.heads, a.heads_total, a.head_offset);
   TRAINSIM_KERNEL_CHECK();
   batched_gemm_rm(h, false, false, s, d, s, dropping ? b.pd : b.p, ss, b.v, sd, b.o, sd, bh, 1.0f);  // O = Pd V
 }

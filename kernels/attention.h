@@ -10,6 +10,9 @@ namespace trainsim::gpu {
 
 struct AttentionShape {
   int batch_heads = 0, seq = 0, head_dim = 0;
+  // Tensor parallelism: these are heads [head_offset, head_offset + heads) of heads_total, so that
+  // dropout draws what the whole layer would for them. heads = 0: all heads are here.
+  int heads = 0, heads_total = 0, head_offset = 0;
 };
 
 // Per batch, row-major C[M,N] = scale op(A) op(B) (bf16, fp32 accumulation), strided batches.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -43,11 +44,45 @@ class NcclGradComm : public GradComm {
   void all_gather(const void* send, void* recv, std::size_t bytes, void* stream) override {
     TRAINSIM_NCCL(ncclAllGather(send, recv, bytes, ncclInt8, comm_, static_cast<cudaStream_t>(stream)));
   }
+  void all_reduce_bf16_sum(void* buf, std::size_t count, void* stream) override {
+    TRAINSIM_NCCL(ncclAllReduce(buf, buf, count, ncclBfloat16, ncclSum, comm_, static_cast<cudaStream_t>(stream)));
+  }
+  void send_recv(const void* send, std::size_t send_bytes, int send_peer, void* recv, std::size_t recv_bytes, int recv_peer,
+                 void* stream) override {
+    auto st = static_cast<cudaStream_t>(stream);
+    TRAINSIM_NCCL(ncclGroupStart());
+    if (send_peer >= 0) TRAINSIM_NCCL(ncclSend(send, send_bytes, ncclInt8, send_peer, comm_, st));
+    if (recv_peer >= 0) TRAINSIM_NCCL(ncclRecv(recv, recv_bytes, ncclInt8, recv_peer, comm_, st));
+    TRAINSIM_NCCL(ncclGroupEnd());
+  }
+  std::unique_ptr<GradComm> split(int color, int key) override {
+    ncclComm_t sub = nullptr;
+    TRAINSIM_NCCL(ncclCommSplit(comm_, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &sub, nullptr));
+    if (color < 0) return nullptr;
+    return std::unique_ptr<GradComm>(new NcclGradComm(sub));
+  }
 
  private:
-  int rank_, size_;
+  explicit NcclGradComm(ncclComm_t c) : comm_(c) {
+    TRAINSIM_NCCL(ncclCommUserRank(c, &rank_));
+    TRAINSIM_NCCL(ncclCommCount(c, &size_));
+  }
+  int rank_ = 0, size_ = 1;
   ncclComm_t comm_ = nullptr;
 };
+
+uint16_t to_bf16_bits(float x) {  // round to nearest even, as __float2bfloat16
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // NaN stays NaN
+  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+float from_bf16_bits(uint16_t b) {
+  const uint32_t u = static_cast<uint32_t>(b) << 16;
+  float x;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
 
 class HostGradComm : public GradComm {
  public:
@@ -79,6 +114,36 @@ class HostGradComm : public GradComm {
   }
   void all_gather(const void* send, void* recv, std::size_t bytes, void* stream) override {
     exchange(send, recv, bytes, bytes * size_, stream, h_.all_gather, bytes);
+  }
+  void all_reduce_bf16_sum(void* buf, std::size_t count, void* stream) override {
+    auto st = static_cast<cudaStream_t>(stream);
+    std::vector<uint16_t> bits(count);
+    TRAINSIM_CUDA(cudaMemcpyAsync(bits.data(), buf, count * 2, cudaMemcpyDeviceToHost, st));
+    TRAINSIM_CUDA(cudaStreamSynchronize(st));
+    host_.resize(count);
+    for (std::size_t i = 0; i < count; ++i) host_[i] = from_bf16_bits(bits[i]);
+    h_.all_reduce_sum(host_.data(), count);
+    for (std::size_t i = 0; i < count; ++i) bits[i] = to_bf16_bits(host_[i]);
+    TRAINSIM_CUDA(cudaMemcpyAsync(buf, bits.data(), count * 2, cudaMemcpyHostToDevice, st));
+    TRAINSIM_CUDA(cudaStreamSynchronize(st));
+  }
+  void send_recv(const void* send, std::size_t send_bytes, int send_peer, void* recv, std::size_t recv_bytes, int recv_peer,
+                 void* stream) override {
+    auto st = static_cast<cudaStream_t>(stream);
+    in_.resize(send_peer >= 0 ? send_bytes : 0);
+    out_.resize(recv_peer >= 0 ? recv_bytes : 0);
+    if (send_peer >= 0) TRAINSIM_CUDA(cudaMemcpyAsync(in_.data(), send, send_bytes, cudaMemcpyDeviceToHost, st));
+    TRAINSIM_CUDA(cudaStreamSynchronize(st));
+    h_.send_recv(in_.data(), in_.size(), send_peer, out_.data(), out_.size(), recv_peer);
+    if (recv_peer >= 0) TRAINSIM_CUDA(cudaMemcpyAsync(recv, out_.data(), recv_bytes, cudaMemcpyHostToDevice, st));
+    TRAINSIM_CUDA(cudaStreamSynchronize(st));
+  }
+  std::unique_ptr<GradComm> split(int color, int key) override {
+    HostCollectives sub;
+    int rank = 0, size = 0;
+    h_.split(color, key, &sub, &rank, &size);
+    if (size == 0) return nullptr;
+    return std::make_unique<HostGradComm>(rank, size, std::move(sub));
   }
 
  private:

@@ -1,8 +1,9 @@
 #pragma once
-// How the step runner sums data-parallel gradient buckets across replicas: over NCCL (one process
-// per GPU), or through host memory with a caller-supplied host all-reduce (MPI), for replicas that
-// share a GPU and so cannot join one NCCL communicator. The host path is for checking numerics;
-// its timing says nothing about a real interconnect.
+// The step runner's communication within one group of ranks (data-parallel replicas, a
+// tensor-parallel group, a pipeline): over NCCL (one process per GPU), or through host memory with
+// caller-supplied host collectives (MPI), for ranks that share a GPU and so cannot join one NCCL
+// communicator. The host path is for checking numerics; its timing says nothing about a real
+// interconnect.
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -28,6 +29,15 @@ class GradComm {
   virtual void all_to_all(const void* send, void* recv, std::size_t bytes, void* stream) = 0;
   // Every rank's block (`bytes`) lands at recv + rank * bytes on every rank.
   virtual void all_gather(const void* send, void* recv, std::size_t bytes, void* stream) = 0;
+  // Sums `count` bf16 values in place (tensor-parallel partial results).
+  virtual void all_reduce_bf16_sum(void* buf, std::size_t count, void* stream) = 0;
+  // Point to point, posted together so that two neighbours exchanging do not wait on each other:
+  // sends `send_bytes` to `send_peer` and receives `recv_bytes` from `recv_peer` (a peer < 0: none).
+  virtual void send_recv(const void* send, std::size_t send_bytes, int send_peer, void* recv, std::size_t recv_bytes, int recv_peer,
+                         void* stream) = 0;
+  // A sub-group (collective over this group): ranks with the same color, ordered by key. color < 0:
+  // this rank joins none, and gets nullptr.
+  virtual std::unique_ptr<GradComm> split(int color, int key) = 0;
 };
 
 // Host-side collectives for replicas that share a GPU (MPI through host memory).
@@ -36,6 +46,10 @@ struct HostCollectives {
   std::function<void(const float*, float*, std::size_t)> reduce_scatter_sum;  // count per rank
   std::function<void(const void*, void*, std::size_t)> all_to_all;  // bytes per rank
   std::function<void(const void*, void*, std::size_t)> all_gather;  // bytes per rank
+  // (send, send bytes, send peer, recv, recv bytes, recv peer); a peer < 0: none.
+  std::function<void(const void*, std::size_t, int, void*, std::size_t, int)> send_recv;
+  // (color, key, out collectives, out rank, out size): a sub-group, as GradComm::split; size 0: none.
+  std::function<void(int, int, HostCollectives*, int*, int*)> split;
 };
 
 // INT8 all-reduce of `count` floats in place: blockwise absmax quantisation, an all-to-all of the

@@ -16,6 +16,12 @@ __device__ __forceinline__ bool keep(size_t i, unsigned seed) {
   x ^= x >> 31; x *= 0xBF58476D1CE4E5B9ull; x ^= x >> 27;
   return static_cast<float>(x >> 40) / static_cast<float>(1ull << 24) >= kDropout;
 }
+// fill.cu's hash_uniform: a slice filled here holds the values fill_random_f32 gives the same indices.
+__device__ __forceinline__ float random_uniform(size_t i, unsigned seed) {
+  unsigned long long x = (i + 1) * 0x9E3779B97F4A7C15ull ^ (static_cast<unsigned long long>(seed) << 32);
+  x ^= x >> 31; x *= 0xBF58476D1CE4E5B9ull; x ^= x >> 27; x *= 0x94D049BB133111EBull; x ^= x >> 33;
+  return static_cast<float>(x >> 40) / static_cast<float>(1ull << 24) * 2.0f - 1.0f;
+}
 __device__ __forceinline__ float f(bf16 v) { return __bfloat162float(v); }
 __device__ __forceinline__ bf16 b(float v) { return __float2bfloat16(v); }
 constexpr float kKeepScale = 1.0f / (1.0f - kDropout);
@@ -48,12 +54,34 @@ __global__ void embed_fwd_k(const int* tok, const bf16* wte, const bf16* wpe, bf
   }
 }
 
-__global__ void embed_bwd_k(const bf16* d, const unsigned char* mask, const int* tok, float* dwte, float* dwpe, int T, int h, int seq) {
+__global__ void embed_bwd_k(const bf16* d, const unsigned char* mask, const int* tok, float* dwte, float* dwpe, int T, int h, int seq,
+                            int v0, int vn) {
   GRID_STRIDE(i, static_cast<size_t>(T) * h) {
     const int t = static_cast<int>(i / h), c = static_cast<int>(i % h);
     const float g = mask[i] ? f(d[i]) * kKeepScale : 0.0f;
-    atomicAdd(&dwte[static_cast<size_t>(tok[t]) * h + c], g);
+    const int row = tok[t] - v0;
+    if (row >= 0 && row < vn) atomicAdd(&dwte[static_cast<size_t>(row) * h + c], g);
     atomicAdd(&dwpe[static_cast<size_t>(t % seq) * h + c], g);
+  }
+}
+
+// This rank's rows [v0, v0 + vn) of the word embedding; zero for tokens outside them.
+__global__ void embed_lookup_k(const int* tok, const bf16* wte, bf16* out, int T, int h, int v0, int vn) {
+  GRID_STRIDE(i, static_cast<size_t>(T) * h) {
+    const int t = static_cast<int>(i / h), c = static_cast<int>(i % h);
+    const int row = tok[t] - v0;
+    out[i] = row >= 0 && row < vn ? wte[static_cast<size_t>(row) * h + c] : b(0.0f);
+  }
+}
+
+// As embed_fwd_k, from word-embedding rows already gathered.
+__global__ void embed_finish_k(const bf16* rows, const bf16* wpe, bf16* out, unsigned char* mask, int T, int h, int seq, unsigned seed) {
+  GRID_STRIDE(i, static_cast<size_t>(T) * h) {
+    const int t = static_cast<int>(i / h), c = static_cast<int>(i % h);
+    const float v = f(rows[i]) + f(wpe[static_cast<size_t>(t % seq) * h + c]);
+    const bool k = keep(i, seed);
+    mask[i] = k;
+    out[i] = b(k ? v * kKeepScale : 0.0f);
   }
 }
 
@@ -223,6 +251,75 @@ __global__ void cross_entropy_k(bf16* logits, float* l32, const int* tgt, float*
   for (int c = threadIdx.x; c < V; c += blockDim.x) x[c] = b((__expf(y[c] - mx) / s - (c == t ? 1.0f : 0.0f)) * scale);
 }
 
+__device__ float block_max(float v) {
+  __shared__ float part[32];
+  for (int o = 16; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffff, v, o));
+  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = v;
+  __syncthreads();
+  float t = threadIdx.x < blockDim.x / 32 ? part[threadIdx.x] : -INFINITY;
+  if (threadIdx.x < 32)
+    for (int o = 16; o > 0; o /= 2) t = fmaxf(t, __shfl_xor_sync(0xffffffff, t, o));
+  __shared__ float total;
+  if (threadIdx.x == 0) total = t;
+  __syncthreads();
+  const float r = total;
+  __syncthreads();
+  return r;
+}
+
+// Vocabulary-parallel cross-entropy, first half (one block per row of this rank's vn columns):
+// the row's local max, sum of exp below it, and the target's logit where this rank holds it.
+__global__ void ce_stats_k(const bf16* logits, float* l32, const int* tgt, float* stats, int v0, int vn) {
+  const size_t row = blockIdx.x;
+  const bf16* x = logits + row * vn;
+  float* y = l32 + row * vn;
+  float mx = -INFINITY;
+  for (int c = threadIdx.x; c < vn; c += blockDim.x) {
+    const float v = f(x[c]);
+    y[c] = v;
+    mx = fmaxf(mx, v);
+  }
+  mx = block_max(mx);
+  float s = 0;
+  for (int c = threadIdx.x; c < vn; c += blockDim.x) s += __expf(y[c] - mx);
+  s = block_sum(s);
+  if (threadIdx.x == 0) {
+    const int t = tgt[row] - v0;
+    stats[row * 3] = mx;
+    stats[row * 3 + 1] = s;
+    stats[row * 3 + 2] = t >= 0 && t < vn ? y[t] : 0.0f;
+  }
+}
+
+// Second half, from every rank's statistics ([ranks][T][3]): the row's log-sum-exp over the whole
+// vocabulary, the loss, and the gradient (softmax - onehot) * scale over this rank's columns.
+__global__ void ce_finish_k(bf16* logits, const float* l32, const int* tgt, const float* all, int ranks, int T, float* loss, int v0,
+                            int vn, float scale) {
+  const size_t row = blockIdx.x;
+  float mx = -INFINITY, s = 0, target = 0;
+  for (int r = 0; r < ranks; ++r) mx = fmaxf(mx, all[(static_cast<size_t>(r) * T + row) * 3]);
+  for (int r = 0; r < ranks; ++r) {
+    const float* st = all + (static_cast<size_t>(r) * T + row) * 3;
+    s += st[1] * __expf(st[0] - mx);
+    target += st[2];
+  }
+  if (threadIdx.x == 0) atomicAdd(loss, (logf(s) + mx - target) * scale);
+  const int t = tgt[row] - v0;
+  bf16* x = logits + row * vn;
+  const float* y = l32 + row * vn;
+  for (int c = threadIdx.x; c < vn; c += blockDim.x) x[c] = b((__expf(y[c] - mx) / s - (c == t ? 1.0f : 0.0f)) * scale);
+}
+
+__global__ void fill_slice_k(float* dst, size_t dst_stride, size_t rows, size_t cols, size_t src_offset, size_t src_stride,
+                             unsigned seed, float scale) {
+  GRID_STRIDE(i, rows * cols) {
+    const size_t r = i / cols, c = i % cols;
+    float v = random_uniform(src_offset + r * src_stride + c, seed) * scale;
+    if (v == 0.0f) v = scale * 1e-3f;
+    dst[r * dst_stride + c] = v;
+  }
+}
+
 __global__ void adam_k(float* w, float* m, float* v, const float* g, bf16* w16, size_t n, float lr) {
   GRID_STRIDE(i, n) {
     const float gi = g[i];
@@ -258,8 +355,15 @@ void embed_forward(const int* tokens, const bf16* wte, const bf16* wpe, bf16* ou
   LAUNCH_ELEMS(embed_fwd_k, static_cast<size_t>(T) * h, st, tokens, wte, wpe, out, mask, T, h, seq, seed);
 }
 void embed_backward(const bf16* dout, const unsigned char* mask, const int* tokens, float* dwte, float* dwpe, int T, int h, int seq,
-                    cudaStream_t st) {
-  LAUNCH_ELEMS(embed_bwd_k, static_cast<size_t>(T) * h, st, dout, mask, tokens, dwte, dwpe, T, h, seq);
+                    cudaStream_t st, int vocab_begin, int vocab_rows) {
+  LAUNCH_ELEMS(embed_bwd_k, static_cast<size_t>(T) * h, st, dout, mask, tokens, dwte, dwpe, T, h, seq, vocab_begin, vocab_rows);
+}
+void embed_lookup(const int* tokens, const bf16* wte, bf16* out, int T, int h, int vocab_begin, int vocab_rows, cudaStream_t st) {
+  LAUNCH_ELEMS(embed_lookup_k, static_cast<size_t>(T) * h, st, tokens, wte, out, T, h, vocab_begin, vocab_rows);
+}
+void embed_finish(const bf16* rows, const bf16* wpe, bf16* out, unsigned char* mask, int T, int h, int seq, unsigned seed,
+                  cudaStream_t st) {
+  LAUNCH_ELEMS(embed_finish_k, static_cast<size_t>(T) * h, st, rows, wpe, out, mask, T, h, seq, seed);
 }
 void layernorm_forward(const bf16* x, const bf16* g, const bf16* bb, bf16* y, float* mean, float* rstd, int T, int h, cudaStream_t st) {
   ln_fwd_k<<<T, 256, 0, st>>>(x, g, bb, y, mean, rstd, h);
@@ -305,6 +409,20 @@ void add_inplace(bf16* x, const bf16* y, size_t n, cudaStream_t st) { LAUNCH_ELE
 void cross_entropy(bf16* logits, float* logits32, const int* targets, float* loss, int T, int V, float scale, cudaStream_t st) {
   cross_entropy_k<<<T, 512, 0, st>>>(logits, logits32, targets, loss, V, scale);
   TRAINSIM_KERNEL_CHECK();
+}
+void cross_entropy_stats(const bf16* logits, float* logits32, const int* targets, float* stats, int T, int vocab_begin, int vocab_cols,
+                         cudaStream_t st) {
+  ce_stats_k<<<T, 512, 0, st>>>(logits, logits32, targets, stats, vocab_begin, vocab_cols);
+  TRAINSIM_KERNEL_CHECK();
+}
+void cross_entropy_finish(bf16* logits, const float* logits32, const int* targets, const float* all_stats, int ranks, float* loss, int T,
+                          int vocab_begin, int vocab_cols, float scale, cudaStream_t st) {
+  ce_finish_k<<<T, 512, 0, st>>>(logits, logits32, targets, all_stats, ranks, T, loss, vocab_begin, vocab_cols, scale);
+  TRAINSIM_KERNEL_CHECK();
+}
+void fill_random_slice(float* dst, size_t dst_stride, size_t rows, size_t cols, size_t src_offset, size_t src_stride, unsigned seed,
+                       float scale, cudaStream_t st) {
+  LAUNCH_ELEMS(fill_slice_k, rows * cols, st, dst, dst_stride, rows, cols, src_offset, src_stride, seed, scale);
 }
 void adam_update(float* w, float* m, float* v, const float* g, bf16* w16, size_t n, float lr, cudaStream_t st) {
   LAUNCH_ELEMS(adam_k, n, st, w, m, v, g, w16, n, lr);

@@ -13,8 +13,16 @@ constexpr float kDropout = 0.1f;
 
 void embed_forward(const int* tokens, const bf16* wte, const bf16* wpe, bf16* out, unsigned char* mask, int T, int h, int seq,
                    unsigned seed, cudaStream_t st);
+// Word-embedding gradients go to rows [vocab_begin, vocab_begin + vocab_rows) of dwte (a
+// vocabulary-parallel shard); tokens outside them add nothing there. Position gradients always.
 void embed_backward(const bf16* dout, const unsigned char* mask, const int* tokens, float* dwte, float* dwpe, int T, int h,
-                    int seq, cudaStream_t st);
+                    int seq, cudaStream_t st, int vocab_begin = 0, int vocab_rows = 1 << 30);
+// Vocabulary-parallel embedding (Megatron-LM): each tensor-parallel rank looks up the rows it holds
+// (zero elsewhere), the ranks sum the results, and embed_finish adds positions and dropout as
+// embed_forward does.
+void embed_lookup(const int* tokens, const bf16* wte, bf16* out, int T, int h, int vocab_begin, int vocab_rows, cudaStream_t st);
+void embed_finish(const bf16* rows, const bf16* wpe, bf16* out, unsigned char* mask, int T, int h, int seq, unsigned seed,
+                  cudaStream_t st);
 void layernorm_forward(const bf16* x, const bf16* g, const bf16* b, bf16* y, float* mean, float* rstd, int T, int h, cudaStream_t st);
 // dx = LN backward; dg, db accumulate (fp32).
 void layernorm_backward(const bf16* dy, const bf16* x, const bf16* g, const float* mean, const float* rstd, bf16* dx,
@@ -44,6 +52,18 @@ void add_inplace(bf16* x, const bf16* y, size_t n, cudaStream_t st);
 // Cross-entropy over rows of logits (vocab-wide softmax in fp32 through logits32); writes the
 // gradient (softmax - onehot) * scale over the bf16 logits in place and adds the loss to *loss.
 void cross_entropy(bf16* logits, float* logits32, const int* targets, float* loss, int T, int V, float scale, cudaStream_t st);
+// Vocabulary-parallel cross-entropy over this rank's vocab_cols columns of the logits: per row,
+// stats[3] = local max, sum of exp below it, the target's logit if this rank holds the target (else
+// 0). After the ranks' stats are gathered ([ranks][T][3]), cross_entropy_finish forms the row's
+// log-sum-exp over the whole vocabulary, adds the loss, and writes the gradient over its columns.
+void cross_entropy_stats(const bf16* logits, float* logits32, const int* targets, float* stats, int T, int vocab_begin, int vocab_cols,
+                         cudaStream_t st);
+void cross_entropy_finish(bf16* logits, const float* logits32, const int* targets, const float* all_stats, int ranks, float* loss, int T,
+                          int vocab_begin, int vocab_cols, float scale, cudaStream_t st);
+// dst[r * dst_stride + c] = fill_random_f32's value at index src_offset + r * src_stride + c, for a
+// rows x cols block: a shard gets the values the whole tensor would hold there.
+void fill_random_slice(float* dst, size_t dst_stride, size_t rows, size_t cols, size_t src_offset, size_t src_stride, unsigned seed,
+                       float scale, cudaStream_t st);
 // Mixed-precision Adam: fp32 master, moments and gradient; writes the bf16 compute copy.
 void adam_update(float* w, float* m, float* v, const float* g, bf16* w16, size_t n, float lr, cudaStream_t st);
 void cast_to_bf16(const float* in, bf16* out, size_t n, cudaStream_t st);

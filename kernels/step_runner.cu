@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "attention.h"
@@ -50,11 +52,24 @@ struct LayerActs {
 }  // namespace
 
 RunnerResult run_gpt_training(const RunnerConfig& c) {
-  const int L = c.layers, h = c.hidden, a = c.heads, d = h / a, f = c.ffn, V = c.vocab, s = c.seq, bsz = c.micro_batch;
+  const int h = c.hidden, a = c.heads, d = h / a, f = c.ffn, V = c.vocab, s = c.seq, bsz = c.micro_batch;
   const int T = bsz * s;
   const int dp = c.comm ? c.comm->size() : 1, replica = c.comm ? c.comm->rank() : 0;
-  const size_t Th = static_cast<size_t>(T) * h, Tf = static_cast<size_t>(T) * f;
-  const size_t S2 = static_cast<size_t>(bsz) * a * s * s;  // attention scores elements
+  const int tp = c.tp_comm ? c.tp_comm->size() : 1, tr = c.tp_comm ? c.tp_comm->rank() : 0;
+  const int pp = c.pp_comm ? c.pp_comm->size() : 1, stage = c.pp_comm ? c.pp_comm->rank() : 0;
+  const bool first = stage == 0, last = stage == pp - 1;
+  const int l0 = c.stage_layers > 0 ? c.stage_first_layer : 0, L = c.stage_layers > 0 ? c.stage_layers : c.layers;
+  if (a % tp != 0 || f % tp != 0)
+    throw std::invalid_argument("step runner: tensor parallelism " + std::to_string(tp) + " must divide the heads and the MLP width");
+  if (pp > 1 && !c.embed_comm && (first || last))
+    throw std::invalid_argument("step runner: a pipeline's first and last stage need the tied embedding's group");
+  const int al = a / tp, hl = al * d, fl = f / tp;  // this rank's heads, their width, its MLP columns
+  const int v0 = static_cast<int>(static_cast<long long>(V) * tr / tp);
+  const int Vl = static_cast<int>(static_cast<long long>(V) * (tr + 1) / tp) - v0;  // its vocabulary rows
+  const int m = c.microbatches;
+  const int K = std::min(pp - stage, m);  // micro-batches in flight on this stage (1F1B)
+  const size_t Th = static_cast<size_t>(T) * h, Thl = static_cast<size_t>(T) * hl, Tfl = static_cast<size_t>(T) * fl;
+  const size_t S2 = static_cast<size_t>(bsz) * al * s * s;  // attention scores elements
   cudaStream_t st, comm_st;
   TRAINSIM_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   TRAINSIM_CUDA(cudaStreamCreateWithFlags(&comm_st, cudaStreamNonBlocking));
@@ -65,20 +80,37 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
   RunnerResult r;
   {
     LtMatmul mm(st);
-    // Parameters: one flat array in each precision (bf16 compute copy, fp32 master, moments, grads).
+    // Parameters: one flat array in each precision (bf16 compute copy, fp32 master, moments, grads),
+    // this rank's shard of this stage's tensors.
     std::vector<LayerParams> lp(L);
     size_t n = 0;
     auto place = [&](size_t count) { const size_t o = n; n += count; return o; };
-    const size_t wte = place(static_cast<size_t>(V) * h), wpe = place(static_cast<size_t>(s) * h);
+    constexpr size_t kNone = ~size_t{0};
+    const bool has_wte = first || last;  // the last stage's copy computes the logits
+    const size_t wte = has_wte ? place(static_cast<size_t>(Vl) * h) : kNone;
+    const size_t wpe = first ? place(static_cast<size_t>(s) * h) : kNone;
     for (auto& p : lp) {
       p.ln1_g = place(h); p.ln1_b = place(h);
-      p.wqkv = place(static_cast<size_t>(h) * 3 * h); p.bqkv = place(3 * h);
-      p.wo = place(static_cast<size_t>(h) * h); p.bo = place(h);
+      p.wqkv = place(static_cast<size_t>(h) * 3 * hl); p.bqkv = place(3 * hl);
+      p.wo = place(static_cast<size_t>(hl) * h); p.bo = place(h);
       p.ln2_g = place(h); p.ln2_b = place(h);
-      p.w1 = place(static_cast<size_t>(h) * f); p.b1 = place(f);
-      p.w2 = place(static_cast<size_t>(f) * h); p.b2 = place(h);
+      p.w1 = place(static_cast<size_t>(h) * fl); p.b1 = place(fl);
+      p.w2 = place(static_cast<size_t>(fl) * h); p.b2 = place(h);
     }
-    const size_t lnf_g = place(h), lnf_b = place(h);
+    const size_t lnf_g = last ? place(h) : kNone, lnf_b = last ? place(h) : kNone;
+    // Where each tensor starts in the whole model's flat array (one GPU's layout), for initialisation.
+    const size_t gh = h, gf = f, g_layer = 4 * gh + 3 * gh * gh + 3 * gh + gh * gh + gh + gh * gf + gf + gf * gh + gh;
+    const size_t g_layers = static_cast<size_t>(V) * gh + static_cast<size_t>(s) * gh;
+    // Parameters every tensor-parallel rank holds whole (weight 1/tp in the gradient norm), and the
+    // last stage's copy of the word embedding (weight 0: stage 0 counts it).
+    std::vector<std::pair<size_t, size_t>> replicated;
+    if (wpe != kNone) replicated.push_back({wpe, static_cast<size_t>(s) * h});
+    for (const auto& p : lp) {
+      replicated.push_back({p.ln1_g, 2 * gh});
+      replicated.push_back({p.bo, 3 * gh});  // bo, ln2_g, ln2_b
+      replicated.push_back({p.b2, gh});
+    }
+    if (last) replicated.push_back({lnf_g, 2 * gh});
     // Gradient buckets, in the order backward completes them (see launch_bucket below): the layers
     // from the last, closing a bucket once it holds bucket_MB, then the rest with the embeddings.
     const size_t bucket_elems = std::max<size_t>(1, static_cast<size_t>(c.bucket_MB * 1e6 / 4));
@@ -115,20 +147,38 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
     const bool topk = c.topk_fraction > 0 && c.comm && dp > 1;
     float* residual = topk ? arena.take<float>(n) : nullptr;  // Top-K's unsent remainder
     if (topk) TRAINSIM_CUDA(cudaMemsetAsync(residual, 0, n * 4, st));
-    // Initialisation: N(0, 0.02)-like uniform weights, LayerNorm gains 1 and biases 0 (into a
-    // temporary full copy under ZeRO-1, whose owned slices become the master shard).
+    // Initialisation: N(0, 0.02)-like uniform weights by their index in the whole model, LayerNorm
+    // gains 1 and biases 0 (into a temporary full copy under ZeRO-1, whose owned slices become the
+    // master shard).
     DeviceBuffer init_full(zero1 ? n * 4 : 0);
     float* init = zero1 ? init_full.get<float>() : master;
-    fill_random_f32(init, n, 1234, 0.02f * std::sqrt(3.0f), st);
+    {
+      const float scale = 0.02f * std::sqrt(3.0f);
+      auto fill = [&](size_t dst, size_t dst_stride, size_t rows, size_t cols, size_t src, size_t src_stride) {
+        fill_random_slice(init + dst, dst_stride, rows, cols, src, src_stride, 1234, scale, st);
+      };
+      if (wte != kNone) fill(wte, h, Vl, h, static_cast<size_t>(v0) * h, h);
+      if (wpe != kNone) fill(wpe, h, s, h, static_cast<size_t>(V) * h, h);
+      for (int l = 0; l < L; ++l) {
+        const LayerParams& p = lp[l];
+        const size_t g = g_layers + static_cast<size_t>(l0 + l) * g_layer;
+        const size_t g_wqkv = g + 2 * gh, g_wo = g_wqkv + 3 * gh * gh + 3 * gh, g_w1 = g_wo + gh * gh + 3 * gh, g_w2 = g_w1 + gh * gf + gf;
+        for (int j = 0; j < 3; ++j)  // this rank's heads of Q, K and V: columns of [h, 3h]
+          fill(p.wqkv + static_cast<size_t>(j) * hl, 3 * static_cast<size_t>(hl), h, hl, g_wqkv + j * gh + static_cast<size_t>(tr) * hl, 3 * gh);
+        fill(p.wo, h, hl, h, g_wo + static_cast<size_t>(tr) * hl * gh, h);      // rows of [h, h]
+        fill(p.w1, fl, h, fl, g_w1 + static_cast<size_t>(tr) * fl, gf);         // columns of [h, f]
+        fill(p.w2, h, fl, h, g_w2 + static_cast<size_t>(tr) * fl * gh, h);      // rows of [f, h]
+      }
+    }
     std::vector<float> ones(std::max(h, f), 1.0f), zeros(std::max(3 * h, f), 0.0f);
     auto set = [&](size_t off, const std::vector<float>& v, size_t count) {
       TRAINSIM_CUDA(cudaMemcpyAsync(init + off, v.data(), count * 4, cudaMemcpyHostToDevice, st));
     };
     for (auto& p : lp) {
       set(p.ln1_g, ones, h); set(p.ln1_b, zeros, h); set(p.ln2_g, ones, h); set(p.ln2_b, zeros, h);
-      set(p.bqkv, zeros, 3 * h); set(p.bo, zeros, h); set(p.b1, zeros, f); set(p.b2, zeros, h);
+      set(p.bqkv, zeros, 3 * hl); set(p.bo, zeros, h); set(p.b1, zeros, fl); set(p.b2, zeros, h);
     }
-    set(lnf_g, ones, h); set(lnf_b, zeros, h);
+    if (last) { set(lnf_g, ones, h); set(lnf_b, zeros, h); }
     TRAINSIM_CUDA(cudaMemsetAsync(mom, 0, shard * 4, st));
     TRAINSIM_CUDA(cudaMemsetAsync(var, 0, shard * 4, st));
     cast_to_bf16(init, W, n, st);
@@ -141,37 +191,43 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
       TRAINSIM_CUDA(cudaStreamSynchronize(st));
       init_full = DeviceBuffer();
     }
+    TRAINSIM_CUDA(cudaStreamSynchronize(st));
 
-    // Activations kept for backward, per layer (or only the layer inputs under full recompute).
+    // Activations kept for backward, per in-flight micro-batch and layer (or only the layer inputs
+    // under full recompute).
     const bool keep_scores = c.recompute == 0, keep_layers = c.recompute != 2;
-    std::vector<LayerActs> acts(L + 1);
+    std::vector<std::vector<LayerActs>> acts(K, std::vector<LayerActs>(L + 1));
     auto alloc_layer = [&](LayerActs& x, bool scores) {
-      x.ln1 = arena.take<bf16>(Th); x.q = arena.take<bf16>(Th); x.k = arena.take<bf16>(Th); x.v = arena.take<bf16>(Th);
-      x.ctx = arena.take<bf16>(Th); x.xmid = arena.take<bf16>(Th); x.ln2 = arena.take<bf16>(Th);
-      x.gin = arena.take<bf16>(Tf); x.gout = arena.take<bf16>(Tf);
+      x.ln1 = arena.take<bf16>(Th); x.q = arena.take<bf16>(Thl); x.k = arena.take<bf16>(Thl); x.v = arena.take<bf16>(Thl);
+      x.ctx = arena.take<bf16>(Thl); x.xmid = arena.take<bf16>(Th); x.ln2 = arena.take<bf16>(Th);
+      x.gin = arena.take<bf16>(Tfl); x.gout = arena.take<bf16>(Tfl);
       x.mask_attn = arena.take<unsigned char>(Th); x.mask_mlp = arena.take<unsigned char>(Th);
       x.mean1 = arena.take<float>(T); x.rstd1 = arena.take<float>(T); x.mean2 = arena.take<float>(T); x.rstd2 = arena.take<float>(T);
       if (scores) { x.p = arena.take<bf16>(S2); x.pd = arena.take<bf16>(S2); x.pmask = arena.take<unsigned char>(S2); }
     };
-    for (int l = 0; l <= L; ++l) acts[l].x = arena.take<bf16>(Th);  // layer inputs (acts[L].x: final norm input)
-    for (int l = 0; l < L; ++l)
-      if (keep_layers) alloc_layer(acts[l], keep_scores);
+    for (auto& slot : acts) {
+      for (int l = 0; l <= L; ++l) slot[l].x = arena.take<bf16>(Th);  // layer inputs (slot[L].x: the stage's output)
+      for (int l = 0; l < L; ++l)
+        if (keep_layers) alloc_layer(slot[l], keep_scores);
+    }
     LayerActs work;  // one layer's working set for recomputation
     if (!keep_layers) alloc_layer(work, true);
     bf16 *sp = nullptr, *spd = nullptr;
     unsigned char* spmask = nullptr;
     if (!keep_scores && keep_layers) { sp = arena.take<bf16>(S2); spd = arena.take<bf16>(S2); spmask = arena.take<unsigned char>(S2); }
-    unsigned char* emb_mask = arena.take<unsigned char>(Th);
-    bf16* lnf = arena.take<bf16>(Th);
-    float *meanf = arena.take<float>(T), *rstdf = arena.take<float>(T);
-    bf16* logits = arena.take<bf16>(static_cast<size_t>(T) * V);
-    float* logits32 = arena.take<float>(static_cast<size_t>(T) * V);
+    std::vector<unsigned char*> emb_mask(first ? K : 0);
+    for (auto& em : emb_mask) em = arena.take<unsigned char>(Th);
+    bf16* lnf = last ? arena.take<bf16>(Th) : nullptr;
+    float *meanf = last ? arena.take<float>(T) : nullptr, *rstdf = last ? arena.take<float>(T) : nullptr;
+    bf16* logits = last ? arena.take<bf16>(static_cast<size_t>(T) * Vl) : nullptr;
+    float* logits32 = last ? arena.take<float>(static_cast<size_t>(T) * Vl) : nullptr;
+    float* ce_stats = last && tp > 1 ? arena.take<float>(static_cast<size_t>(T) * 3 * (tp + 1)) : nullptr;
     // Scratch: GEMM outputs before their element-wise epilogue, and the gradients of one layer.
-    bf16* s_wide = arena.take<bf16>(std::max(Th * 3, Tf));  // qkv_raw, fc1_raw; dqkv
-    bf16* s_h = arena.take<bf16>(Th);                       // attn / fc2 output before bias-dropout-residual
+    bf16* s_wide = arena.take<bf16>(std::max(Thl * 3, Tfl));  // qkv_raw, fc1_raw; dqkv
+    bf16* s_h = arena.take<bf16>(Th);                         // attn / fc2 output before bias-dropout-residual
     bf16 *dx = arena.take<bf16>(Th), *dtmp = arena.take<bf16>(Th), *dln = arena.take<bf16>(Th);
-    bf16 *dq = arena.take<bf16>(Th), *dk = arena.take<bf16>(Th), *dv = arena.take<bf16>(Th), *dctx = arena.take<bf16>(Th);
-    bf16* dff = arena.take<bf16>(Tf);
+    bf16 *dq = arena.take<bf16>(Thl), *dk = arena.take<bf16>(Thl), *dv = arena.take<bf16>(Thl), *dctx = arena.take<bf16>(Thl);
+    bf16* dff = arena.take<bf16>(Tfl);
     bf16* dS = arena.take<bf16>(S2);
     int* tokens = arena.take<int>(T);
     float* loss = arena.take<float>(1);
@@ -183,61 +239,70 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
     }
     auto Wp = [&](size_t off) { return W + off; };
     auto Gp = [&](size_t off) { return grad + off; };
-    const AttentionShape shape{bsz * a, s, d};
+    AttentionShape shape{bsz * al, s, d};
+    if (tp > 1) { shape.heads = al; shape.heads_total = a; shape.head_offset = tr * al; }
+    // Tensor-parallel sums of partial results (nothing to do on one rank).
+    auto tp_sum = [&](bf16* x, size_t count) {
+      if (tp > 1) c.tp_comm->all_reduce_bf16_sum(x, count, st);
+    };
     unsigned seed_base = 1;
 
-    // Forward of layer l from acts[l].x into acts[l+1].x, writing the kept tensors into `x`.
-    auto layer_forward = [&](int l, LayerActs& x, bf16* p, bf16* pd, unsigned char* pm, unsigned seed) {
+    // Forward of layer l from A[l].x into A[l+1].x, writing the kept tensors into `x`.
+    auto layer_forward = [&](std::vector<LayerActs>& A, int l, LayerActs& x, bf16* p, bf16* pd, unsigned char* pm, unsigned seed) {
       const LayerParams& P = lp[l];
-      layernorm_forward(acts[l].x, Wp(P.ln1_g), Wp(P.ln1_b), x.ln1, x.mean1, x.rstd1, T, h, st);
-      mm.gemm(false, false, T, 3 * h, h, x.ln1, Wp(P.wqkv), s_wide, false);
-      split_heads(s_wide, Wp(P.bqkv), x.q, x.k, x.v, bsz, s, a, d, st);
+      layernorm_forward(A[l].x, Wp(P.ln1_g), Wp(P.ln1_b), x.ln1, x.mean1, x.rstd1, T, h, st);
+      mm.gemm(false, false, T, 3 * hl, h, x.ln1, Wp(P.wqkv), s_wide, false);
+      split_heads(s_wide, Wp(P.bqkv), x.q, x.k, x.v, bsz, s, al, d, st);
       attention_forward(cb, shape, AttentionBuffers{x.q, x.k, x.v, p, pd, pm, dctx}, seed * 4 + 1, kDropout, st);
-      heads_to_rows(dctx, x.ctx, bsz, s, a, d, st);
-      mm.gemm(false, false, T, h, h, x.ctx, Wp(P.wo), s_h, false);
-      bias_dropout_residual(s_h, Wp(P.bo), acts[l].x, x.xmid, x.mask_attn, T, h, seed * 4 + 2, st);
+      heads_to_rows(dctx, x.ctx, bsz, s, al, d, st);
+      mm.gemm(false, false, T, h, hl, x.ctx, Wp(P.wo), s_h, false);
+      tp_sum(s_h, Th);
+      bias_dropout_residual(s_h, Wp(P.bo), A[l].x, x.xmid, x.mask_attn, T, h, seed * 4 + 2, st);
       layernorm_forward(x.xmid, Wp(P.ln2_g), Wp(P.ln2_b), x.ln2, x.mean2, x.rstd2, T, h, st);
-      mm.gemm(false, false, T, f, h, x.ln2, Wp(P.w1), s_wide, false);
-      bias_gelu(s_wide, Wp(P.b1), x.gin, x.gout, T, f, st);
-      mm.gemm(false, false, T, h, f, x.gout, Wp(P.w2), s_h, false);
-      bias_dropout_residual(s_h, Wp(P.b2), x.xmid, acts[l + 1].x, x.mask_mlp, T, h, seed * 4 + 3, st);
+      mm.gemm(false, false, T, fl, h, x.ln2, Wp(P.w1), s_wide, false);
+      bias_gelu(s_wide, Wp(P.b1), x.gin, x.gout, T, fl, st);
+      mm.gemm(false, false, T, h, fl, x.gout, Wp(P.w2), s_h, false);
+      tp_sum(s_h, Th);
+      bias_dropout_residual(s_h, Wp(P.b2), x.xmid, A[l + 1].x, x.mask_mlp, T, h, seed * 4 + 3, st);
     };
     // Recomputes only the attention core of layer l (selective recompute).
     auto attention_core = [&](LayerActs& x, bf16* p, bf16* pd, unsigned char* pm, unsigned seed) {
       attention_forward(cb, shape, AttentionBuffers{x.q, x.k, x.v, p, pd, pm, dq}, seed * 4 + 1, kDropout, st);
     };
-    // Backward of layer l: dx holds d(acts[l+1].x) on entry and d(acts[l].x) on exit.
-    auto layer_backward = [&](int l, LayerActs& x, bf16* p, bf16* pd, unsigned char* pm) {
+    // Backward of layer l: dx holds d(A[l+1].x) on entry and d(A[l].x) on exit.
+    auto layer_backward = [&](std::vector<LayerActs>& A, int l, LayerActs& x, bf16* p, bf16* pd, unsigned char* pm) {
       const LayerParams& P = lp[l];
       // MLP: out = xmid + drop(gout W2 + b2)
       dropout_backward(dx, x.mask_mlp, dtmp, Th, st);
       column_sum(dtmp, Gp(P.b2), T, h, st);
-      mm.gemm(true, false, f, h, T, x.gout, dtmp, Gp(P.w2), true, 1.0f, 1.0f);
-      mm.gemm(false, true, T, f, h, dtmp, Wp(P.w2), dff, false);
-      gelu_backward(dff, x.gin, dff, Tf, st);
-      column_sum(dff, Gp(P.b1), T, f, st);
-      mm.gemm(true, false, h, f, T, x.ln2, dff, Gp(P.w1), true, 1.0f, 1.0f);
-      mm.gemm(false, true, T, h, f, dff, Wp(P.w1), dln, false);
+      mm.gemm(true, false, fl, h, T, x.gout, dtmp, Gp(P.w2), true, 1.0f, 1.0f);
+      mm.gemm(false, true, T, fl, h, dtmp, Wp(P.w2), dff, false);
+      gelu_backward(dff, x.gin, dff, Tfl, st);
+      column_sum(dff, Gp(P.b1), T, fl, st);
+      mm.gemm(true, false, h, fl, T, x.ln2, dff, Gp(P.w1), true, 1.0f, 1.0f);
+      mm.gemm(false, true, T, h, fl, dff, Wp(P.w1), dln, false);
+      tp_sum(dln, Th);
       layernorm_backward(dln, x.xmid, Wp(P.ln2_g), x.mean2, x.rstd2, dtmp, Gp(P.ln2_g), Gp(P.ln2_b), T, h, st);
       add_inplace(dx, dtmp, Th, st);  // dx = d(xmid)
       // Attention: xmid = x + drop(ctx Wo + bo)
       dropout_backward(dx, x.mask_attn, dtmp, Th, st);
       column_sum(dtmp, Gp(P.bo), T, h, st);
-      mm.gemm(true, false, h, h, T, x.ctx, dtmp, Gp(P.wo), true, 1.0f, 1.0f);
-      mm.gemm(false, true, T, h, h, dtmp, Wp(P.wo), dln, false);
-      rows_to_heads(dln, dctx, bsz, s, a, d, st);
+      mm.gemm(true, false, hl, h, T, x.ctx, dtmp, Gp(P.wo), true, 1.0f, 1.0f);
+      mm.gemm(false, true, T, hl, h, dtmp, Wp(P.wo), dln, false);
+      rows_to_heads(dln, dctx, bsz, s, al, d, st);
       attention_backward(cb, shape, AttentionBuffers{x.q, x.k, x.v, p, pd, pm, nullptr}, dctx, dS, dq, dk, dv, kDropout, st);
-      merge_qkv_grad(dq, dk, dv, s_wide, bsz, s, a, d, st);
-      column_sum(s_wide, Gp(P.bqkv), T, 3 * h, st);
-      mm.gemm(true, false, h, 3 * h, T, x.ln1, s_wide, Gp(P.wqkv), true, 1.0f, 1.0f);
-      mm.gemm(false, true, T, h, 3 * h, s_wide, Wp(P.wqkv), dln, false);
-      layernorm_backward(dln, acts[l].x, Wp(P.ln1_g), x.mean1, x.rstd1, dtmp, Gp(P.ln1_g), Gp(P.ln1_b), T, h, st);
+      merge_qkv_grad(dq, dk, dv, s_wide, bsz, s, al, d, st);
+      column_sum(s_wide, Gp(P.bqkv), T, 3 * hl, st);
+      mm.gemm(true, false, h, 3 * hl, T, x.ln1, s_wide, Gp(P.wqkv), true, 1.0f, 1.0f);
+      mm.gemm(false, true, T, h, 3 * hl, s_wide, Wp(P.wqkv), dln, false);
+      tp_sum(dln, Th);
+      layernorm_backward(dln, A[l].x, Wp(P.ln1_g), x.mean1, x.rstd1, dtmp, Gp(P.ln1_g), Gp(P.ln1_b), T, h, st);
       add_inplace(dx, dtmp, Th, st);
     };
 
     // Data-parallel buckets: gradients of [pending_begin, pending_end) are final and not yet summed.
-    // The flat array holds wte, wpe, layers 0..L-1, final norm: backward finishes the final norm and
-    // layer L-1 first, the embeddings last, so every bucket is one contiguous range.
+    // The flat array holds the embeddings, the stage's layers, the final norm: backward finishes the
+    // final norm and the last layer first, the embeddings last, so every bucket is one contiguous range.
     size_t pending_begin = n, pending_end = n;
     std::vector<cudaEvent_t> bucket_events;
     Int8AllReduce int8;
@@ -269,45 +334,114 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
       ++buckets;
       pending_end = pending_begin;
     };
+    // The rest of the gradients, with the embeddings; in a pipeline the two copies of the word
+    // embedding's gradient are summed first (after the schedule: stage 0 finishes last).
+    auto final_bucket = [&] {
+      if (pp > 1 && has_wte) c.embed_comm->all_reduce_sum(grad + wte, static_cast<size_t>(Vl) * h, st);
+      pending_begin = 0;
+      launch_bucket(true);
+    };
 
-    auto micro_step = [&](unsigned seed, bool last) {
-      embed_forward(tokens, Wp(wte), Wp(wpe), acts[0].x, emb_mask, T, h, s, seed * 1000, st);
+    const float loss_scale = 1.0f / (static_cast<float>(T) * m * dp);
+    // Forward of one micro-batch on this stage, into the slot's activations (stage 0 embeds the
+    // tokens; the others have received their input into slot[0].x); the last stage ends with the
+    // loss and d(logits).
+    auto forward = [&](int slot_i, unsigned seed) {
+      std::vector<LayerActs>& A = acts[slot_i];
+      if (first) {
+        if (tp == 1) {
+          embed_forward(tokens, Wp(wte), Wp(wpe), A[0].x, emb_mask[slot_i], T, h, s, seed * 1000, st);
+        } else {
+          embed_lookup(tokens, Wp(wte), s_h, T, h, v0, Vl, st);
+          tp_sum(s_h, Th);
+          embed_finish(s_h, Wp(wpe), A[0].x, emb_mask[slot_i], T, h, s, seed * 1000, st);
+        }
+      }
       for (int l = 0; l < L; ++l) {
-        LayerActs& x = keep_layers ? acts[l] : work;
+        LayerActs& x = keep_layers ? A[l] : work;
         bf16* p = keep_scores ? x.p : keep_layers ? sp : work.p;
         bf16* pd = keep_scores ? x.pd : keep_layers ? spd : work.pd;
         unsigned char* pm = keep_scores ? x.pmask : keep_layers ? spmask : work.pmask;
-        layer_forward(l, x, p, pd, pm, seed * 1000 + l + 1);
+        layer_forward(A, l, x, p, pd, pm, seed * 1000 + l0 + l + 1);
       }
-      layernorm_forward(acts[L].x, Wp(lnf_g), Wp(lnf_b), lnf, meanf, rstdf, T, h, st);
-      mm.gemm(false, true, T, V, h, lnf, Wp(wte), logits, false);
-      // Mean over every token of the step, across replicas too: the summed gradients are the mean's.
-      cross_entropy(logits, logits32, tokens, loss, T, V, 1.0f / (static_cast<float>(T) * c.microbatches * dp), st);
-      // Backward through the head (logits now hold d(logits)).
-      mm.gemm(true, false, V, h, T, logits, lnf, Gp(wte), true, 1.0f, 1.0f);
-      mm.gemm(false, false, T, h, V, logits, Wp(wte), dln, false);
-      layernorm_backward(dln, acts[L].x, Wp(lnf_g), meanf, rstdf, dx, Gp(lnf_g), Gp(lnf_b), T, h, st);
-      for (int l = L - 1; l >= 0; --l) {
-        const unsigned seed_l = seed * 1000 + l + 1;
-        if (c.recompute == 2) {
-          layer_forward(l, work, work.p, work.pd, work.pmask, seed_l);
-          layer_backward(l, work, work.p, work.pd, work.pmask);
-        } else if (c.recompute == 1) {
-          attention_core(acts[l], sp, spd, spmask, seed_l);
-          layer_backward(l, acts[l], sp, spd, spmask);
+      if (last) {
+        layernorm_forward(A[L].x, Wp(lnf_g), Wp(lnf_b), lnf, meanf, rstdf, T, h, st);
+        mm.gemm(false, true, T, Vl, h, lnf, Wp(wte), logits, false);
+        // Mean over every token of the step, across replicas too: the summed gradients are the mean's.
+        if (tp == 1) {
+          cross_entropy(logits, logits32, tokens, loss, T, V, loss_scale, st);
         } else {
-          layer_backward(l, acts[l], acts[l].p, acts[l].pd, acts[l].pmask);
+          float* all = ce_stats + static_cast<size_t>(T) * 3;
+          cross_entropy_stats(logits, logits32, tokens, ce_stats, T, v0, Vl, st);
+          c.tp_comm->all_gather(ce_stats, all, static_cast<size_t>(T) * 3 * sizeof(float), st);
+          cross_entropy_finish(logits, logits32, tokens, all, tp, loss, T, v0, Vl, loss_scale, st);
         }
-        if (last) {
+      }
+    };
+    // Backward of one micro-batch (the last stage from d(logits); the others from d(output) received
+    // into dx), leaving d(input) in dx. In the step's last micro-batch, buckets are launched as their
+    // layers finish.
+    auto backward = [&](int slot_i, unsigned seed, bool last_mb) {
+      std::vector<LayerActs>& A = acts[slot_i];
+      if (last) {
+        // Backward through the head (logits now hold d(logits)).
+        mm.gemm(true, false, Vl, h, T, logits, lnf, Gp(wte), true, 1.0f, 1.0f);
+        mm.gemm(false, false, T, h, Vl, logits, Wp(wte), dln, false);
+        tp_sum(dln, Th);
+        layernorm_backward(dln, A[L].x, Wp(lnf_g), meanf, rstdf, dx, Gp(lnf_g), Gp(lnf_b), T, h, st);
+      }
+      for (int l = L - 1; l >= 0; --l) {
+        const unsigned seed_l = seed * 1000 + l0 + l + 1;
+        if (c.recompute == 2) {
+          layer_forward(A, l, work, work.p, work.pd, work.pmask, seed_l);
+          layer_backward(A, l, work, work.p, work.pd, work.pmask);
+        } else if (c.recompute == 1) {
+          attention_core(A[l], sp, spd, spmask, seed_l);
+          layer_backward(A, l, A[l], sp, spd, spmask);
+        } else {
+          layer_backward(A, l, A[l], A[l].p, A[l].pd, A[l].pmask);
+        }
+        if (last_mb) {
           pending_begin = lp[l].ln1_g;
           launch_bucket(false);
         }
       }
-      embed_backward(dx, emb_mask, tokens, Gp(wte), Gp(wpe), T, h, s, st);
-      if (last) {
-        pending_begin = 0;
-        launch_bucket(true);
+      if (first) embed_backward(dx, emb_mask[slot_i], tokens, Gp(wte), Gp(wpe), T, h, s, st, v0, Vl);
+      if (last_mb && pp == 1) final_bucket();
+    };
+    // Activations and their gradients between neighbouring stages (bf16 [T, h]).
+    const size_t act_bytes = Th * sizeof(bf16);
+    auto exchange = [&](const void* send, bool to_next, void* recv, bool from_next) {
+      if (pp == 1) return;
+      const int sp_peer = !send ? -1 : to_next ? (last ? -1 : stage + 1) : (first ? -1 : stage - 1);
+      const int rp_peer = !recv ? -1 : from_next ? (last ? -1 : stage + 1) : (first ? -1 : stage - 1);
+      if (sp_peer < 0 && rp_peer < 0) return;
+      c.pp_comm->send_recv(send, act_bytes, sp_peer, recv, act_bytes, rp_peer, st);
+    };
+    // One optimizer step's micro-batches in 1F1B order (Megatron-LM's non-interleaved schedule; on
+    // one stage, forward and backward in turn).
+    auto run_schedule = [&](unsigned seed0) {
+      const int warm = std::min(pp - stage - 1, m), rest = m - warm;
+      int fi = 0, bi = 0;
+      for (int i = 0; i < warm; ++i, ++fi) {
+        exchange(nullptr, false, acts[fi % K][0].x, false);
+        forward(fi % K, seed0 + fi);
+        exchange(acts[fi % K][L].x, true, nullptr, false);
       }
+      if (rest > 0) exchange(nullptr, false, acts[fi % K][0].x, false);
+      for (int i = 0; i < rest; ++i, ++fi, ++bi) {
+        forward(fi % K, seed0 + fi);
+        exchange(acts[fi % K][L].x, true, dx, true);  // send output, receive its gradient
+        backward(bi % K, seed0 + bi, bi == m - 1);
+        if (i == rest - 1) exchange(dx, false, nullptr, false);
+        else exchange(dx, false, acts[(fi + 1) % K][0].x, false);  // send d(input), receive the next input
+      }
+      for (int i = 0; i < warm; ++i, ++bi) {
+        exchange(nullptr, false, dx, true);
+        backward(bi % K, seed0 + bi, bi == m - 1);
+        exchange(dx, false, nullptr, false);
+      }
+      if (pp > 1) final_bucket();
     };
 
     std::vector<float> step_ms, opt_ms;
@@ -321,12 +455,10 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
       TRAINSIM_CUDA(cudaMemsetAsync(loss, 0, 4, st));
       TRAINSIM_CUDA(cudaEventRecord(e0, st));
       // Replica r runs micro-batches r*m .. r*m+m-1 of the step's dp*m (dropout seeds by that index).
-      for (int mb = 0; mb < c.microbatches; ++mb) {
-        pending_begin = pending_end = n;
-        buckets = 0;
-        micro_step(seed_base + static_cast<unsigned>(replica * c.microbatches + mb), mb == c.microbatches - 1);
-      }
-      seed_base += static_cast<unsigned>(dp * c.microbatches);
+      pending_begin = pending_end = n;
+      buckets = 0;
+      run_schedule(seed_base + static_cast<unsigned>(replica * m));
+      seed_base += static_cast<unsigned>(dp * m);
       if (c.comm) {
         // The optimizer waits for the last bucket.
         TRAINSIM_CUDA(cudaEventRecord(comm_done, comm_st));
@@ -336,10 +468,23 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
       // The first (warm-up) step's gradient, after the replicas' sum: what the update will use.
       // Under ZeRO-1 only this replica's shares are summed: its part of the squared norm (shares left
       // over and held by every replica count 1/dp here), which the replicas add up.
-      if (step == 0 && !zero1) r.first_grad_sq = checksum(grad, n, st, true);
-      if (step == 0 && zero1) {
+      if (step == 0) {
+        // Squares over [lo, hi), with replicated parameters counted 1/tp and the last stage's copy
+        // of the word embedding not at all.
+        auto weighted_sq = [&](size_t lo, size_t hi) {
+          double sum = checksum(grad + lo, hi - lo, st, true);
+          auto part = [&](size_t b, size_t len) {
+            const size_t x = std::max(lo, b), y = std::min(hi, b + len);
+            return x < y ? checksum(grad + x, y - x, st, true) : 0.0;
+          };
+          if (tp > 1)
+            for (auto [b, len] : replicated) sum -= (1.0 - 1.0 / tp) * part(b, len);
+          if (pp > 1 && last && !first) sum -= part(wte, static_cast<size_t>(Vl) * h);
+          return sum;
+        };
         r.first_grad_sq = 0;
-        for (const auto& o : owned) r.first_grad_sq += checksum(grad + o.off, o.len, st, true) / (o.leftover ? dp : 1);
+        if (!zero1) r.first_grad_sq = weighted_sq(0, n);
+        for (const auto& o : owned) r.first_grad_sq += weighted_sq(o.off, o.off + o.len) / (o.leftover ? dp : 1);
       }
       TRAINSIM_CUDA(cudaEventRecord(e1, st));
       if (zero1) {
@@ -364,6 +509,7 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
       TRAINSIM_CUDA(cudaEventElapsedTime(&ms_opt, e1, e2));
       float host_loss = 0;
       TRAINSIM_CUDA(cudaMemcpy(&host_loss, loss, 4, cudaMemcpyDeviceToHost));
+      if (!last || tr != 0) host_loss = 0;  // one rank per replica reports its loss
       if (step == 0) r.first_loss = host_loss;
       r.last_loss = host_loss;
       if (step >= c.warmup_steps) {
@@ -382,7 +528,7 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
     r.step_ms_min = step_ms.front();
     r.step_ms_max = step_ms.back();
     r.optimizer_ms = opt_ms[opt_ms.size() / 2];
-    r.finite = std::isfinite(r.first_loss) && std::isfinite(r.last_loss);
+    r.finite = std::isfinite(r.first_loss) && std::isfinite(r.last_loss) && std::isfinite(r.first_grad_sq);
     cudaEventDestroy(e0);
     cudaEventDestroy(e1);
     cudaEventDestroy(e2);

@@ -11,6 +11,25 @@
 // size x microbatches would), and in the last micro-batch's backward the fp32 gradients are summed
 // in buckets of `bucket_MB`, in reverse layer order, each launched on a communication stream as soon
 // as its layers' gradients are final, overlapping the rest of backward.
+//
+// Tensor parallelism (Megatron-LM): with a tensor-parallel group of t ranks, each holds a/t heads
+// (its columns of the QKV projection, its rows of the output projection), f/t columns of the first
+// MLP projection and rows of the second, and a contiguous share of the vocabulary (embedding rows,
+// logits columns, a vocabulary-parallel cross-entropy). The partial outputs of the output and second
+// MLP projections are summed (bf16 all-reduce) in forward, and the input gradients of the QKV and
+// first MLP projections in backward; norms and the row-parallel biases are replicated.
+//
+// Pipeline parallelism: with a pipeline group of p ranks, the rank of stage i runs the layers
+// [stage_first_layer, stage_first_layer + stage_layers), stage 0 the embedding, the last stage the
+// final norm, logits and loss, with a copy of the tied word embedding whose gradient is summed with
+// stage 0's (embed_comm). Micro-batches follow the 1F1B schedule (Megatron-LM's non-interleaved
+// one): min(p - i - 1, m) forwards, then one forward and one backward in turn, then the remaining
+// backwards; activations and their gradients go between stages by send/recv, each exchange between
+// neighbours posted together. Stage i keeps min(p - i, m) micro-batches' activations.
+//
+// Parameters are initialised by their index in the whole model's flat array, so any layout starts
+// from the same weights as one GPU, and dropout draws what one GPU would: a layout's losses and
+// summed gradients match a one-GPU run of the same micro-batches up to rounding.
 #include <string>
 
 namespace trainsim::gpu {
@@ -32,6 +51,10 @@ struct RunnerConfig {
   // weights and Adam moments of its share of every bucket only, updates that share, and the bf16
   // weights are all-gathered bucket by bucket.
   int zero = 0;
+  GradComm* tp_comm = nullptr;     // tensor-parallel group; nullptr: one rank
+  GradComm* pp_comm = nullptr;     // pipeline, rank = stage; nullptr: one stage
+  GradComm* embed_comm = nullptr;  // pipeline's first and last stage (tied word embedding); pp > 1
+  int stage_first_layer = 0, stage_layers = 0;  // this stage's layers; stage_layers 0: all
 };
 
 struct RunnerResult {
@@ -40,11 +63,17 @@ struct RunnerResult {
   double optimizer_ms = 0;     // zeroing gradients + Adam, median
   double allocated_bytes = 0;  // everything the runner allocated
   double device_used_bytes = 0;  // total - free at the end of the last step (context, workspaces included)
-  double first_loss = 0, last_loss = 0;  // this replica's loss (each replica sees its own micro-batches)
+  // This replica's loss (each replica sees its own micro-batches), reported by the rank of the last
+  // stage with tensor-parallel rank 0 and 0 elsewhere, so that a sum over all ranks is the global loss.
+  double first_loss = 0, last_loss = 0;
   bool finite = false;
   int buckets = 0;             // gradient buckets summed per step (data parallel)
   double param_checksum = 0;   // sum of the bf16 weights after the last step
-  double first_grad_sq = 0;    // squared norm of the first step's summed gradient, before the update
+  // This rank's part of the squared norm of the first step's summed gradient, before the update:
+  // replicated parameters count 1/t on each of t tensor-parallel ranks, the last stage's copy of the
+  // word embedding not at all, ZeRO-1 shares as owned. Summed over one replica's ranks (over all
+  // ranks under ZeRO-1), the model's squared gradient norm.
+  double first_grad_sq = 0;
 };
 
 // Throws std::runtime_error on CUDA errors, or when the model does not fit.

@@ -2,6 +2,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <barrier>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -141,4 +148,121 @@ TEST(GpuKernels, TopKAllGatherOfOneReplicaConservesTheGradient) {
     ASSERT_TRUE(sent[i] == 0.0f || res[i] == 0.0f) << i;
   }
   EXPECT_NEAR(static_cast<double>(kept) / n, 0.01, 0.004);
+}
+
+namespace {
+
+// Host collectives among threads of this process (ranks sharing one GPU): what MPI does for
+// `planner validate` under mpirun, so that tensor- and pipeline-parallel runs can be checked
+// in one test. Point-to-point messages are copied into a mailbox, so a send never waits.
+class ThreadGroup {
+ public:
+  explicit ThreadGroup(int n) : n_(n), slots_(n), sync_(n) {}
+  HostCollectives member(int rank) {
+    HostCollectives h;
+    h.all_reduce_sum = [this, rank](float* x, std::size_t count) {
+      slots_[rank] = x;
+      sync_.arrive_and_wait();
+      std::vector<float> sum(count, 0.0f);
+      for (int r = 0; r < n_; ++r)
+        for (std::size_t i = 0; i < count; ++i) sum[i] += static_cast<const float*>(slots_[r])[i];
+      sync_.arrive_and_wait();
+      std::memcpy(x, sum.data(), count * sizeof(float));
+      sync_.arrive_and_wait();
+    };
+    h.all_gather = [this, rank](const void* send, void* recv, std::size_t bytes) {
+      slots_[rank] = const_cast<void*>(send);
+      sync_.arrive_and_wait();
+      for (int r = 0; r < n_; ++r) std::memcpy(static_cast<char*>(recv) + r * bytes, slots_[r], bytes);
+      sync_.arrive_and_wait();
+    };
+    h.send_recv = [this, rank](const void* send, std::size_t sb, int speer, void* recv, std::size_t rb, int rpeer) {
+      if (speer >= 0) {
+        std::lock_guard<std::mutex> lock(mu_);
+        mail_[{rank, speer}].emplace_back(static_cast<const char*>(send), static_cast<const char*>(send) + sb);
+        cv_.notify_all();
+      }
+      if (rpeer >= 0) {
+        std::unique_lock<std::mutex> lock(mu_);
+        auto& box = mail_[{rpeer, rank}];
+        cv_.wait(lock, [&] { return !box.empty(); });
+        ASSERT_EQ(box.front().size(), rb);
+        std::memcpy(recv, box.front().data(), rb);
+        box.pop_front();
+      }
+    };
+    return h;
+  }
+
+ private:
+  int n_;
+  std::vector<void*> slots_;
+  std::barrier<> sync_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::pair<int, int>, std::deque<std::vector<char>>> mail_;
+};
+
+RunnerConfig small_gpt() {
+  RunnerConfig c;
+  // An odd vocabulary: the two tensor-parallel shards differ in size.
+  c.layers = 4; c.hidden = 128; c.heads = 4; c.ffn = 512; c.vocab = 509; c.seq = 64;
+  c.micro_batch = 2; c.microbatches = 4; c.warmup_steps = 1; c.timed_steps = 1;
+  return c;
+}
+
+// Runs `configure(rank, config)` on two threads sharing the GPU; the per-rank results.
+template <class F>
+std::vector<RunnerResult> run_two_ranks(F configure) {
+  std::vector<RunnerResult> out(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      RunnerConfig c = small_gpt();
+      auto keep = configure(r, c);
+      out[r] = run_gpt_training(c);
+    });
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+}  // namespace
+
+TEST(GpuKernels, TensorParallelRunMatchesOneGpu) {
+  // Two tensor-parallel ranks (heads, MLP columns and vocabulary split, bf16 partial sums) start
+  // from the weights one GPU has and draw the same dropout: the first step's loss and gradient
+  // norm match one GPU's up to bf16 rounding of the partial sums (loss 1e-3, norm 1e-2).
+  REQUIRE_GPU();
+  const RunnerResult one = run_gpt_training(small_gpt());
+  ThreadGroup group(2);
+  const auto rs = run_two_ranks([&](int r, RunnerConfig& c) {
+    auto comm = make_host_grad_comm(r, 2, group.member(r));
+    c.tp_comm = comm.get();
+    return std::shared_ptr<GradComm>(std::move(comm));
+  });
+  EXPECT_EQ(rs[1].first_loss, 0.0);  // only tensor-parallel rank 0 reports the loss
+  EXPECT_NEAR(rs[0].first_loss, one.first_loss, 1e-3 * one.first_loss);
+  EXPECT_NEAR(std::sqrt(rs[0].first_grad_sq + rs[1].first_grad_sq), std::sqrt(one.first_grad_sq), 1e-2 * std::sqrt(one.first_grad_sq));
+  EXPECT_TRUE(rs[0].finite && rs[1].finite);
+}
+
+TEST(GpuKernels, PipelineRunMatchesOneGpu) {
+  // Two stages of two layers each, 1F1B over four micro-batches, activations and their gradients
+  // sent between the stages, the tied embedding's two gradients summed: the same arithmetic as one
+  // GPU, so the first loss within 1e-5 and the gradient norm within 1e-3 (GEMM algorithms are
+  // autotuned per run).
+  REQUIRE_GPU();
+  const RunnerResult one = run_gpt_training(small_gpt());
+  ThreadGroup pipe(2), ends(2);
+  const auto rs = run_two_ranks([&](int r, RunnerConfig& c) {
+    std::shared_ptr<GradComm> p = make_host_grad_comm(r, 2, pipe.member(r)), e = make_host_grad_comm(r, 2, ends.member(r));
+    c.pp_comm = p.get();
+    c.embed_comm = e.get();
+    c.stage_first_layer = 2 * r;
+    c.stage_layers = 2;
+    return std::make_pair(p, e);
+  });
+  EXPECT_EQ(rs[0].first_loss, 0.0);  // the last stage reports the loss
+  EXPECT_NEAR(rs[1].first_loss, one.first_loss, 1e-5 * one.first_loss);
+  EXPECT_NEAR(std::sqrt(rs[0].first_grad_sq + rs[1].first_grad_sq), std::sqrt(one.first_grad_sq), 1e-3 * std::sqrt(one.first_grad_sq));
 }

@@ -68,6 +68,8 @@ namespace {
 
 Layout layout_of(const nlohmann::json& j) {
   Layout l;
+  l.tp = j.value("tp", 1);
+  l.pp = j.value("pp", 1);
   l.dp = j["dp"].get<int>();
   l.micro_batch = j["micro_batch"].get<int>();
   l.recompute = parse_recompute(j["recompute"].get<std::string>(), "record");

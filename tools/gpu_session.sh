@@ -56,6 +56,15 @@ for step in "$@"; do
       mpirun --allow-run-as-root --oversubscribe -np "$n" -x NCCL_NVLS_ENABLE \
         ./build-gpu/planner validate scenarios/validate-data-parallel.json --json-out "$OUT/validation-dp.json" 2>&1 | tee "$OUT/validate-dp.log"
       log "validate-dp exit ${PIPESTATUS[0]}" ;;
+    validate-mp)
+      # Tensor- and pipeline-parallel layouts: one rank per GPU, or MP_RANKS ranks sharing the GPUs
+      # (numerics only) when there are fewer.
+      n=${MP_RANKS:-$(nvidia-smi -L | wc -l)}
+      [ "$n" -lt 2 ] && n=2
+      log "validate model parallel, $n ranks"
+      mpirun --allow-run-as-root --oversubscribe -np "$n" -x NCCL_NVLS_ENABLE -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x NVSHMEM_DISABLE_NVLS \
+        ./build-gpu/planner validate scenarios/validate-model-parallel.json --json-out "$OUT/validation-mp-$n.json" 2>&1 | tee "$OUT/validate-mp-$n.log"
+      log "validate-mp exit ${PIPESTATUS[0]}" ;;
     gpu-tests)
       log "gpu tests"
       cmake -S . -B build-gpu -DBUILD_TESTING=ON > /dev/null 2>&1 && cmake --build build-gpu -j"$(nproc)" --target gpu_tests > "$OUT/build-tests.log" 2>&1

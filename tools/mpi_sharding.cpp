@@ -80,6 +80,52 @@ void gather(const Scenario& s, const std::vector<Candidate>& cands, SearchResult
   r = std::move(merged);
 }
 
+// The host-memory operations of `sh` over communicator `c` (sub-groups split from it stay alive
+// until MPI_Finalize).
+void bind_operations(Sharding& sh, MPI_Comm c) {
+  sh.broadcast = [c](void* data, int bytes) { MPI_Bcast(data, bytes, MPI_BYTE, 0, c); };
+  sh.all_reduce_sum = [c](float* data, std::size_t count) {
+    // In chunks: MPI counts are ints.
+    for (std::size_t off = 0; off < count;) {
+      const int n = static_cast<int>(std::min<std::size_t>(count - off, 1u << 30));
+      MPI_Allreduce(MPI_IN_PLACE, data + off, n, MPI_FLOAT, MPI_SUM, c);
+      off += static_cast<std::size_t>(n);
+    }
+  };
+  sh.reduce_scatter_sum = [c](const float* send, float* recv, std::size_t count) {
+    MPI_Reduce_scatter_block(send, recv, static_cast<int>(count), MPI_FLOAT, MPI_SUM, c);
+  };
+  sh.all_reduce_max = [c](double* data, int count) { MPI_Allreduce(MPI_IN_PLACE, data, count, MPI_DOUBLE, MPI_MAX, c); };
+  sh.all_to_all = [c](const void* send, void* recv, std::size_t bytes) {
+    MPI_Alltoall(send, static_cast<int>(bytes), MPI_BYTE, recv, static_cast<int>(bytes), MPI_BYTE, c);
+  };
+  sh.all_gather = [c](const void* send, void* recv, std::size_t bytes) {
+    MPI_Allgather(send, static_cast<int>(bytes), MPI_BYTE, recv, static_cast<int>(bytes), MPI_BYTE, c);
+  };
+  sh.send_recv = [c](const void* send, std::size_t send_bytes, int send_peer, void* recv, std::size_t recv_bytes, int recv_peer) {
+    constexpr int kTag = 7;
+    if (send_peer >= 0 && recv_peer >= 0)
+      MPI_Sendrecv(send, static_cast<int>(send_bytes), MPI_BYTE, send_peer, kTag, recv, static_cast<int>(recv_bytes), MPI_BYTE,
+                   recv_peer, kTag, c, MPI_STATUS_IGNORE);
+    else if (send_peer >= 0)
+      MPI_Send(send, static_cast<int>(send_bytes), MPI_BYTE, send_peer, kTag, c);
+    else if (recv_peer >= 0)
+      MPI_Recv(recv, static_cast<int>(recv_bytes), MPI_BYTE, recv_peer, kTag, c, MPI_STATUS_IGNORE);
+  };
+  sh.split = [c](int color, int key) -> std::shared_ptr<Sharding> {
+    MPI_Comm sub;
+    MPI_Comm_split(c, color < 0 ? MPI_UNDEFINED : color, key, &sub);
+    if (sub == MPI_COMM_NULL) return nullptr;
+    auto g = std::make_shared<Sharding>();
+    MPI_Comm_rank(sub, &g->rank);
+    MPI_Comm_size(sub, &g->size);
+    g->local_rank = g->rank;
+    g->local_size = g->size;
+    bind_operations(*g, sub);
+    return g;
+  };
+}
+
 }  // namespace
 
 Sharding mpi_start(int* argc, char*** argv) {
@@ -96,25 +142,7 @@ Sharding mpi_start(int* argc, char*** argv) {
   MPI_Comm_size(local, &sh.local_size);
   MPI_Comm_free(&local);
   if (sh.size > 1) sh.gather = gather;
-  sh.broadcast = [](void* data, int bytes) { MPI_Bcast(data, bytes, MPI_BYTE, 0, MPI_COMM_WORLD); };
-  sh.all_reduce_sum = [](float* data, std::size_t count) {
-    // In chunks: MPI counts are ints.
-    for (std::size_t off = 0; off < count;) {
-      const int n = static_cast<int>(std::min<std::size_t>(count - off, 1u << 30));
-      MPI_Allreduce(MPI_IN_PLACE, data + off, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-      off += static_cast<std::size_t>(n);
-    }
-  };
-  sh.reduce_scatter_sum = [](const float* send, float* recv, std::size_t count) {
-    MPI_Reduce_scatter_block(send, recv, static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-  };
-  sh.all_reduce_max = [](double* data, int count) { MPI_Allreduce(MPI_IN_PLACE, data, count, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD); };
-  sh.all_to_all = [](const void* send, void* recv, std::size_t bytes) {
-    MPI_Alltoall(send, static_cast<int>(bytes), MPI_BYTE, recv, static_cast<int>(bytes), MPI_BYTE, MPI_COMM_WORLD);
-  };
-  sh.all_gather = [](const void* send, void* recv, std::size_t bytes) {
-    MPI_Allgather(send, static_cast<int>(bytes), MPI_BYTE, recv, static_cast<int>(bytes), MPI_BYTE, MPI_COMM_WORLD);
-  };
+  bind_operations(sh, MPI_COMM_WORLD);
   return sh;
 }
 

@@ -228,6 +228,10 @@ Scenario parse_scenario(const std::string& text, const std::string& file, const 
         });
       if (const json* bs = vf.find("bucket_MB"))
         v.bucket_MB = read_list<double>(*bs, vf.path("bucket_MB"), [](const json& x, const std::string& p) { return json_number(x, p, 0.001, 1e6); });
+      if (const json* ts = vf.find("tp"))
+        v.tp = read_list<int>(*ts, vf.path("tp"), [](const json& x, const std::string& p) { return json_integer(x, p, 1, 1024); });
+      if (const json* ps = vf.find("pp"))
+        v.pp = read_list<int>(*ps, vf.path("pp"), [](const json& x, const std::string& p) { return json_integer(x, p, 1, 1024); });
       v.rank_per_node = vf.boolean("rank_per_node", false);
       v.top = vf.integer("top", 3, 1, 1000);
       v.timed_steps = vf.integer("timed_steps", 5, 1, 1000);

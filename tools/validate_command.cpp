@@ -10,6 +10,7 @@
 #include "evaluation.h"
 #include "input_error.h"
 #include "layout_rules.h"
+#include "memory_model.h"
 #include "planner_commands.h"
 #include "result_json.h"
 #include "text_report.h"
@@ -102,12 +103,59 @@ std::string percent(double x) {
   return b;
 }
 
-// Under mpirun: one data-parallel replica per rank, one rank per GPU (NCCL), or several ranks
-// sharing a GPU (gradients summed through host memory with MPI: numerics only, no timing).
-// Rank 0 prints and records.
-int validate_data_parallel(const Scenario& s, const PlannerOptions& opt, std::ostream& out_all, std::ostream& progress_all) {
+// Host collectives over an MPI group, for ranks that share a GPU.
+gpu::HostCollectives host_collectives(std::shared_ptr<Sharding> g) {
+  gpu::HostCollectives h{g->all_reduce_sum, g->reduce_scatter_sum, g->all_to_all, g->all_gather, g->send_recv, nullptr};
+  h.split = [g](int color, int key, gpu::HostCollectives* out, int* rank, int* size) {
+    const std::shared_ptr<Sharding> sub = g->split(color, key);
+    *size = sub ? sub->size : 0;
+    if (!sub) return;
+    *rank = sub->rank;
+    *out = host_collectives(sub);
+  };
+  return h;
+}
+
+// The groups of one layout, with world rank = t + tp (r + dp s) for tensor-parallel rank t,
+// replica r and stage s (Megatron-LM's order: tensor-parallel ranks adjacent, stages outermost).
+struct Groups {
+  int tp = 1, pp = 1, dp = 1;
+  int tr = 0, replica = 0, stage = 0;
+  std::unique_ptr<gpu::GradComm> tp_g, dp_g, pp_g, embed_g;
+  gpu::GradComm* dp_comm = nullptr;  // dp_g, or the world when it is all data parallel
+};
+
+Groups make_groups(gpu::GradComm& world, int tp, int pp) {
+  Groups g;
+  g.tp = tp;
+  g.pp = pp;
+  g.dp = world.size() / (tp * pp);
+  const int w = world.rank();
+  g.tr = w % tp;
+  g.replica = (w / tp) % g.dp;
+  g.stage = w / (tp * g.dp);
+  if (tp == 1 && pp == 1) {
+    g.dp_comm = &world;
+    return g;
+  }
+  if (tp > 1) g.tp_g = world.split(g.replica + g.dp * g.stage, g.tr);
+  if (g.dp > 1) g.dp_g = world.split(g.tr + tp * g.stage, g.replica);
+  if (pp > 1) {
+    g.pp_g = world.split(g.tr + tp * g.replica, g.stage);
+    const bool ends = g.stage == 0 || g.stage == pp - 1;
+    g.embed_g = world.split(ends ? g.tr + tp * g.replica : -1, g.stage);
+  }
+  g.dp_comm = g.dp_g.get();
+  return g;
+}
+
+// Under mpirun: one rank per GPU (NCCL), or several ranks sharing a GPU (communication through host
+// memory with MPI: numerics only, no timing). Each layout uses every rank: tp x pp x dp of them,
+// for the validate block's tensor- and pipeline-parallel degrees that divide the rank count. Rank 0
+// prints and records.
+int validate_parallel(const Scenario& s, const PlannerOptions& opt, std::ostream& out_all, std::ostream& progress_all) {
   const Sharding& sh = opt.sharding;
-  const int dp = sh.size;
+  const int world = sh.size;
   std::ostringstream sink;
   std::ostream& out = sh.rank == 0 ? out_all : sink;
   std::ostream& progress = sh.rank == 0 ? progress_all : sink;
@@ -129,15 +177,15 @@ int validate_data_parallel(const Scenario& s, const PlannerOptions& opt, std::os
     gpu::NcclId id{};
     if (sh.rank == 0) id = gpu::new_nccl_id();
     sh.broadcast(&id, static_cast<int>(sizeof id));
-    comm = gpu::make_nccl_grad_comm(id, dp, sh.rank, device);
+    comm = gpu::make_nccl_grad_comm(id, world, sh.rank, device);
   } else {
-    comm = gpu::make_host_grad_comm(sh.rank, dp, gpu::HostCollectives{sh.all_reduce_sum, sh.reduce_scatter_sum, sh.all_to_all, sh.all_gather});
+    comm = gpu::make_host_grad_comm(sh.rank, world, host_collectives(std::make_shared<Sharding>(sh)));
   }
-  progress << "validate: " << dp << " data-parallel replicas on " << nodes << " node(s), "
+  progress << "validate: " << world << " ranks on " << nodes << " node(s), "
            << (shared ? std::to_string(sh.local_size) + " ranks sharing " + std::to_string(devices) +
-                            " GPU(s): gradients summed through host memory (MPI); numerics are checked, step times are "
+                            " GPU(s): communication through host memory (MPI); numerics are checked, step times are "
                             "not comparable and are not counted"
-                      : std::string("one GPU each, gradients summed with NCCL") +
+                      : std::string("one GPU each, communication with NCCL") +
                             (rank_per_node ? " through its network transport (peer-to-peer and shared memory off)" : ""))
            << "; the scenario's cluster is scaled to " << nodes << " x " << gpus_per_node << " GPUs, global batch "
            << s.training.global_batch << "\n";
@@ -147,173 +195,207 @@ int validate_data_parallel(const Scenario& s, const PlannerOptions& opt, std::os
   const std::vector<Compression> comps = v.compression.empty() ? std::vector<Compression>{Compression{}} : v.compression;
   const std::vector<int> zeros = v.zero.empty() ? std::vector<int>{0} : v.zero;
   const std::vector<double> buckets = v.bucket_MB.empty() ? std::vector<double>{s.layout.bucket_MB} : v.bucket_MB;
+  const std::vector<int> tps = v.tp.empty() ? std::vector<int>{1} : v.tp, pps = v.pp.empty() ? std::vector<int>{1} : v.pp;
   json records = json::array();
   std::vector<double> time_err, mem_err;
   char line[480];
-  std::snprintf(line, sizeof line, "%-9s %-30s %11s %11s %7s %10s %10s %7s  %s\n", "model", "layout", "predicted", "measured",
+  std::snprintf(line, sizeof line, "%-9s %-34s %11s %11s %7s %10s %10s %7s  %s\n", "model", "layout", "predicted", "measured",
                 "error", "mem pred", "mem meas", "error", "numerics");
   out << line;
   bool all_ok = true;
-  for (const auto& m : models) {
-    Scenario sc = s;
-    sc.model = m;
-    sc.cluster.nodes = {nodes};
-    sc.cluster.gpus_per_node = gpus_per_node;
-    // The best `top` layouts per compression setting, ZeRO stage and bucket size (the runner's ZeRO-1 sums
-    // without compression).
-    std::vector<Evaluation> cands;
-    for (const Compression& comp : comps)
-      for (int z : zeros)
-        for (double bucket : buckets) {
-          if (z == 1 && comp.kind != Compression::Kind::none) continue;
-          std::vector<Evaluation> these;
-          for (int mb : mbs)
-            for (Recompute r : recs) {
-              Layout l = s.layout;
-              l.tp = l.pp = l.vpp = 1;
-              l.dp = dp;
-              l.zero = z;
-              l.micro_batch = mb;
-              l.recompute = r;
-              l.compression = comp;
-              l.bucket_MB = bucket;
-              if (!layout_violation(m, l, s.training.global_batch, dp, gpus_per_node).empty()) continue;
-              EvalOptions eo;
-              eo.simulate_if_oom = false;
-              Evaluation ev = evaluate(sc, l, nodes, eo);
-              if (ev.simulated) these.push_back(std::move(ev));
+  for (int tp : tps)
+    for (int pp : pps) {
+      if (world % (tp * pp) != 0) {
+        progress << "validate: tp " << tp << " x pp " << pp << " does not divide the " << world << " ranks; skipped\n";
+        continue;
+      }
+      const int dp = world / (tp * pp);
+      Groups g = make_groups(*comm, tp, pp);
+      for (const auto& m : models) {
+        Scenario sc = s;
+        sc.model = m;
+        sc.cluster.nodes = {nodes};
+        sc.cluster.gpus_per_node = gpus_per_node;
+        // The best `top` layouts per compression setting, ZeRO stage and bucket size (the runner's ZeRO-1 sums
+        // without compression); those settings only where there are replicas.
+        std::vector<Evaluation> cands;
+        for (const Compression& comp : comps)
+          for (int z : zeros)
+            for (double bucket : buckets) {
+              if (z == 1 && comp.kind != Compression::Kind::none) continue;
+              if (dp == 1 && (z != 0 || comp.kind != Compression::Kind::none || bucket != buckets.front())) continue;
+              std::vector<Evaluation> these;
+              for (int mb : mbs)
+                for (Recompute r : recs) {
+                  Layout l = s.layout;
+                  l.tp = tp;
+                  l.pp = pp;
+                  l.vpp = 1;
+                  l.schedule = Schedule::one_f_one_b;
+                  l.sequence_parallel = false;
+                  l.dp = dp;
+                  l.zero = z;
+                  l.micro_batch = mb;
+                  l.recompute = r;
+                  l.compression = comp;
+                  l.bucket_MB = bucket;
+                  if (!layout_violation(m, l, s.training.global_batch, world, gpus_per_node).empty()) continue;
+                  EvalOptions eo;
+                  eo.simulate_if_oom = false;
+                  Evaluation ev = evaluate(sc, l, nodes, eo);
+                  if (ev.simulated) these.push_back(std::move(ev));
+                }
+              std::sort(these.begin(), these.end(), [](const Evaluation& a, const Evaluation& b) { return a.tokens_per_s > b.tokens_per_s; });
+              if (static_cast<int>(these.size()) > top) these.resize(top);
+              cands.insert(cands.end(), these.begin(), these.end());
             }
-          std::sort(these.begin(), these.end(), [](const Evaluation& a, const Evaluation& b) { return a.tokens_per_s > b.tokens_per_s; });
-          if (static_cast<int>(these.size()) > top) these.resize(top);
-          cands.insert(cands.end(), these.begin(), these.end());
-        }
-    std::vector<std::pair<Compression::Kind, int>> referenced;
-    for (const auto& ev : cands) {
-      const bool int8 = ev.layout.compression.kind == Compression::Kind::int8;
-      const auto ref_key = std::make_pair(ev.layout.compression.kind, ev.layout.zero);
-      const bool reference_done = std::find(referenced.begin(), referenced.end(), ref_key) != referenced.end();
-      const int micro = microbatches_per_step(ev.layout, s.training.global_batch);
-      gpu::RunnerConfig rc = runner_config(m, ev.layout, micro, v.timed_steps);
-      rc.comm = comm.get();
-      rc.int8_compression = int8;
-      const bool topk = ev.layout.compression.kind == Compression::Kind::topk;
-      if (topk) rc.topk_fraction = ev.layout.compression.topk_fraction;
-      rc.zero = ev.layout.zero;
-      const gpu::RunnerResult rr = gpu::run_gpt_training(rc);
-      // Across replicas: the slowest step, the largest memory, the summed (global) loss, and whether
-      // every replica holds the same parameters after the same summed updates.
-      double mx[5] = {rr.step_ms, rr.device_used_bytes, rr.finite ? 0.0 : 1.0, rr.param_checksum, -rr.param_checksum};
-      sh.all_reduce_max(mx, 5);
-      float loss[3] = {static_cast<float>(rr.first_loss), static_cast<float>(rr.last_loss), static_cast<float>(rr.first_grad_sq)};
-      sh.all_reduce_sum(loss, 3);
-      // The summed gradient's squared norm: every replica holds all of it, or (ZeRO-1) its share.
-      const double grad_sq = ev.layout.zero == 1 ? loss[2] : rr.first_grad_sq;
-      const bool finite = mx[2] == 0.0;
-      const bool agree = mx[3] == -mx[4];
-      // Reference: one replica running all dp x m micro-batches; the replicas' summed losses must
-      // match it (same micro-batches, same dropout seeds; fp32 sums in another order).
-      // The first step's loss and summed gradient (before any update) must equal the reference's to
-      // rounding. Each process autotunes its own GEMM algorithms and backward runs in bf16, so the
-      // gradient norm moves by up to a few 1e-4 between runs; it is held to 1e-3, while one layer's
-      // bucket missing or summed twice moves it by several percent. Later losses drift apart (Adam's
-      // first updates are +-lr wherever a gradient is mostly rounding noise), so the last loss is
-      // held to 1%. INT8 quantises every value twice (at most 1/254 of its block's largest value
-      // each time): gradient norm to 1%, last loss to 2%.
-      double ref[4] = {0, 0, 0, 0};
-      bool ref_ok = true;
-      // Top-K changes what is summed (the rest waits in the residual): there is no one-replica
-      // equivalent to hold it to, only finiteness and agreement. The one-replica run is also the
-      // one-GPU baseline of the scaling efficiency, so it runs for every other layout; its numerics
-      // are compared once per summing method.
-      if (!topk) {
-        if (sh.rank == 0) {
-          const gpu::RunnerResult r1 = gpu::run_gpt_training(runner_config(m, ev.layout, micro * dp, v.timed_steps));
-          ref[0] = r1.first_loss;
-          ref[1] = r1.last_loss;
-          ref[2] = r1.first_grad_sq;
-          ref[3] = r1.step_ms * 1e-3;
-        }
-        sh.all_reduce_max(ref, 4);
-        if (!reference_done) {
-          ref_ok = std::fabs(loss[0] / ref[0] - 1.0) < 1e-4 &&
-                   std::fabs(std::sqrt(grad_sq / ref[2]) - 1.0) < (int8 ? 1e-2 : 1e-3) &&
-                   std::fabs(loss[1] / ref[1] - 1.0) < (int8 ? 2e-2 : 1e-2);
-          referenced.push_back(ref_key);
+        if (cands.empty())
+          progress << "validate: " << m.name << ": no tp " << tp << " x pp " << pp << " layout fits this machine and the batch\n";
+        std::vector<std::pair<Compression::Kind, int>> referenced;
+        for (const auto& ev : cands) {
+          const bool int8 = ev.layout.compression.kind == Compression::Kind::int8;
+          const auto ref_key = std::make_pair(ev.layout.compression.kind, ev.layout.zero);
+          const bool reference_done = std::find(referenced.begin(), referenced.end(), ref_key) != referenced.end();
+          const int micro = microbatches_per_step(ev.layout, s.training.global_batch);
+          gpu::RunnerConfig rc = runner_config(m, ev.layout, micro, v.timed_steps);
+          rc.comm = dp > 1 ? g.dp_comm : nullptr;
+          rc.tp_comm = g.tp_g.get();
+          rc.pp_comm = g.pp_g.get();
+          rc.embed_comm = g.embed_g.get();
+          rc.stage_first_layer = 0;
+          for (int i = 0; i < g.stage; ++i) rc.stage_first_layer += layers_on_stage(m.layers, pp, i);
+          rc.stage_layers = layers_on_stage(m.layers, pp, g.stage);
+          rc.int8_compression = int8;
+          const bool topk = ev.layout.compression.kind == Compression::Kind::topk;
+          if (topk) rc.topk_fraction = ev.layout.compression.topk_fraction;
+          rc.zero = ev.layout.zero;
+          const gpu::RunnerResult rr = gpu::run_gpt_training(rc);
+          // Across ranks: the slowest step, the largest memory, the summed (global) loss and squared
+          // gradient norm, and whether every replica holds the same parameters after the same
+          // summed updates (ranks with the same stage and tensor-parallel rank).
+          double mx[3] = {rr.step_ms, rr.device_used_bytes, rr.finite ? 0.0 : 1.0};
+          sh.all_reduce_max(mx, 3);
+          float loss[3] = {static_cast<float>(rr.first_loss), static_cast<float>(rr.last_loss), static_cast<float>(rr.first_grad_sq)};
+          sh.all_reduce_sum(loss, 3);
+          std::vector<double> sums(world);
+          sh.all_gather(&rr.param_checksum, sums.data(), sizeof(double));
+          bool agree = true;
+          for (int w = 0; w < world; ++w)
+            agree = agree && sums[w] == sums[w % tp + tp * g.dp * (w / (tp * g.dp))];  // replica 0 of its stage and tp rank
+          // Every replica holds the whole summed gradient, or (ZeRO-1) its share.
+          const double grad_sq = ev.layout.zero == 1 ? loss[2] : loss[2] / dp;
+          const bool finite = mx[2] == 0.0;
+          // Reference: one GPU running all dp x m micro-batches; the layout's summed losses must
+          // match it (same weights, micro-batches and dropout draws; fp32 sums in another order).
+          // The first step's loss and summed gradient (before any update) must equal the reference's to
+          // rounding. Each process autotunes its own GEMM algorithms and backward runs in bf16, so the
+          // gradient norm moves by up to a few 1e-4 between runs; it is held to 1e-3, while one layer's
+          // bucket missing or summed twice moves it by several percent. Later losses drift apart (Adam's
+          // first updates are +-lr wherever a gradient is mostly rounding noise), so the last loss is
+          // held to 1%. INT8 quantises every value twice (at most 1/254 of its block's largest value
+          // each time): gradient norm to 1%, last loss to 2%. Tensor parallelism sums bf16 partial
+          // products (each rounded to 8 bits of mantissa before the sum): first loss to 1e-3,
+          // gradient norm to 1%, last loss to 2%.
+          double ref[4] = {0, 0, 0, 0};
+          bool ref_ok = true;
+          // Top-K changes what is summed (the rest waits in the residual): there is no one-GPU
+          // equivalent to hold it to, only finiteness and agreement. The one-GPU run is also the
+          // baseline of the scaling efficiency, so it runs for every other layout; its numerics
+          // are compared once per summing method.
+          if (!topk) {
+            if (sh.rank == 0) {
+              const gpu::RunnerResult r1 = gpu::run_gpt_training(runner_config(m, ev.layout, micro * dp, v.timed_steps));
+              ref[0] = r1.first_loss;
+              ref[1] = r1.last_loss;
+              ref[2] = r1.first_grad_sq;
+              ref[3] = r1.step_ms * 1e-3;
+            }
+            sh.all_reduce_max(ref, 4);
+            if (!reference_done) {
+              const bool loose = int8 || tp > 1;
+              ref_ok = std::fabs(loss[0] / ref[0] - 1.0) < (tp > 1 ? 1e-3 : 1e-4) &&
+                       std::fabs(std::sqrt(grad_sq / ref[2]) - 1.0) < (loose ? 1e-2 : 1e-3) &&
+                       std::fabs(loss[1] / ref[1] - 1.0) < (loose ? 2e-2 : 1e-2);
+              referenced.push_back(ref_key);
+            }
+          }
+          // The same global batch on one GPU, predicted on the same profile.
+          Scenario one = sc;
+          one.cluster.nodes = {1};
+          one.cluster.gpus_per_node = 1;
+          Layout l1 = ev.layout;
+          l1.tp = l1.pp = l1.dp = 1;
+          l1.zero = 0;
+          l1.compression = Compression{};
+          EvalOptions eo1;
+          eo1.simulate_if_oom = true;
+          const double pred1 = evaluate(one, l1, 1, eo1).step.step_time_s;
+          const bool ok = finite && agree && ref_ok;
+          all_ok = all_ok && ok;
+          const double pred = ev.step.step_time_s, meas = mx[0] * 1e-3;
+          const double pmem = ev.memory.peak().peak_bytes, mmem = mx[1];
+          const double te = pred / meas - 1.0, me = pmem / mmem - 1.0;
+          if (ok && !shared) time_err.push_back(std::fabs(te));
+          if (ok && !shared) mem_err.push_back(std::fabs(me));
+          char lay[80];
+          std::snprintf(lay, sizeof lay, "%s%sdp%d mb%d x%d %s %gMB%s%s", tp > 1 ? ("tp" + std::to_string(tp) + " ").c_str() : "",
+                        pp > 1 ? ("pp" + std::to_string(pp) + " ").c_str() : "", dp, ev.layout.micro_batch, micro,
+                        to_string(ev.layout.recompute), ev.layout.bucket_MB, int8 ? " int8" : topk ? " topk" : "",
+                        ev.layout.zero == 1 ? " z1" : "");
+          std::string numerics = std::string(finite ? "finite" : "NOT FINITE") + (agree ? ", replicas agree" : ", REPLICAS DIFFER");
+          if (!reference_done && ref[0] != 0) {
+            char b[200];
+            std::snprintf(b, sizeof b, ", loss %.5f -> %.5f (%+.1e), |g| %+.1e vs one GPU %.5f -> %.5f%s", loss[0], loss[1],
+                          loss[0] / ref[0] - 1.0, std::sqrt(grad_sq / ref[2]) - 1.0, ref[0], ref[1], ref_ok ? "" : " DIFFERS");
+            numerics += b;
+          }
+          std::snprintf(line, sizeof line, "%-9s %-34s %11s %11s %7s %10s %10s %7s  %s\n", m.name.c_str(), lay,
+                        format_seconds(pred).c_str(), shared ? "(shared)" : format_seconds(meas).c_str(),
+                        shared ? "-" : percent(te).c_str(), format_bytes(pmem).c_str(), shared ? "(shared)" : format_bytes(mmem).c_str(),
+                        shared ? "-" : percent(me).c_str(), numerics.c_str());
+          out << line << std::flush;
+          // Scaling efficiency against one GPU running the same global batch: t1 / (n * t_n).
+          const double eff_pred = pred1 / (world * pred), eff_meas = ref[3] > 0 ? ref[3] / (world * meas) : 0;
+          if (ref[3] > 0 && !shared) {
+            std::snprintf(line, sizeof line, "%-9s %-34s %11s %11s %7s   scaling efficiency %.0f%% predicted, %.0f%% measured%s\n", "",
+                          "  same batch on 1 GPU", format_seconds(pred1).c_str(), format_seconds(ref[3]).c_str(),
+                          percent(pred1 / ref[3] - 1.0).c_str(), 100 * eff_pred, 100 * eff_meas,
+                          eff_meas * world < 1.0 ? ": MORE GPUS, LESS THROUGHPUT" : "");
+            out << line << std::flush;
+          }
+          json rec;
+          rec["model"] = m.name;
+          rec["layout"] = layout_to_json(ev.layout);
+          rec["ranks"] = world;
+          rec["replicas"] = dp;
+          rec["nodes"] = nodes;
+          rec["gpus_per_node"] = gpus_per_node;
+          rec["communication"] = shared ? "host memory (MPI), GPUs shared: timing not comparable"
+                                 : rank_per_node ? "NCCL network transport (peer-to-peer and shared memory off)" : "NCCL";
+          rec["microbatches"] = micro;
+          rec["global_batch"] = s.training.global_batch;
+          rec["predicted"] = {{"step_time_s", pred}, {"peak_bytes", pmem}, {"breakdown_s", result_to_json(sc, ev)["breakdown_s"]}};
+          rec["measured"] = {{"step_time_s", meas}, {"device_used_bytes", mmem}, {"buckets", rr.buckets}, {"finite", finite},
+                             {"replicas_agree", agree}, {"global_first_loss", loss[0]}, {"global_last_loss", loss[1]},
+                             {"timed_steps", rc.timed_steps}};
+          if (ref[3] > 0 && !shared)
+            rec["one_gpu"] = {{"predicted_step_time_s", pred1}, {"measured_step_time_s", ref[3]},
+                              {"scaling_efficiency", {{"predicted", eff_pred}, {"measured", eff_meas}}}};
+          if (!reference_done && ref[0] != 0)
+            rec["reference_one_gpu"] = {{"first_loss", ref[0]}, {"last_loss", ref[1]}, {"first_grad_norm", std::sqrt(ref[2])},
+                                        {"layout_first_grad_norm", std::sqrt(grad_sq)}, {"matches", ref_ok}};
+          if (!shared) rec["error"] = {{"step_time", te}, {"peak_bytes", me}};
+          records.push_back(rec);
         }
       }
-      // The same global batch on one GPU, predicted on the same profile.
-      Scenario one = sc;
-      one.cluster.nodes = {1};
-      one.cluster.gpus_per_node = 1;
-      Layout l1 = ev.layout;
-      l1.dp = 1;
-      l1.zero = 0;
-      l1.compression = Compression{};
-      EvalOptions eo1;
-      eo1.simulate_if_oom = true;
-      const double pred1 = evaluate(one, l1, 1, eo1).step.step_time_s;
-      const bool ok = finite && agree && ref_ok;
-      all_ok = all_ok && ok;
-      const double pred = ev.step.step_time_s, meas = mx[0] * 1e-3;
-      const double pmem = ev.memory.peak().peak_bytes, mmem = mx[1];
-      const double te = pred / meas - 1.0, me = pmem / mmem - 1.0;
-      if (ok && !shared) time_err.push_back(std::fabs(te));
-      if (ok && !shared) mem_err.push_back(std::fabs(me));
-      char lay[64];
-      std::snprintf(lay, sizeof lay, "dp%d mb%d x%d %s %gMB%s%s", dp, ev.layout.micro_batch, micro, to_string(ev.layout.recompute),
-                    ev.layout.bucket_MB, int8 ? " int8" : topk ? " topk" : "", ev.layout.zero == 1 ? " z1" : "");
-      std::string numerics = std::string(finite ? "finite" : "NOT FINITE") + (agree ? ", replicas agree" : ", REPLICAS DIFFER");
-      if (!reference_done && ref[0] != 0) {
-        char b[160];
-        std::snprintf(b, sizeof b, ", loss %.5f -> %.5f, |g| %+.1e vs one replica %.5f -> %.5f%s", loss[0], loss[1],
-                      std::sqrt(grad_sq / ref[2]) - 1.0, ref[0], ref[1], ref_ok ? "" : " DIFFERS");
-        numerics += b;
-      }
-      std::snprintf(line, sizeof line, "%-9s %-30s %11s %11s %7s %10s %10s %7s  %s\n", m.name.c_str(), lay,
-                    format_seconds(pred).c_str(), shared ? "(shared)" : format_seconds(meas).c_str(),
-                    shared ? "-" : percent(te).c_str(), format_bytes(pmem).c_str(), shared ? "(shared)" : format_bytes(mmem).c_str(),
-                    shared ? "-" : percent(me).c_str(), numerics.c_str());
-      out << line << std::flush;
-      // Scaling efficiency against one GPU running the same global batch: t1 / (dp * t_dp).
-      const double eff_pred = pred1 / (dp * pred), eff_meas = ref[3] > 0 ? ref[3] / (dp * meas) : 0;
-      if (ref[3] > 0 && !shared) {
-        std::snprintf(line, sizeof line, "%-9s %-30s %11s %11s %7s   scaling efficiency %.0f%% predicted, %.0f%% measured%s\n", "",
-                      "  same batch on 1 GPU", format_seconds(pred1).c_str(), format_seconds(ref[3]).c_str(),
-                      percent(pred1 / ref[3] - 1.0).c_str(), 100 * eff_pred, 100 * eff_meas,
-                      eff_meas * dp < 1.0 ? ": MORE GPUS, LESS THROUGHPUT" : "");
-        out << line << std::flush;
-      }
-      json rec;
-      rec["model"] = m.name;
-      rec["layout"] = layout_to_json(ev.layout);
-      rec["replicas"] = dp;
-      rec["nodes"] = nodes;
-      rec["gpus_per_node"] = gpus_per_node;
-      rec["gradient_sum"] = shared ? "host memory (MPI), GPUs shared: timing not comparable"
-                            : rank_per_node ? "NCCL network transport (peer-to-peer and shared memory off)" : "NCCL";
-      rec["microbatches"] = micro;
-      rec["global_batch"] = s.training.global_batch;
-      rec["predicted"] = {{"step_time_s", pred}, {"peak_bytes", pmem}, {"breakdown_s", result_to_json(sc, ev)["breakdown_s"]}};
-      rec["measured"] = {{"step_time_s", meas}, {"device_used_bytes", mmem}, {"buckets", rr.buckets}, {"finite", finite},
-                         {"replicas_agree", agree}, {"global_first_loss", loss[0]}, {"global_last_loss", loss[1]},
-                         {"timed_steps", rc.timed_steps}};
-      if (ref[3] > 0 && !shared)
-        rec["one_gpu"] = {{"predicted_step_time_s", pred1}, {"measured_step_time_s", ref[3]},
-                          {"scaling_efficiency", {{"predicted", eff_pred}, {"measured", eff_meas}}}};
-      if (!reference_done && ref[0] != 0)
-        rec["reference_one_replica"] = {{"first_loss", ref[0]}, {"last_loss", ref[1]}, {"first_grad_norm", std::sqrt(ref[2])},
-                                        {"replicas_first_grad_norm", std::sqrt(grad_sq)}, {"matches", ref_ok}};
-      if (!shared) rec["error"] = {{"step_time", te}, {"peak_bytes", me}};
-      records.push_back(rec);
     }
-  }
   const double mt = median(time_err), mm = median(mem_err);
   out << "\n" << records.size() << " runs: ";
-  if (shared) out << "step time and memory not comparable (replicas share a GPU); numerics " << (all_ok ? "checked" : "CHECK FAILED") << "\n";
+  if (shared) out << "step time and memory not comparable (ranks share a GPU); numerics " << (all_ok ? "checked" : "CHECK FAILED") << "\n";
   else out << "median |error| of step time " << percent(mt).substr(1) << ", of memory peak " << percent(mm).substr(1)
            << (all_ok ? "" : "; NUMERICS CHECK FAILED") << "\n";
   if (opt.json && sh.rank == 0) {
-    json doc = {{"scenario", s.name}, {"hardware", s.hardware.name}, {"date", today()}, {"replicas", dp},
+    json doc = {{"scenario", s.name}, {"hardware", s.hardware.name}, {"date", today()}, {"ranks", world},
                 {"profile_provenance", {{"device", s.hardware.provenance.device}, {"date", s.hardware.provenance.date}}},
                 {"median_abs_error", shared ? json(nullptr) : json{{"step_time", mt}, {"peak_bytes", mm}}}, {"runs", records}};
     write_record(opt.json_out, doc);
@@ -345,7 +427,7 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
     std::fclose(probe);
     std::remove(tmp.c_str());
   }
-  if (opt.sharding.size > 1) return validate_data_parallel(s, opt, out, progress);
+  if (opt.sharding.size > 1) return validate_parallel(s, opt, out, progress);
   const ValidateSpec v = s.validate;
   const ValidateSpace space = resolve_space(s, opt);
   const auto& [models, mbs, recs, top] = space;
