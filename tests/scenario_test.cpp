@@ -149,3 +149,12 @@ TEST(Scenario, ValidateCompressionIsWhatTheRunnerImplements) {
   EXPECT_NE(e.find("\"int8\""), std::string::npos) << e;
   EXPECT_NE(error_of(base_with(R"("validate": { "zero": [0, 2] })")).find("validate.zero[1]"), std::string::npos);
 }
+
+TEST(Scenario, ValidateParallelDegreesAreListsOfPositiveIntegers) {
+  const Scenario s = parse_scenario(base_with(R"("validate": { "tp": [1, 2, 4], "pp": [2] })"), "s.json", kProfiles);
+  EXPECT_EQ(s.validate.tp, (std::vector<int>{1, 2, 4}));
+  EXPECT_EQ(s.validate.pp, (std::vector<int>{2}));
+  EXPECT_NE(error_of(base_with(R"("validate": { "tp": [2, 0] })")).find("validate.tp[1]"), std::string::npos);
+  EXPECT_NE(error_of(base_with(R"("validate": { "pp": "two" })")).find("validate.pp"), std::string::npos);
+  EXPECT_EQ(parse_scenario(base_with(R"("validate": { "pp": 4 })"), "s.json", kProfiles).validate.pp, (std::vector<int>{4}));
+}

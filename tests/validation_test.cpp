@@ -36,7 +36,7 @@ TEST(Validation, H200OneGpuRunsWithinFivePercentMedian) {
   for (const char* file : {"h200-one-gpu.json", "h200-one-gpu-full-recompute.json", "h200-one-gpu-run2.json",
                            "h200-one-gpu-full-recompute-run2.json", "h200-one-gpu-run3.json",
                            "h200-one-gpu-full-recompute-run3.json", "h200-one-gpu-run4.json",
-                           "h200-one-gpu-full-recompute-run4.json"}) {
+                           "h200-one-gpu-full-recompute-run4.json", "h200-one-gpu-run5.json"}) {
     std::ifstream in(kRecords + "/" + file);
     ASSERT_TRUE(in) << file;
     const auto doc = nlohmann::json::parse(in);
