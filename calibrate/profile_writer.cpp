@@ -165,8 +165,8 @@ json make_profile(const gpu::Measurements& m, const json& base, const std::strin
       continue;
     }
     ModelConfig cfg;
-    cfg.family = Family::gpt;
-    cfg.layers = 1; cfg.hidden = k.hidden; cfg.heads = k.heads; cfg.kv_heads = k.heads; cfg.ffn_hidden = k.ffn;
+    cfg.family = k.llama ? Family::llama : Family::gpt;
+    cfg.layers = 1; cfg.hidden = k.hidden; cfg.heads = k.heads; cfg.kv_heads = k.kv_heads > 0 ? k.kv_heads : k.heads; cfg.ffn_hidden = k.ffn;
     cfg.vocab = k.vocab; cfg.seq_len = k.seq;
     const OpContext ctx{cfg, 1, false, Recompute::none, k.tokens / k.seq, Precision::bf16};
     double bytes = 0;
@@ -218,7 +218,8 @@ json make_profile(const gpu::Measurements& m, const json& base, const std::strin
                                   {"algbw_GBps", c.algbw_GBps}, {"busbw_GBps", c.busbw_GBps}, {"wrong", c.wrong}});
   for (const auto& k : m.kernels)
     raw["step_kernels"].push_back({{"kernel", k.kernel}, {"tokens", k.tokens}, {"hidden", k.hidden}, {"ffn", k.ffn},
-                                   {"vocab", k.vocab}, {"time_us", k.time_us}});
+                                   {"vocab", k.vocab}, {"heads", k.heads}, {"kv_heads", k.kv_heads}, {"llama", k.llama},
+                                   {"time_us", k.time_us}});
   for (const auto& c : m.compression)
     raw["compression"].push_back({{"kernel", c.kernel}, {"bytes", c.bytes}, {"time_us", c.time_us}, {"GBps", c.GBps}, {"rel_error", c.rel_error}});
   // What this run could not measure (multi-GPU collectives and peer copies with one GPU visible,

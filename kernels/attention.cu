@@ -145,32 +145,34 @@ void attention_forward(cublasHandle_t h, const AttentionShape& a, const Attentio
                        cudaStream_t st) {
   if (a.seq % 8 != 0) throw std::invalid_argument("attention needs a sequence length divisible by 8");
   TRAINSIM_CUBLAS_V2(cublasSetStream(h, st));
-  const int s = a.seq, d = a.head_dim, bh = a.batch_heads;
+  const int s = a.seq, d = a.head_dim, bh = a.batch_heads, g = a.group, gs = g * s, nb = bh / g;
   const long long sd = static_cast<long long>(s) * d, ss = static_cast<long long>(s) * s;
-  batched_gemm_rm(h, false, true, s, s, d, b.q, sd, b.k, sd, b.p, ss, bh, 1.0f / sqrtf(static_cast<float>(d)));  // S = Q K^T / sqrt(d)
+  // Per K/V head, its group's query rows stacked: [g*s, d] x [s, d]^T.
+  batched_gemm_rm(h, false, true, gs, s, d, b.q, g * sd, b.k, sd, b.p, g * ss, nb, 1.0f / sqrtf(static_cast<float>(d)));  // S = Q K^T / sqrt(d)
   const long long rows = static_cast<long long>(bh) * s;
   const bool dropping = dropout > 0;
   softmax_dropout_k<<<static_cast<unsigned>((rows + 7) / 8), 256, 0, st>>>(static_cast<__nv_bfloat16*>(b.p),
       dropping ? static_cast<__nv_bfloat16*>(b.pd) : nullptr, dropping ? b.mask : nullptr, s, rows, seed, dropout, a.heads, a.heads_total, a.head_offset);
   TRAINSIM_KERNEL_CHECK();
-  batched_gemm_rm(h, false, false, s, d, s, dropping ? b.pd : b.p, ss, b.v, sd, b.o, sd, bh, 1.0f);  // O = Pd V
+  batched_gemm_rm(h, false, false, gs, d, s, dropping ? b.pd : b.p, g * ss, b.v, sd, b.o, g * sd, nb, 1.0f);  // O = Pd V
 }
 
 void attention_backward(cublasHandle_t h, const AttentionShape& a, const AttentionBuffers& b, const void* d_o, void* ds,
                         void* dq, void* dk, void* dv, float dropout, cudaStream_t st) {
   TRAINSIM_CUBLAS_V2(cublasSetStream(h, st));
-  const int s = a.seq, d = a.head_dim, bh = a.batch_heads;
+  const int s = a.seq, d = a.head_dim, bh = a.batch_heads, g = a.group, gs = g * s, nb = bh / g;
   const long long sd = static_cast<long long>(s) * d, ss = static_cast<long long>(s) * s;
   const float scale = 1.0f / sqrtf(static_cast<float>(d));
   const bool dropping = dropout > 0;
-  batched_gemm_rm(h, true, false, s, d, s, dropping ? b.pd : b.p, ss, d_o, sd, dv, sd, bh, 1.0f);  // dV = Pd^T dO
-  batched_gemm_rm(h, false, true, s, s, d, d_o, sd, b.v, sd, ds, ss, bh, 1.0f);                    // dPd = dO V^T
+  // K/V gradients sum over the group's query rows (the inner dimension g*s).
+  batched_gemm_rm(h, true, false, s, d, gs, dropping ? b.pd : b.p, g * ss, d_o, g * sd, dv, sd, nb, 1.0f);  // dV = Pd^T dO
+  batched_gemm_rm(h, false, true, gs, s, d, d_o, g * sd, b.v, sd, ds, g * ss, nb, 1.0f);                    // dPd = dO V^T
   const long long rows = static_cast<long long>(bh) * s;
   softmax_dropout_bwd_k<<<static_cast<unsigned>((rows + 7) / 8), 256, 0, st>>>(static_cast<const __nv_bfloat16*>(b.p),
       dropping ? b.mask : nullptr, static_cast<__nv_bfloat16*>(ds), s, rows, dropout);
   TRAINSIM_KERNEL_CHECK();
-  batched_gemm_rm(h, false, false, s, d, s, ds, ss, b.k, sd, dq, sd, bh, scale);  // dQ = dS K
-  batched_gemm_rm(h, true, false, s, d, s, ds, ss, b.q, sd, dk, sd, bh, scale);   // dK = dS^T Q
+  batched_gemm_rm(h, false, false, gs, d, s, ds, g * ss, b.k, sd, dq, g * sd, nb, scale);  // dQ = dS K
+  batched_gemm_rm(h, true, false, s, d, gs, ds, g * ss, b.q, g * sd, dk, sd, nb, scale);   // dK = dS^T Q
 }
 
 }  // namespace trainsim::gpu

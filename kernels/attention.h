@@ -13,6 +13,9 @@ struct AttentionShape {
   // Tensor parallelism: these are heads [head_offset, head_offset + heads) of heads_total, so that
   // dropout draws what the whole layer would for them. heads = 0: all heads are here.
   int heads = 0, heads_total = 0, head_offset = 0;
+  // Grouped-query attention: `group` query heads share each K/V head. Q and O hold batch_heads
+  // heads (a group's heads adjacent), K and V batch_heads / group.
+  int group = 1;
 };
 
 // Per batch, row-major C[M,N] = scale op(A) op(B) (bf16, fp32 accumulation), strided batches.

@@ -235,6 +235,47 @@ std::vector<KernelSample> bench_step_kernels(bool quick) {
       embed_backward(y.get<bf>(), mask.get<unsigned char>(), tok.get<int>(), dwte.get<float>(), dwpe.get<float>(), T, h, seq, st);
     });
   }
+  // Llama-style layers' own kernels (RMSNorm, the grouped-query split, rotary embeddings, SwiGLU,
+  // residual add) at Llama-like widths: head size 128, four query heads per K/V head, SwiGLU width
+  // about 8h/3.
+  struct LlamaShape { int T, h, f; };
+  const std::vector<LlamaShape> lshapes = quick ? std::vector<LlamaShape>{{4096, 2048, 5632}}
+                                                : std::vector<LlamaShape>{{4096, 2048, 5632}, {16384, 2048, 5632},
+                                                                          {4096, 4096, 11008}, {8192, 4096, 11008}};
+  for (const auto& sh : lshapes) {
+    const int T = sh.T, h = sh.h, f = sh.f, seq = 2048, bsz = T / seq, d = 128, a = h / d, kvh = a / 4, kv = kvh * d;
+    const size_t Th = static_cast<size_t>(T) * h, Tkv = static_cast<size_t>(T) * kv, Tf = static_cast<size_t>(T) * f;
+    using bf = __nv_bfloat16;
+    DeviceBuffer x(Th * 2), y(Th * 2), z(Th * 2), g(h * 2), rstd(T * 4), dg(h * 4), qkv((Th + 2 * Tkv) * 2), q(Th * 2), k(Tkv * 2),
+        v(Tkv * 2), gu(2 * Tf * 2), sw(Tf * 2), dgu(2 * Tf * 2);
+    for (auto* buf : {&x, &y, &z, &g, &qkv, &q, &k, &v, &gu, &sw}) fill_random_bf16(buf->get(), buf->bytes() / 2, 5, 1.0f, st);
+    TRAINSIM_CUDA(cudaMemset(dg.get(), 0, dg.bytes()));
+    auto time = [&](const char* name, auto&& fn) {
+      const double us = time_median_us(st, 2, 10, fn, 10);
+      KernelSample ks{name, T, h, f, 32000, a, seq, us};
+      ks.llama = true;
+      ks.kv_heads = kvh;
+      out.push_back(ks);
+    };
+    time("rmsnorm", [&] { rmsnorm_forward(x.get<bf>(), g.get<bf>(), y.get<bf>(), rstd.get<float>(), T, h, st); });
+    time("rmsnorm.bwd", [&] {
+      rmsnorm_backward(z.get<bf>(), x.get<bf>(), g.get<bf>(), rstd.get<float>(), y.get<bf>(), dg.get<float>(), T, h, st);
+      add_inplace(z.get<bf>(), y.get<bf>(), Th, st);
+    });
+    time("qkv_split", [&] { split_qkv_gqa(qkv.get<bf>(), q.get<bf>(), k.get<bf>(), v.get<bf>(), bsz, seq, a, kvh, d, st); });
+    time("qkv_merge.bwd", [&] { merge_qkv_gqa_grad(q.get<bf>(), k.get<bf>(), v.get<bf>(), qkv.get<bf>(), bsz, seq, a, kvh, d, st); });
+    time("rope", [&] {
+      rope(q.get<bf>(), bsz * a, seq, d, false, st);
+      rope(k.get<bf>(), bsz * kvh, seq, d, false, st);
+    });
+    time("rope.bwd", [&] {
+      rope(q.get<bf>(), bsz * a, seq, d, true, st);
+      rope(k.get<bf>(), bsz * kvh, seq, d, true, st);
+    });
+    time("residual", [&] { residual_add(x.get<bf>(), y.get<bf>(), z.get<bf>(), Th, st); });
+    time("swiglu", [&] { swiglu(gu.get<bf>(), sw.get<bf>(), T, f, st); });
+    time("swiglu.bwd", [&] { swiglu_backward(sw.get<bf>(), gu.get<bf>(), dgu.get<bf>(), T, f, st); });
+  }
   cudaStreamDestroy(st);
   return out;
 }

@@ -60,6 +60,8 @@ struct KernelSample {
   std::string kernel;
   int tokens = 0, hidden = 0, ffn = 0, vocab = 0, heads = 0, seq = 0;
   double time_us = 0;
+  bool llama = false;  // a Llama-style layer's kernel (its byte count follows that family)
+  int kv_heads = 0;    // 0: as many as heads
 };
 
 struct Measurements {

@@ -310,6 +310,118 @@ __global__ void ce_finish_k(bf16* logits, const float* l32, const int* tgt, cons
   for (int c = threadIdx.x; c < vn; c += blockDim.x) x[c] = b((__expf(y[c] - mx) / s - (c == t ? 1.0f : 0.0f)) * scale);
 }
 
+
+// ---- Llama-style layers: RMSNorm, rotary embeddings, SwiGLU, grouped-query heads, no biases, no dropout.
+
+__global__ void rms_fwd_k(const bf16* x, const bf16* g, bf16* y, float* rstd, int h) {
+  const size_t row = blockIdx.x;
+  const bf16* xr = x + row * h;
+  float ss = 0;
+  for (int c = threadIdx.x; c < h; c += blockDim.x) { const float v = f(xr[c]); ss += v * v; }
+  ss = block_sum(ss);
+  const float r = rsqrtf(ss / h + 1e-5f);
+  if (threadIdx.x == 0) rstd[row] = r;
+  for (int c = threadIdx.x; c < h; c += blockDim.x) y[row * h + c] = b(f(xr[c]) * r * f(g[c]));
+}
+
+// dx = r (g dy - x r^2 mean(g dy x)); the gain's gradient by rms_param_grad_k.
+__global__ void rms_bwd_k(const bf16* dy, const bf16* x, const bf16* g, const float* rstd, bf16* dx, int h) {
+  const size_t row = blockIdx.x;
+  const float r = rstd[row];
+  float dot = 0;
+  for (int c = threadIdx.x; c < h; c += blockDim.x) dot += f(dy[row * h + c]) * f(g[c]) * f(x[row * h + c]);
+  dot = block_sum(dot) / h;
+  for (int c = threadIdx.x; c < h; c += blockDim.x) {
+    const float xv = f(x[row * h + c]);
+    dx[row * h + c] = b(r * (f(dy[row * h + c]) * f(g[c]) - xv * r * r * dot));
+  }
+}
+
+__global__ void rms_param_grad_k(const bf16* dy, const bf16* x, const float* rstd, float* dg, int T, int h) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= h) return;
+  float s = 0;
+  for (int r = blockIdx.y; r < T; r += gridDim.y) s += f(dy[static_cast<size_t>(r) * h + c]) * f(x[static_cast<size_t>(r) * h + c]) * rstd[r];
+  atomicAdd(&dg[c], s);
+}
+
+// Rotary position embedding in place on [b*heads, s, d] (pairs (i, i + d/2), base 10000); inverse
+// rotation for the gradient.
+__global__ void rope_k(bf16* x, size_t rows, int s, int d, float sign) {
+  const int half = d / 2;
+  GRID_STRIDE(i, rows * half) {
+    const size_t row = i / half;
+    const int j = static_cast<int>(i % half);
+    const int pos = static_cast<int>(row % s);
+    const float theta = pos * __powf(10000.0f, -2.0f * j / d);
+    float sn, cs;
+    __sincosf(theta, &sn, &cs);
+    sn *= sign;
+    bf16* p = x + row * d;
+    const float a = f(p[j]), c = f(p[j + half]);
+    p[j] = b(a * cs - c * sn);
+    p[j + half] = b(a * sn + c * cs);
+  }
+}
+
+// gu [T, 2n] = gate | up -> out = silu(gate) * up.
+__global__ void swiglu_k(const bf16* gu, bf16* out, int T, int n) {
+  GRID_STRIDE(i, static_cast<size_t>(T) * n) {
+    const size_t t = i / n;
+    const int c = static_cast<int>(i % n);
+    const float g = f(gu[t * 2 * n + c]), u = f(gu[t * 2 * n + n + c]);
+    out[i] = b(g / (1.0f + __expf(-g)) * u);
+  }
+}
+
+__global__ void swiglu_bwd_k(const bf16* dout, const bf16* gu, bf16* dgu, int T, int n) {
+  GRID_STRIDE(i, static_cast<size_t>(T) * n) {
+    const size_t t = i / n;
+    const int c = static_cast<int>(i % n);
+    const float g = f(gu[t * 2 * n + c]), u = f(gu[t * 2 * n + n + c]), d = f(dout[i]);
+    const float sg = 1.0f / (1.0f + __expf(-g));
+    dgu[t * 2 * n + c] = b(d * u * sg * (1.0f + g * (1.0f - sg)));
+    dgu[t * 2 * n + n + c] = b(d * g * sg);
+  }
+}
+
+// qkv [T, (a + 2 kv) d] -> q [b*a, s, d], k and v [b*kv, s, d]; and the inverse for gradients.
+__global__ void split_gqa_k(const bf16* qkv, bf16* q, bf16* k, bf16* v, int bsz, int s, int a, int kv, int d) {
+  const int w = (a + 2 * kv) * d;
+  GRID_STRIDE(i, static_cast<size_t>(bsz) * s * w) {
+    const size_t t = i / w;
+    const int j = static_cast<int>(i % w), head = j / d, dd = j % d;
+    const size_t bi = t / s, si = t % s;
+    if (head < a) q[((bi * a + head) * s + si) * d + dd] = qkv[i];
+    else if (head < a + kv) k[((bi * kv + head - a) * s + si) * d + dd] = qkv[i];
+    else v[((bi * kv + head - a - kv) * s + si) * d + dd] = qkv[i];
+  }
+}
+
+__global__ void merge_gqa_k(const bf16* dq, const bf16* dk, const bf16* dv, bf16* dqkv, int bsz, int s, int a, int kv, int d) {
+  const int w = (a + 2 * kv) * d;
+  GRID_STRIDE(i, static_cast<size_t>(bsz) * s * w) {
+    const size_t t = i / w;
+    const int j = static_cast<int>(i % w), head = j / d, dd = j % d;
+    const size_t bi = t / s, si = t % s;
+    if (head < a) dqkv[i] = dq[((bi * a + head) * s + si) * d + dd];
+    else if (head < a + kv) dqkv[i] = dk[((bi * kv + head - a) * s + si) * d + dd];
+    else dqkv[i] = dv[((bi * kv + head - a - kv) * s + si) * d + dd];
+  }
+}
+
+__global__ void residual_k(const bf16* y, const bf16* res, bf16* out, size_t n) {
+  GRID_STRIDE(i, n) out[i] = b(f(res[i]) + f(y[i]));
+}
+
+__global__ void embed_rows_bwd_k(const bf16* d, const int* tok, float* dwte, int T, int h, int v0, int vn) {
+  GRID_STRIDE(i, static_cast<size_t>(T) * h) {
+    const int t = static_cast<int>(i / h), c = static_cast<int>(i % h);
+    const int row = tok[t] - v0;
+    if (row >= 0 && row < vn) atomicAdd(&dwte[static_cast<size_t>(row) * h + c], f(d[i]));
+  }
+}
+
 __global__ void fill_slice_k(float* dst, size_t dst_stride, size_t rows, size_t cols, size_t src_offset, size_t src_stride,
                              unsigned seed, float scale) {
   GRID_STRIDE(i, rows * cols) {
@@ -423,6 +535,38 @@ void cross_entropy_finish(bf16* logits, const float* logits32, const int* target
 void fill_random_slice(float* dst, size_t dst_stride, size_t rows, size_t cols, size_t src_offset, size_t src_stride, unsigned seed,
                        float scale, cudaStream_t st) {
   LAUNCH_ELEMS(fill_slice_k, rows * cols, st, dst, dst_stride, rows, cols, src_offset, src_stride, seed, scale);
+}
+void rmsnorm_forward(const bf16* x, const bf16* g, bf16* y, float* rstd, int T, int h, cudaStream_t st) {
+  rms_fwd_k<<<T, 256, 0, st>>>(x, g, y, rstd, h);
+  TRAINSIM_KERNEL_CHECK();
+}
+void rmsnorm_backward(const bf16* dy, const bf16* x, const bf16* g, const float* rstd, bf16* dx, float* dg, int T, int h, cudaStream_t st) {
+  rms_bwd_k<<<T, 256, 0, st>>>(dy, x, g, rstd, dx, h);
+  TRAINSIM_KERNEL_CHECK();
+  rms_param_grad_k<<<col_grid(h, T), 256, 0, st>>>(dy, x, rstd, dg, T, h);
+  TRAINSIM_KERNEL_CHECK();
+}
+void rope(bf16* x, int batch_heads, int s, int d, bool inverse, cudaStream_t st) {
+  const size_t rows = static_cast<size_t>(batch_heads) * s;
+  LAUNCH_ELEMS(rope_k, rows * (d / 2), st, x, rows, s, d, inverse ? -1.0f : 1.0f);
+}
+void swiglu(const bf16* gate_up, bf16* out, int T, int n, cudaStream_t st) {
+  LAUNCH_ELEMS(swiglu_k, static_cast<size_t>(T) * n, st, gate_up, out, T, n);
+}
+void swiglu_backward(const bf16* dout, const bf16* gate_up, bf16* dgate_up, int T, int n, cudaStream_t st) {
+  LAUNCH_ELEMS(swiglu_bwd_k, static_cast<size_t>(T) * n, st, dout, gate_up, dgate_up, T, n);
+}
+void split_qkv_gqa(const bf16* qkv, bf16* q, bf16* k, bf16* v, int bsz, int s, int a, int kv, int d, cudaStream_t st) {
+  LAUNCH_ELEMS(split_gqa_k, static_cast<size_t>(bsz) * s * (a + 2 * kv) * d, st, qkv, q, k, v, bsz, s, a, kv, d);
+}
+void merge_qkv_gqa_grad(const bf16* dq, const bf16* dk, const bf16* dv, bf16* dqkv, int bsz, int s, int a, int kv, int d, cudaStream_t st) {
+  LAUNCH_ELEMS(merge_gqa_k, static_cast<size_t>(bsz) * s * (a + 2 * kv) * d, st, dq, dk, dv, dqkv, bsz, s, a, kv, d);
+}
+void residual_add(const bf16* y, const bf16* residual, bf16* out, size_t n, cudaStream_t st) {
+  LAUNCH_ELEMS(residual_k, n, st, y, residual, out, n);
+}
+void embed_rows_backward(const bf16* dout, const int* tokens, float* dwte, int T, int h, int vocab_begin, int vocab_rows, cudaStream_t st) {
+  LAUNCH_ELEMS(embed_rows_bwd_k, static_cast<size_t>(T) * h, st, dout, tokens, dwte, T, h, vocab_begin, vocab_rows);
 }
 void adam_update(float* w, float* m, float* v, const float* g, bf16* w16, size_t n, float lr, cudaStream_t st) {
   LAUNCH_ELEMS(adam_k, n, st, w, m, v, g, w16, n, lr);

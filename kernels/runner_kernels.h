@@ -64,6 +64,24 @@ void cross_entropy_finish(bf16* logits, const float* logits32, const int* target
 // rows x cols block: a shard gets the values the whole tensor would hold there.
 void fill_random_slice(float* dst, size_t dst_stride, size_t rows, size_t cols, size_t src_offset, size_t src_stride, unsigned seed,
                        float scale, cudaStream_t st);
+// Llama-style kernels. RMSNorm (eps 1e-5, gain only; rstd kept per row); its backward
+// accumulates the gain's gradient.
+void rmsnorm_forward(const bf16* x, const bf16* g, bf16* y, float* rstd, int T, int h, cudaStream_t st);
+void rmsnorm_backward(const bf16* dy, const bf16* x, const bf16* g, const float* rstd, bf16* dx, float* dg, int T, int h, cudaStream_t st);
+// Rotary position embedding in place on [batch_heads, s, d] (rotate-half pairs, base 10000);
+// `inverse` rotates back (the gradient).
+void rope(bf16* x, int batch_heads, int s, int d, bool inverse, cudaStream_t st);
+// gate_up [T, 2n] (gate, then up) -> out [T, n] = silu(gate) * up; and the gradient of both halves.
+void swiglu(const bf16* gate_up, bf16* out, int T, int n, cudaStream_t st);
+void swiglu_backward(const bf16* dout, const bf16* gate_up, bf16* dgate_up, int T, int n, cudaStream_t st);
+// qkv [T, (a + 2 kv) d] -> q [b*a, s, d], k, v [b*kv, s, d] (grouped-query heads, no bias); the
+// inverse for gradients.
+void split_qkv_gqa(const bf16* qkv, bf16* q, bf16* k, bf16* v, int bsz, int s, int a, int kv, int d, cudaStream_t st);
+void merge_qkv_gqa_grad(const bf16* dq, const bf16* dk, const bf16* dv, bf16* dqkv, int bsz, int s, int a, int kv, int d, cudaStream_t st);
+// out = residual + y.
+void residual_add(const bf16* y, const bf16* residual, bf16* out, size_t n, cudaStream_t st);
+// Word-embedding gradient without dropout or positions, into rows [vocab_begin, + vocab_rows).
+void embed_rows_backward(const bf16* dout, const int* tokens, float* dwte, int T, int h, int vocab_begin, int vocab_rows, cudaStream_t st);
 // Mixed-precision Adam: fp32 master, moments and gradient; writes the bf16 compute copy.
 void adam_update(float* w, float* m, float* v, const float* g, bf16* w16, size_t n, float lr, cudaStream_t st);
 void cast_to_bf16(const float* in, bf16* out, size_t n, cudaStream_t st);

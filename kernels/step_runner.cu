@@ -53,22 +53,30 @@ struct LayerActs {
 
 RunnerResult run_gpt_training(const RunnerConfig& c) {
   const int h = c.hidden, a = c.heads, d = h / a, f = c.ffn, V = c.vocab, s = c.seq, bsz = c.micro_batch;
+  const bool llama = c.llama, tied = c.tied_embeddings;
+  const int kvh = c.kv_heads > 0 ? c.kv_heads : a;  // K/V heads
   const int T = bsz * s;
   const int dp = c.comm ? c.comm->size() : 1, replica = c.comm ? c.comm->rank() : 0;
   const int tp = c.tp_comm ? c.tp_comm->size() : 1, tr = c.tp_comm ? c.tp_comm->rank() : 0;
   const int pp = c.pp_comm ? c.pp_comm->size() : 1, stage = c.pp_comm ? c.pp_comm->rank() : 0;
   const bool first = stage == 0, last = stage == pp - 1;
   const int l0 = c.stage_layers > 0 ? c.stage_first_layer : 0, L = c.stage_layers > 0 ? c.stage_layers : c.layers;
-  if (a % tp != 0 || f % tp != 0)
-    throw std::invalid_argument("step runner: tensor parallelism " + std::to_string(tp) + " must divide the heads and the MLP width");
-  if (pp > 1 && !c.embed_comm && (first || last))
+  if (a % tp != 0 || f % tp != 0 || kvh % tp != 0 || a % kvh != 0)
+    throw std::invalid_argument("step runner: tensor parallelism " + std::to_string(tp) +
+                                " must divide the heads, the K/V heads and the MLP width, and the K/V heads the heads");
+  if (!llama && kvh != a) throw std::invalid_argument("step runner: gpt layers have as many K/V heads as heads");
+  if (pp > 1 && tied && !c.embed_comm && (first || last))
     throw std::invalid_argument("step runner: a pipeline's first and last stage need the tied embedding's group");
   const int al = a / tp, hl = al * d, fl = f / tp;  // this rank's heads, their width, its MLP columns
+  const int kvhl = kvh / tp, kvl = kvhl * d;        // its K/V heads and their width
+  const int qkv_w = llama ? hl + 2 * kvl : 3 * hl;  // its columns of the QKV projection
+  const int fc1_w = llama ? 2 * fl : fl;            // of the first MLP projection (llama: gate and up)
   const int v0 = static_cast<int>(static_cast<long long>(V) * tr / tp);
   const int Vl = static_cast<int>(static_cast<long long>(V) * (tr + 1) / tp) - v0;  // its vocabulary rows
   const int m = c.microbatches;
   const int K = std::min(pp - stage, m);  // micro-batches in flight on this stage (1F1B)
   const size_t Th = static_cast<size_t>(T) * h, Thl = static_cast<size_t>(T) * hl, Tfl = static_cast<size_t>(T) * fl;
+  const size_t Tkvl = static_cast<size_t>(T) * kvl;
   const size_t S2 = static_cast<size_t>(bsz) * al * s * s;  // attention scores elements
   cudaStream_t st, comm_st;
   TRAINSIM_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
@@ -86,31 +94,50 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
     size_t n = 0;
     auto place = [&](size_t count) { const size_t o = n; n += count; return o; };
     constexpr size_t kNone = ~size_t{0};
-    const bool has_wte = first || last;  // the last stage's copy computes the logits
+    // gpt: LayerNorms with biases, biased projections, learned positions. llama: RMSNorm gains,
+    // no biases, rotary positions, gate and up projections side by side. Absent tensors: kNone.
+    // The word embedding is on stage 0 and, tied, also on the last stage, which computes the logits
+    // with it; untied, the last stage has its own output projection.
+    const bool has_wte = first || (last && tied);
     const size_t wte = has_wte ? place(static_cast<size_t>(Vl) * h) : kNone;
-    const size_t wpe = first ? place(static_cast<size_t>(s) * h) : kNone;
+    const size_t wpe = first && !llama ? place(static_cast<size_t>(s) * h) : kNone;
     for (auto& p : lp) {
-      p.ln1_g = place(h); p.ln1_b = place(h);
-      p.wqkv = place(static_cast<size_t>(h) * 3 * hl); p.bqkv = place(3 * hl);
-      p.wo = place(static_cast<size_t>(hl) * h); p.bo = place(h);
-      p.ln2_g = place(h); p.ln2_b = place(h);
-      p.w1 = place(static_cast<size_t>(h) * fl); p.b1 = place(fl);
-      p.w2 = place(static_cast<size_t>(fl) * h); p.b2 = place(h);
+      p = LayerParams{kNone, kNone, kNone, kNone, kNone, kNone, kNone, kNone, kNone, kNone, kNone, kNone};
+      p.ln1_g = place(h);
+      if (!llama) p.ln1_b = place(h);
+      p.wqkv = place(static_cast<size_t>(h) * qkv_w);
+      if (!llama) p.bqkv = place(qkv_w);
+      p.wo = place(static_cast<size_t>(hl) * h);
+      if (!llama) p.bo = place(h);
+      p.ln2_g = place(h);
+      if (!llama) p.ln2_b = place(h);
+      p.w1 = place(static_cast<size_t>(h) * fc1_w);
+      if (!llama) p.b1 = place(fl);
+      p.w2 = place(static_cast<size_t>(fl) * h);
+      if (!llama) p.b2 = place(h);
     }
-    const size_t lnf_g = last ? place(h) : kNone, lnf_b = last ? place(h) : kNone;
+    const size_t lnf_g = last ? place(h) : kNone, lnf_b = last && !llama ? place(h) : kNone;
+    const size_t head = !last ? kNone : tied ? wte : place(static_cast<size_t>(Vl) * h);  // the logits' weights
     // Where each tensor starts in the whole model's flat array (one GPU's layout), for initialisation.
-    const size_t gh = h, gf = f, g_layer = 4 * gh + 3 * gh * gh + 3 * gh + gh * gh + gh + gh * gf + gf + gf * gh + gh;
-    const size_t g_layers = static_cast<size_t>(V) * gh + static_cast<size_t>(s) * gh;
-    // Parameters every tensor-parallel rank holds whole (weight 1/tp in the gradient norm), and the
-    // last stage's copy of the word embedding (weight 0: stage 0 counts it).
+    const size_t gh = h, gf = f, gkv = static_cast<size_t>(kvh) * d;
+    const size_t g_layer = llama ? 2 * gh + gh * (gh + 2 * gkv) + gh * gh + 3 * gh * gf
+                                 : 4 * gh + 3 * gh * gh + 3 * gh + gh * gh + gh + gh * gf + gf + gf * gh + gh;
+    const size_t g_layers = static_cast<size_t>(V) * gh + (llama ? 0 : static_cast<size_t>(s) * gh);
+    const size_t g_head = g_layers + static_cast<size_t>(c.layers) * g_layer + (llama ? gh : 2 * gh);
+    // Parameters every tensor-parallel rank holds whole (weight 1/tp in the gradient norm).
     std::vector<std::pair<size_t, size_t>> replicated;
     if (wpe != kNone) replicated.push_back({wpe, static_cast<size_t>(s) * h});
     for (const auto& p : lp) {
-      replicated.push_back({p.ln1_g, 2 * gh});
-      replicated.push_back({p.bo, 3 * gh});  // bo, ln2_g, ln2_b
-      replicated.push_back({p.b2, gh});
+      if (llama) {
+        replicated.push_back({p.ln1_g, gh});
+        replicated.push_back({p.ln2_g, gh});
+      } else {
+        replicated.push_back({p.ln1_g, 2 * gh});
+        replicated.push_back({p.bo, 3 * gh});  // bo, ln2_g, ln2_b
+        replicated.push_back({p.b2, gh});
+      }
     }
-    if (last) replicated.push_back({lnf_g, 2 * gh});
+    if (last) replicated.push_back({lnf_g, llama ? gh : 2 * gh});
     // Gradient buckets, in the order backward completes them (see launch_bucket below): the layers
     // from the last, closing a bucket once it holds bucket_MB, then the rest with the embeddings.
     const size_t bucket_elems = std::max<size_t>(1, static_cast<size_t>(c.bucket_MB * 1e6 / 4));
@@ -158,16 +185,30 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
         fill_random_slice(init + dst, dst_stride, rows, cols, src, src_stride, 1234, scale, st);
       };
       if (wte != kNone) fill(wte, h, Vl, h, static_cast<size_t>(v0) * h, h);
+      if (head != kNone && head != wte) fill(head, h, Vl, h, g_head + static_cast<size_t>(v0) * h, h);
       if (wpe != kNone) fill(wpe, h, s, h, static_cast<size_t>(V) * h, h);
       for (int l = 0; l < L; ++l) {
         const LayerParams& p = lp[l];
         const size_t g = g_layers + static_cast<size_t>(l0 + l) * g_layer;
-        const size_t g_wqkv = g + 2 * gh, g_wo = g_wqkv + 3 * gh * gh + 3 * gh, g_w1 = g_wo + gh * gh + 3 * gh, g_w2 = g_w1 + gh * gf + gf;
-        for (int j = 0; j < 3; ++j)  // this rank's heads of Q, K and V: columns of [h, 3h]
-          fill(p.wqkv + static_cast<size_t>(j) * hl, 3 * static_cast<size_t>(hl), h, hl, g_wqkv + j * gh + static_cast<size_t>(tr) * hl, 3 * gh);
-        fill(p.wo, h, hl, h, g_wo + static_cast<size_t>(tr) * hl * gh, h);      // rows of [h, h]
-        fill(p.w1, fl, h, fl, g_w1 + static_cast<size_t>(tr) * fl, gf);         // columns of [h, f]
-        fill(p.w2, h, fl, h, g_w2 + static_cast<size_t>(tr) * fl * gh, h);      // rows of [f, h]
+        if (llama) {
+          const size_t qw = gh + 2 * gkv;  // [h, h + 2kv]: Q, K, V side by side
+          const size_t g_wqkv = g + gh, g_wo = g_wqkv + gh * qw, g_w1 = g_wo + gh * gh + gh, g_w2 = g_w1 + 2 * gh * gf;
+          const size_t qkw = static_cast<size_t>(qkv_w);
+          fill(p.wqkv, qkw, h, hl, g_wqkv + static_cast<size_t>(tr) * hl, qw);                      // this rank's Q heads
+          fill(p.wqkv + hl, qkw, h, kvl, g_wqkv + gh + static_cast<size_t>(tr) * kvl, qw);          // its K heads
+          fill(p.wqkv + hl + kvl, qkw, h, kvl, g_wqkv + gh + gkv + static_cast<size_t>(tr) * kvl, qw);  // its V heads
+          fill(p.wo, h, hl, h, g_wo + static_cast<size_t>(tr) * hl * gh, h);                         // rows of [h, h]
+          fill(p.w1, 2 * static_cast<size_t>(fl), h, fl, g_w1 + static_cast<size_t>(tr) * fl, 2 * gf);        // gate columns
+          fill(p.w1 + fl, 2 * static_cast<size_t>(fl), h, fl, g_w1 + gf + static_cast<size_t>(tr) * fl, 2 * gf);  // up columns
+          fill(p.w2, h, fl, h, g_w2 + static_cast<size_t>(tr) * fl * gh, h);                         // rows of [f, h]
+        } else {
+          const size_t g_wqkv = g + 2 * gh, g_wo = g_wqkv + 3 * gh * gh + 3 * gh, g_w1 = g_wo + gh * gh + 3 * gh, g_w2 = g_w1 + gh * gf + gf;
+          for (int j = 0; j < 3; ++j)  // this rank's heads of Q, K and V: columns of [h, 3h]
+            fill(p.wqkv + static_cast<size_t>(j) * hl, 3 * static_cast<size_t>(hl), h, hl, g_wqkv + j * gh + static_cast<size_t>(tr) * hl, 3 * gh);
+          fill(p.wo, h, hl, h, g_wo + static_cast<size_t>(tr) * hl * gh, h);      // rows of [h, h]
+          fill(p.w1, fl, h, fl, g_w1 + static_cast<size_t>(tr) * fl, gf);         // columns of [h, f]
+          fill(p.w2, h, fl, h, g_w2 + static_cast<size_t>(tr) * fl * gh, h);      // rows of [f, h]
+        }
       }
     }
     std::vector<float> ones(std::max(h, f), 1.0f), zeros(std::max(3 * h, f), 0.0f);
@@ -175,10 +216,14 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
       TRAINSIM_CUDA(cudaMemcpyAsync(init + off, v.data(), count * 4, cudaMemcpyHostToDevice, st));
     };
     for (auto& p : lp) {
-      set(p.ln1_g, ones, h); set(p.ln1_b, zeros, h); set(p.ln2_g, ones, h); set(p.ln2_b, zeros, h);
+      set(p.ln1_g, ones, h);
+      set(p.ln2_g, ones, h);
+      if (llama) continue;
+      set(p.ln1_b, zeros, h); set(p.ln2_b, zeros, h);
       set(p.bqkv, zeros, 3 * hl); set(p.bo, zeros, h); set(p.b1, zeros, fl); set(p.b2, zeros, h);
     }
-    if (last) { set(lnf_g, ones, h); set(lnf_b, zeros, h); }
+    if (last) set(lnf_g, ones, h);
+    if (lnf_b != kNone) set(lnf_b, zeros, h);
     TRAINSIM_CUDA(cudaMemsetAsync(mom, 0, shard * 4, st));
     TRAINSIM_CUDA(cudaMemsetAsync(var, 0, shard * 4, st));
     cast_to_bf16(init, W, n, st);
@@ -197,13 +242,22 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
     // under full recompute).
     const bool keep_scores = c.recompute == 0, keep_layers = c.recompute != 2;
     std::vector<std::vector<LayerActs>> acts(K, std::vector<LayerActs>(L + 1));
+    // llama keeps no dropout masks, no LayerNorm means and no dropped-out scores; its MLP input
+    // (gin) is the gate and up outputs side by side.
     auto alloc_layer = [&](LayerActs& x, bool scores) {
-      x.ln1 = arena.take<bf16>(Th); x.q = arena.take<bf16>(Thl); x.k = arena.take<bf16>(Thl); x.v = arena.take<bf16>(Thl);
+      x.ln1 = arena.take<bf16>(Th); x.q = arena.take<bf16>(Thl); x.k = arena.take<bf16>(llama ? Tkvl : Thl);
+      x.v = arena.take<bf16>(llama ? Tkvl : Thl);
       x.ctx = arena.take<bf16>(Thl); x.xmid = arena.take<bf16>(Th); x.ln2 = arena.take<bf16>(Th);
-      x.gin = arena.take<bf16>(Tfl); x.gout = arena.take<bf16>(Tfl);
-      x.mask_attn = arena.take<unsigned char>(Th); x.mask_mlp = arena.take<unsigned char>(Th);
-      x.mean1 = arena.take<float>(T); x.rstd1 = arena.take<float>(T); x.mean2 = arena.take<float>(T); x.rstd2 = arena.take<float>(T);
-      if (scores) { x.p = arena.take<bf16>(S2); x.pd = arena.take<bf16>(S2); x.pmask = arena.take<unsigned char>(S2); }
+      x.gin = arena.take<bf16>(llama ? 2 * Tfl : Tfl); x.gout = arena.take<bf16>(Tfl);
+      x.rstd1 = arena.take<float>(T); x.rstd2 = arena.take<float>(T);
+      if (!llama) {
+        x.mask_attn = arena.take<unsigned char>(Th); x.mask_mlp = arena.take<unsigned char>(Th);
+        x.mean1 = arena.take<float>(T); x.mean2 = arena.take<float>(T);
+      }
+      if (scores) {
+        x.p = arena.take<bf16>(S2);
+        if (!llama) { x.pd = arena.take<bf16>(S2); x.pmask = arena.take<unsigned char>(S2); }
+      }
     };
     for (auto& slot : acts) {
       for (int l = 0; l <= L; ++l) slot[l].x = arena.take<bf16>(Th);  // layer inputs (slot[L].x: the stage's output)
@@ -214,19 +268,23 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
     if (!keep_layers) alloc_layer(work, true);
     bf16 *sp = nullptr, *spd = nullptr;
     unsigned char* spmask = nullptr;
-    if (!keep_scores && keep_layers) { sp = arena.take<bf16>(S2); spd = arena.take<bf16>(S2); spmask = arena.take<unsigned char>(S2); }
-    std::vector<unsigned char*> emb_mask(first ? K : 0);
+    if (!keep_scores && keep_layers) {
+      sp = arena.take<bf16>(S2);
+      if (!llama) { spd = arena.take<bf16>(S2); spmask = arena.take<unsigned char>(S2); }
+    }
+    std::vector<unsigned char*> emb_mask(first && !llama ? K : 0);
     for (auto& em : emb_mask) em = arena.take<unsigned char>(Th);
     bf16* lnf = last ? arena.take<bf16>(Th) : nullptr;
-    float *meanf = last ? arena.take<float>(T) : nullptr, *rstdf = last ? arena.take<float>(T) : nullptr;
+    float *meanf = last && !llama ? arena.take<float>(T) : nullptr, *rstdf = last ? arena.take<float>(T) : nullptr;
     bf16* logits = last ? arena.take<bf16>(static_cast<size_t>(T) * Vl) : nullptr;
     float* logits32 = last ? arena.take<float>(static_cast<size_t>(T) * Vl) : nullptr;
     float* ce_stats = last && tp > 1 ? arena.take<float>(static_cast<size_t>(T) * 3 * (tp + 1)) : nullptr;
     // Scratch: GEMM outputs before their element-wise epilogue, and the gradients of one layer.
-    bf16* s_wide = arena.take<bf16>(std::max(Thl * 3, Tfl));  // qkv_raw, fc1_raw; dqkv
+    bf16* s_wide = arena.take<bf16>(std::max(static_cast<size_t>(T) * qkv_w, static_cast<size_t>(T) * fc1_w));  // qkv_raw, fc1_raw; dqkv, d(gate, up)
     bf16* s_h = arena.take<bf16>(Th);                         // attn / fc2 output before bias-dropout-residual
     bf16 *dx = arena.take<bf16>(Th), *dtmp = arena.take<bf16>(Th), *dln = arena.take<bf16>(Th);
-    bf16 *dq = arena.take<bf16>(Thl), *dk = arena.take<bf16>(Thl), *dv = arena.take<bf16>(Thl), *dctx = arena.take<bf16>(Thl);
+    bf16 *dq = arena.take<bf16>(Thl), *dk = arena.take<bf16>(llama ? Tkvl : Thl), *dv = arena.take<bf16>(llama ? Tkvl : Thl);
+    bf16* dctx = arena.take<bf16>(Thl);
     bf16* dff = arena.take<bf16>(Tfl);
     bf16* dS = arena.take<bf16>(S2);
     int* tokens = arena.take<int>(T);
@@ -241,6 +299,8 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
     auto Gp = [&](size_t off) { return grad + off; };
     AttentionShape shape{bsz * al, s, d};
     if (tp > 1) { shape.heads = al; shape.heads_total = a; shape.head_offset = tr * al; }
+    shape.group = al / kvhl;
+    const float dropout = llama ? 0.0f : kDropout;
     // Tensor-parallel sums of partial results (nothing to do on one rank).
     auto tp_sum = [&](bf16* x, size_t count) {
       if (tp > 1) c.tp_comm->all_reduce_bf16_sum(x, count, st);
@@ -250,6 +310,25 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
     // Forward of layer l from A[l].x into A[l+1].x, writing the kept tensors into `x`.
     auto layer_forward = [&](std::vector<LayerActs>& A, int l, LayerActs& x, bf16* p, bf16* pd, unsigned char* pm, unsigned seed) {
       const LayerParams& P = lp[l];
+      if (llama) {
+        rmsnorm_forward(A[l].x, Wp(P.ln1_g), x.ln1, x.rstd1, T, h, st);
+        mm.gemm(false, false, T, qkv_w, h, x.ln1, Wp(P.wqkv), s_wide, false);
+        split_qkv_gqa(s_wide, x.q, x.k, x.v, bsz, s, al, kvhl, d, st);
+        rope(x.q, bsz * al, s, d, false, st);
+        rope(x.k, bsz * kvhl, s, d, false, st);
+        attention_forward(cb, shape, AttentionBuffers{x.q, x.k, x.v, p, nullptr, nullptr, dctx}, 0, 0.0f, st);
+        heads_to_rows(dctx, x.ctx, bsz, s, al, d, st);
+        mm.gemm(false, false, T, h, hl, x.ctx, Wp(P.wo), s_h, false);
+        tp_sum(s_h, Th);
+        residual_add(s_h, A[l].x, x.xmid, Th, st);
+        rmsnorm_forward(x.xmid, Wp(P.ln2_g), x.ln2, x.rstd2, T, h, st);
+        mm.gemm(false, false, T, fc1_w, h, x.ln2, Wp(P.w1), x.gin, false);
+        swiglu(x.gin, x.gout, T, fl, st);
+        mm.gemm(false, false, T, h, fl, x.gout, Wp(P.w2), s_h, false);
+        tp_sum(s_h, Th);
+        residual_add(s_h, x.xmid, A[l + 1].x, Th, st);
+        return;
+      }
       layernorm_forward(A[l].x, Wp(P.ln1_g), Wp(P.ln1_b), x.ln1, x.mean1, x.rstd1, T, h, st);
       mm.gemm(false, false, T, 3 * hl, h, x.ln1, Wp(P.wqkv), s_wide, false);
       split_heads(s_wide, Wp(P.bqkv), x.q, x.k, x.v, bsz, s, al, d, st);
@@ -267,11 +346,36 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
     };
     // Recomputes only the attention core of layer l (selective recompute).
     auto attention_core = [&](LayerActs& x, bf16* p, bf16* pd, unsigned char* pm, unsigned seed) {
-      attention_forward(cb, shape, AttentionBuffers{x.q, x.k, x.v, p, pd, pm, dq}, seed * 4 + 1, kDropout, st);
+      attention_forward(cb, shape, AttentionBuffers{x.q, x.k, x.v, p, pd, pm, dq}, seed * 4 + 1, dropout, st);
     };
     // Backward of layer l: dx holds d(A[l+1].x) on entry and d(A[l].x) on exit.
     auto layer_backward = [&](std::vector<LayerActs>& A, int l, LayerActs& x, bf16* p, bf16* pd, unsigned char* pm) {
       const LayerParams& P = lp[l];
+      if (llama) {
+        // MLP: out = xmid + swiglu(ln2 W1) W2; dx is also the branch's gradient (no dropout).
+        mm.gemm(true, false, fl, h, T, x.gout, dx, Gp(P.w2), true, 1.0f, 1.0f);
+        mm.gemm(false, true, T, fl, h, dx, Wp(P.w2), dff, false);
+        swiglu_backward(dff, x.gin, s_wide, T, fl, st);
+        mm.gemm(true, false, h, fc1_w, T, x.ln2, s_wide, Gp(P.w1), true, 1.0f, 1.0f);
+        mm.gemm(false, true, T, h, fc1_w, s_wide, Wp(P.w1), dln, false);
+        tp_sum(dln, Th);
+        rmsnorm_backward(dln, x.xmid, Wp(P.ln2_g), x.rstd2, dtmp, Gp(P.ln2_g), T, h, st);
+        add_inplace(dx, dtmp, Th, st);  // dx = d(xmid)
+        // Attention: xmid = x + ctx Wo
+        mm.gemm(true, false, hl, h, T, x.ctx, dx, Gp(P.wo), true, 1.0f, 1.0f);
+        mm.gemm(false, true, T, hl, h, dx, Wp(P.wo), dln, false);
+        rows_to_heads(dln, dctx, bsz, s, al, d, st);
+        attention_backward(cb, shape, AttentionBuffers{x.q, x.k, x.v, p, nullptr, nullptr, nullptr}, dctx, dS, dq, dk, dv, 0.0f, st);
+        rope(dq, bsz * al, s, d, true, st);
+        rope(dk, bsz * kvhl, s, d, true, st);
+        merge_qkv_gqa_grad(dq, dk, dv, s_wide, bsz, s, al, kvhl, d, st);
+        mm.gemm(true, false, h, qkv_w, T, x.ln1, s_wide, Gp(P.wqkv), true, 1.0f, 1.0f);
+        mm.gemm(false, true, T, h, qkv_w, s_wide, Wp(P.wqkv), dln, false);
+        tp_sum(dln, Th);
+        rmsnorm_backward(dln, A[l].x, Wp(P.ln1_g), x.rstd1, dtmp, Gp(P.ln1_g), T, h, st);
+        add_inplace(dx, dtmp, Th, st);
+        return;
+      }
       // MLP: out = xmid + drop(gout W2 + b2)
       dropout_backward(dx, x.mask_mlp, dtmp, Th, st);
       column_sum(dtmp, Gp(P.b2), T, h, st);
@@ -337,7 +441,7 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
     // The rest of the gradients, with the embeddings; in a pipeline the two copies of the word
     // embedding's gradient are summed first (after the schedule: stage 0 finishes last).
     auto final_bucket = [&] {
-      if (pp > 1 && has_wte) c.embed_comm->all_reduce_sum(grad + wte, static_cast<size_t>(Vl) * h, st);
+      if (pp > 1 && tied && has_wte) c.embed_comm->all_reduce_sum(grad + wte, static_cast<size_t>(Vl) * h, st);
       pending_begin = 0;
       launch_bucket(true);
     };
@@ -348,7 +452,10 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
     // loss and d(logits).
     auto forward = [&](int slot_i, unsigned seed) {
       std::vector<LayerActs>& A = acts[slot_i];
-      if (first) {
+      if (first && llama) {
+        embed_lookup(tokens, Wp(wte), A[0].x, T, h, v0, Vl, st);
+        tp_sum(A[0].x, Th);
+      } else if (first) {
         if (tp == 1) {
           embed_forward(tokens, Wp(wte), Wp(wpe), A[0].x, emb_mask[slot_i], T, h, s, seed * 1000, st);
         } else {
@@ -365,8 +472,9 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
         layer_forward(A, l, x, p, pd, pm, seed * 1000 + l0 + l + 1);
       }
       if (last) {
-        layernorm_forward(A[L].x, Wp(lnf_g), Wp(lnf_b), lnf, meanf, rstdf, T, h, st);
-        mm.gemm(false, true, T, Vl, h, lnf, Wp(wte), logits, false);
+        if (llama) rmsnorm_forward(A[L].x, Wp(lnf_g), lnf, rstdf, T, h, st);
+        else layernorm_forward(A[L].x, Wp(lnf_g), Wp(lnf_b), lnf, meanf, rstdf, T, h, st);
+        mm.gemm(false, true, T, Vl, h, lnf, Wp(head), logits, false);
         // Mean over every token of the step, across replicas too: the summed gradients are the mean's.
         if (tp == 1) {
           cross_entropy(logits, logits32, tokens, loss, T, V, loss_scale, st);
@@ -385,10 +493,11 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
       std::vector<LayerActs>& A = acts[slot_i];
       if (last) {
         // Backward through the head (logits now hold d(logits)).
-        mm.gemm(true, false, Vl, h, T, logits, lnf, Gp(wte), true, 1.0f, 1.0f);
-        mm.gemm(false, false, T, h, Vl, logits, Wp(wte), dln, false);
+        mm.gemm(true, false, Vl, h, T, logits, lnf, Gp(head), true, 1.0f, 1.0f);
+        mm.gemm(false, false, T, h, Vl, logits, Wp(head), dln, false);
         tp_sum(dln, Th);
-        layernorm_backward(dln, A[L].x, Wp(lnf_g), meanf, rstdf, dx, Gp(lnf_g), Gp(lnf_b), T, h, st);
+        if (llama) rmsnorm_backward(dln, A[L].x, Wp(lnf_g), rstdf, dx, Gp(lnf_g), T, h, st);
+        else layernorm_backward(dln, A[L].x, Wp(lnf_g), meanf, rstdf, dx, Gp(lnf_g), Gp(lnf_b), T, h, st);
       }
       for (int l = L - 1; l >= 0; --l) {
         const unsigned seed_l = seed * 1000 + l0 + l + 1;
@@ -406,7 +515,8 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
           launch_bucket(false);
         }
       }
-      if (first) embed_backward(dx, emb_mask[slot_i], tokens, Gp(wte), Gp(wpe), T, h, s, st, v0, Vl);
+      if (first && llama) embed_rows_backward(dx, tokens, Gp(wte), T, h, v0, Vl, st);
+      else if (first) embed_backward(dx, emb_mask[slot_i], tokens, Gp(wte), Gp(wpe), T, h, s, st, v0, Vl);
       if (last_mb && pp == 1) final_bucket();
     };
     // Activations and their gradients between neighbouring stages (bf16 [T, h]).
@@ -479,7 +589,7 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
           };
           if (tp > 1)
             for (auto [b, len] : replicated) sum -= (1.0 - 1.0 / tp) * part(b, len);
-          if (pp > 1 && last && !first) sum -= part(wte, static_cast<size_t>(Vl) * h);
+          if (pp > 1 && tied && last && !first) sum -= part(wte, static_cast<size_t>(Vl) * h);
           return sum;
         };
         r.first_grad_sq = 0;

@@ -1,5 +1,5 @@
 #pragma once
-// Runs real training steps of a GPT-style model on one GPU: embedding with dropout, per layer
+// Runs real training steps of a GPT-style (or Llama-style, see RunnerConfig::llama) model: embedding with dropout, per layer
 // LayerNorm, QKV GEMM, causal attention with dropout, output projection, bias-dropout-residual,
 // LayerNorm, GELU MLP, bias-dropout-residual; final LayerNorm, tied logits, fp32 cross-entropy;
 // the backward pass with the chosen recompute policy; fp32 gradient accumulation over micro-batches;
@@ -55,6 +55,11 @@ struct RunnerConfig {
   GradComm* pp_comm = nullptr;     // pipeline, rank = stage; nullptr: one stage
   GradComm* embed_comm = nullptr;  // pipeline's first and last stage (tied word embedding); pp > 1
   int stage_first_layer = 0, stage_layers = 0;  // this stage's layers; stage_layers 0: all
+  // Llama-style layers: RMSNorm, rotary positions, SwiGLU MLP (ffn is the gate's and the up
+  // projection's width each), no biases, no dropout, kv_heads K/V heads (0: as many as heads).
+  bool llama = false;
+  int kv_heads = 0;
+  bool tied_embeddings = true;  // false: the logits have their own weights (on the last stage)
 };
 
 struct RunnerResult {

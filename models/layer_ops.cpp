@@ -89,9 +89,11 @@ LayerOps transformer_layer_ops(const OpContext& c) {
   F.push_back(with_comm(memory_op(gpt ? "ln1" : "rmsnorm1", norm_bytes, gpt ? "layernorm" : "rmsnorm"), enter_fwd, act));
   Op qkv = gemm("qkv", tokens, (h + 2.0 * kv) / t, h, e);
   F.push_back(qkv);
-  if (!gpt) F.push_back(memory_op("rope", 2.0 * tokens * (h + kv) / t * e));
-  // Bias add and the split into per-head Q, K, V (read and write the QKV activation once).
+  // The split into per-head Q, K, V (read and write the QKV activation once; gpt adds the bias on
+  // the way); llama then rotates Q and K in place.
   if (gpt) F.push_back(memory_op("qkv_bias_split", 2.0 * tokens * (h + 2.0 * kv) / t * e));
+  else F.push_back(memory_op("qkv_split", 2.0 * tokens * (h + 2.0 * kv) / t * e));
+  if (!gpt) F.push_back(memory_op("rope", 2.0 * tokens * (h + kv) / t * e));
   Op attn;
   attn.name = "attention";
   attn.kind = OpKind::attention;
@@ -103,11 +105,11 @@ LayerOps transformer_layer_ops(const OpContext& c) {
   attn.n = s;
   attn.k = m.head_dim();
   F.push_back(attn);
-  if (gpt) F.push_back(memory_op("attention_merge_heads", 2.0 * tokens * h / t * e));
+  F.push_back(memory_op("attention_merge_heads", 2.0 * tokens * h / t * e));
   Op proj = gemm("attn_out", tokens, h, h / t, e);
   F.push_back(with_comm(proj, exit_fwd, act));
   if (gpt) F.push_back(memory_op("dropout_residual1", rep * h * (3.0 * e + 1.0), "bias_dropout_residual"));
-  else F.push_back(memory_op("residual1", 3.0 * rep * h * e));
+  else F.push_back(memory_op("residual1", 3.0 * rep * h * e, "residual"));
   F.push_back(with_comm(memory_op(gpt ? "ln2" : "rmsnorm2", norm_bytes, gpt ? "layernorm" : "rmsnorm"), enter_fwd, act));
   Op fc1 = gemm(gpt ? "fc1" : "gate_up", tokens, (gpt ? f : 2.0 * f) / t, h, e);
   F.push_back(fc1);
@@ -116,7 +118,7 @@ LayerOps transformer_layer_ops(const OpContext& c) {
   Op fc2 = gemm(gpt ? "fc2" : "down", tokens, h, f / t, e);
   F.push_back(with_comm(fc2, exit_fwd, act));
   if (gpt) F.push_back(memory_op("dropout_residual2", rep * h * (3.0 * e + 1.0), "bias_dropout_residual"));
-  else F.push_back(memory_op("residual2", 3.0 * rep * h * e));
+  else F.push_back(memory_op("residual2", 3.0 * rep * h * e, "residual"));
 
   // Backward in reverse order. The activation-gradient collectives: without SP an all-reduce after
   // the column-parallel dgrads (qkv, fc1); with SP a reduce-scatter there and an all-gather of the
@@ -124,8 +126,10 @@ LayerOps transformer_layer_ops(const OpContext& c) {
   auto& B = L.backward;
   const TpComm exit_bwd = exit_fwd;
   const TpComm enter_bwd = enter_fwd;
-  B.push_back(memory_op(gpt ? "dropout_residual2.bwd" : "residual2.bwd", rep * h * (3.0 * e + (gpt ? 1.0 : 0.0)),
-                        gpt ? "dropout_residual.bwd" : "residual.bwd"));
+  // gpt: the dropout's backward and the bias gradient. A residual add has no backward kernel of its
+  // own: the branch takes the incoming gradient as it is, and the two paths are summed after the
+  // norm's backward (counted there).
+  if (gpt) B.push_back(memory_op("dropout_residual2.bwd", rep * h * (3.0 * e + 1.0), "dropout_residual.bwd"));
   {
     Op g = gemm("fc2.dgrad", fc2.m, fc2.k, fc2.n, e);
     B.push_back(with_comm(g, enter_bwd, act));
@@ -141,8 +145,7 @@ LayerOps transformer_layer_ops(const OpContext& c) {
   }
   B.push_back(memory_op(gpt ? "ln2.bwd" : "rmsnorm2.bwd", (gpt ? kLayerNormBackwardPasses : 2.0) * norm_bytes,
                         gpt ? "layernorm.bwd" : "rmsnorm.bwd"));
-  B.push_back(memory_op(gpt ? "dropout_residual1.bwd" : "residual1.bwd", rep * h * (3.0 * e + (gpt ? 1.0 : 0.0)),
-                        gpt ? "dropout_residual.bwd" : "residual.bwd"));
+  if (gpt) B.push_back(memory_op("dropout_residual1.bwd", rep * h * (3.0 * e + 1.0), "dropout_residual.bwd"));
   {
     Op g = gemm("attn_out.dgrad", proj.m, proj.k, proj.n, e);
     B.push_back(with_comm(g, enter_bwd, act));
@@ -153,11 +156,12 @@ LayerOps transformer_layer_ops(const OpContext& c) {
   // Backward: dV = P^T dO, dP = dO V^T, dQ = dS K, dK = dS^T Q: four matmuls against two.
   attn_b.flops = attn.flops * 2.0;
   attn_b.bytes = attn.bytes * 2.0;
-  if (gpt) B.push_back(memory_op("attention_split_heads.bwd", 2.0 * tokens * h / t * e));
+  B.push_back(memory_op("attention_split_heads.bwd", 2.0 * tokens * h / t * e));
   B.push_back(attn_b);
   if (!gpt) B.push_back(memory_op("rope.bwd", 2.0 * tokens * (h + kv) / t * e));
-  // Merge dQ, dK, dV into the QKV gradient (read + write) and sum it over tokens for the bias.
+  // Merge dQ, dK, dV into the QKV gradient (read + write); gpt also sums it over tokens for the bias.
   if (gpt) B.push_back(memory_op("qkv_merge_bias.bwd", 3.0 * tokens * (h + 2.0 * kv) / t * e));
+  else B.push_back(memory_op("qkv_merge.bwd", 2.0 * tokens * (h + 2.0 * kv) / t * e));
   {
     Op g = gemm("qkv.dgrad", qkv.m, qkv.k, qkv.n, e);
     B.push_back(with_comm(g, exit_bwd, act));

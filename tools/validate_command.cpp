@@ -46,7 +46,7 @@ Scenario one_gpu(const Scenario& s, const ModelConfig& m) {
   return o;
 }
 
-// The validate block with its defaults filled in; only models the runner implements.
+// The validate block with its defaults filled in.
 struct ValidateSpace {
   std::vector<ModelConfig> models;
   std::vector<int> micro_batch;
@@ -58,9 +58,6 @@ ValidateSpace resolve_space(const Scenario& s, const PlannerOptions& opt) {
   const ValidateSpec& v = s.validate;
   ValidateSpace sp;
   sp.models = v.models.empty() ? std::vector<ModelConfig>{s.model} : v.models;
-  for (const auto& m : sp.models)
-    if (m.family != Family::gpt)
-      throw InputError(s.file + ": validate.models", "the step runner implements gpt-family models; " + m.name + " is " + to_string(m.family));
   sp.micro_batch = v.micro_batch.empty() ? std::vector<int>{1, 2, 4, 8} : v.micro_batch;
   sp.recompute = v.recompute.empty() ? std::vector<Recompute>{Recompute::none, Recompute::selective, Recompute::full} : v.recompute;
   sp.top = opt.top > 0 ? opt.top : v.top;
@@ -70,6 +67,9 @@ ValidateSpace resolve_space(const Scenario& s, const PlannerOptions& opt) {
 gpu::RunnerConfig runner_config(const ModelConfig& m, const Layout& l, int microbatches, int timed_steps) {
   gpu::RunnerConfig rc;
   rc.layers = m.layers; rc.hidden = m.hidden; rc.heads = m.heads; rc.ffn = m.ffn_hidden; rc.vocab = m.vocab; rc.seq = m.seq_len;
+  rc.llama = m.family == Family::llama;
+  rc.kv_heads = m.kv_heads;
+  rc.tied_embeddings = m.tied_embeddings;
   rc.micro_batch = l.micro_batch;
   rc.microbatches = microbatches;
   rc.recompute = l.recompute == Recompute::none ? 0 : l.recompute == Recompute::selective ? 1 : 2;

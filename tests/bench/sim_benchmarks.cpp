@@ -49,7 +49,14 @@ BENCHMARK(BM_EngineEvents)->Unit(benchmark::kMillisecond);
 static void BM_SimulateSymmetric175B(benchmark::State& st) {
   const Scenario s = gpt3_scenario(128);
   const Layout l = resolve_layout(s, s.layout, false, 128);
-  for (auto _ : st) benchmark::DoNotOptimize(evaluate(s, l, 128, EvalOptions{}).step.step_time_s);
+  sim::StepResult last;
+  for (auto _ : st) {
+    last = evaluate(s, l, 128, EvalOptions{}).step;
+    benchmark::DoNotOptimize(last.step_time_s);
+  }
+  st.counters["tasks"] = static_cast<double>(last.tasks);
+  st.counters["events"] = static_cast<double>(last.events);
+  st.counters["microbatches_simulated"] = last.simulated_microbatches;
 }
 BENCHMARK(BM_SimulateSymmetric175B)->Unit(benchmark::kMicrosecond);
 
