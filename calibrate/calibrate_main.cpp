@@ -16,6 +16,7 @@
 #include "profile_writer.h"
 
 #ifdef TRAINSIM_HAVE_CUDA
+#include "gemm_bench.h"
 #include "measurements.h"
 #endif
 #ifdef TRAINSIM_HAVE_MPI
@@ -125,6 +126,9 @@ int main(int argc, char** argv) {
   auto* refit = app.add_subcommand("refit", "refit a profile's collective models from the raw measurements it records");
   std::string refit_profile;
   refit->add_option("profile", refit_profile, "hardware profile JSON, rewritten in place")->required();
+  auto* conditions = app.add_subcommand(
+      "gemm-conditions", "time the GEMMs of a few GPT layers with random or training-like operands, back to back or between "
+                         "memory-bound kernels (a diagnostic; writes nothing)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -135,6 +139,37 @@ int main(int argc, char** argv) {
   }
   try {
     if (*imp) return import_logs(logs, imp_out, min_bytes);
+    if (*conditions) {
+#ifdef TRAINSIM_HAVE_CUDA
+      if (!gpu::cuda_available()) {
+        std::cerr << "error: no CUDA device is visible\n";
+        return 1;
+      }
+      // Forward, input-gradient and weight-gradient GEMMs of GPT 1.3B at micro-batch 8 and GPT 6.7B
+      // at micro-batch 2.
+      std::vector<gpu::GemmShape> shapes;
+      for (auto [T, h] : {std::pair{16384, 2048}, std::pair{4096, 4096}})
+        for (auto [n, k] : {std::pair{3 * h, h}, std::pair{h, h}, std::pair{4 * h, h}, std::pair{h, 4 * h}}) {
+          shapes.push_back({T, n, k, false, false});
+          shapes.push_back({T, k, n, false, true});
+          shapes.push_back({k, n, T, true, false});
+        }
+      std::printf("%6s %6s %6s %2s %2s %12s %12s %12s %12s\n", "m", "n", "k", "ta", "tb", "random b2b", "train b2b", "random intl",
+                  "train intl");
+      double sums[4] = {0, 0, 0, 0};
+      for (const auto& r : gpu::bench_gemm_conditions(shapes)) {
+        std::printf("%6d %6d %6d %2d %2d %10.1fus %10.1fus %10.1fus %10.1fus\n", r.shape.m, r.shape.n, r.shape.k, r.shape.ta, r.shape.tb,
+                    r.us_random_b2b, r.us_trainlike_b2b, r.us_random_interleaved, r.us_trainlike_interleaved);
+        sums[0] += r.us_random_b2b; sums[1] += r.us_trainlike_b2b; sums[2] += r.us_random_interleaved; sums[3] += r.us_trainlike_interleaved;
+      }
+      std::printf("total %.1f ms random back to back; train-like %+.1f%%, random interleaved %+.1f%%, train-like interleaved %+.1f%%\n",
+                  sums[0] * 1e-3, 100 * (sums[1] / sums[0] - 1), 100 * (sums[2] / sums[0] - 1), 100 * (sums[3] / sums[0] - 1));
+      return 0;
+#else
+      std::cerr << "error: gemm-conditions needs a CUDA build\n";
+      return 1;
+#endif
+    }
     if (*refit) {
       std::ifstream in(refit_profile);
       if (!in) throw InputError(refit_profile, "cannot open file");

@@ -301,6 +301,30 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
     if (tp > 1) { shape.heads = al; shape.heads_total = a; shape.head_offset = tr * al; }
     shape.group = al / kvhl;
     const float dropout = llama ? 0.0f : kDropout;
+    // Optional timing of the GEMMs and of attention inside the step (events around each call),
+    // to compare with the model's GEMM and attention times; the rest of the step is the other kernels
+    // and communication.
+    std::vector<cudaEvent_t> class_events;
+    std::vector<int> class_of;  // per event pair: 0 GEMM, 1 attention
+    std::size_t class_used = 0;
+    auto timed = [&](int cls, auto&& fn) {
+      if (!c.time_kernel_classes) return fn();
+      if (2 * class_used + 2 > class_events.size()) {
+        for (int i = 0; i < 2; ++i) {
+          class_events.emplace_back();
+          TRAINSIM_CUDA(cudaEventCreate(&class_events.back()));
+        }
+        class_of.push_back(cls);
+      }
+      class_of[class_used] = cls;
+      TRAINSIM_CUDA(cudaEventRecord(class_events[2 * class_used], st));
+      fn();
+      TRAINSIM_CUDA(cudaEventRecord(class_events[2 * class_used + 1], st));
+      ++class_used;
+    };
+    auto gemm = [&](auto... args) { timed(0, [&] { mm.gemm(args...); }); };
+    auto attn_fwd = [&](auto... args) { timed(1, [&] { attention_forward(args...); }); };
+    auto attn_bwd = [&](auto... args) { timed(1, [&] { attention_backward(args...); }); };
     // Tensor-parallel sums of partial results (nothing to do on one rank).
     auto tp_sum = [&](bf16* x, size_t count) {
       if (tp > 1) c.tp_comm->all_reduce_bf16_sum(x, count, st);
@@ -312,65 +336,65 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
       const LayerParams& P = lp[l];
       if (llama) {
         rmsnorm_forward(A[l].x, Wp(P.ln1_g), x.ln1, x.rstd1, T, h, st);
-        mm.gemm(false, false, T, qkv_w, h, x.ln1, Wp(P.wqkv), s_wide, false);
+        gemm(false, false, T, qkv_w, h, x.ln1, Wp(P.wqkv), s_wide, false);
         split_qkv_gqa(s_wide, x.q, x.k, x.v, bsz, s, al, kvhl, d, st);
         rope(x.q, bsz * al, s, d, false, st);
         rope(x.k, bsz * kvhl, s, d, false, st);
-        attention_forward(cb, shape, AttentionBuffers{x.q, x.k, x.v, p, nullptr, nullptr, dctx}, 0, 0.0f, st);
+        attn_fwd(cb, shape, AttentionBuffers{x.q, x.k, x.v, p, nullptr, nullptr, dctx}, 0, 0.0f, st);
         heads_to_rows(dctx, x.ctx, bsz, s, al, d, st);
-        mm.gemm(false, false, T, h, hl, x.ctx, Wp(P.wo), s_h, false);
+        gemm(false, false, T, h, hl, x.ctx, Wp(P.wo), s_h, false);
         tp_sum(s_h, Th);
         residual_add(s_h, A[l].x, x.xmid, Th, st);
         rmsnorm_forward(x.xmid, Wp(P.ln2_g), x.ln2, x.rstd2, T, h, st);
-        mm.gemm(false, false, T, fc1_w, h, x.ln2, Wp(P.w1), x.gin, false);
+        gemm(false, false, T, fc1_w, h, x.ln2, Wp(P.w1), x.gin, false);
         swiglu(x.gin, x.gout, T, fl, st);
-        mm.gemm(false, false, T, h, fl, x.gout, Wp(P.w2), s_h, false);
+        gemm(false, false, T, h, fl, x.gout, Wp(P.w2), s_h, false);
         tp_sum(s_h, Th);
         residual_add(s_h, x.xmid, A[l + 1].x, Th, st);
         return;
       }
       layernorm_forward(A[l].x, Wp(P.ln1_g), Wp(P.ln1_b), x.ln1, x.mean1, x.rstd1, T, h, st);
-      mm.gemm(false, false, T, 3 * hl, h, x.ln1, Wp(P.wqkv), s_wide, false);
+      gemm(false, false, T, 3 * hl, h, x.ln1, Wp(P.wqkv), s_wide, false);
       split_heads(s_wide, Wp(P.bqkv), x.q, x.k, x.v, bsz, s, al, d, st);
-      attention_forward(cb, shape, AttentionBuffers{x.q, x.k, x.v, p, pd, pm, dctx}, seed * 4 + 1, kDropout, st);
+      attn_fwd(cb, shape, AttentionBuffers{x.q, x.k, x.v, p, pd, pm, dctx}, seed * 4 + 1, kDropout, st);
       heads_to_rows(dctx, x.ctx, bsz, s, al, d, st);
-      mm.gemm(false, false, T, h, hl, x.ctx, Wp(P.wo), s_h, false);
+      gemm(false, false, T, h, hl, x.ctx, Wp(P.wo), s_h, false);
       tp_sum(s_h, Th);
       bias_dropout_residual(s_h, Wp(P.bo), A[l].x, x.xmid, x.mask_attn, T, h, seed * 4 + 2, st);
       layernorm_forward(x.xmid, Wp(P.ln2_g), Wp(P.ln2_b), x.ln2, x.mean2, x.rstd2, T, h, st);
-      mm.gemm(false, false, T, fl, h, x.ln2, Wp(P.w1), s_wide, false);
+      gemm(false, false, T, fl, h, x.ln2, Wp(P.w1), s_wide, false);
       bias_gelu(s_wide, Wp(P.b1), x.gin, x.gout, T, fl, st);
-      mm.gemm(false, false, T, h, fl, x.gout, Wp(P.w2), s_h, false);
+      gemm(false, false, T, h, fl, x.gout, Wp(P.w2), s_h, false);
       tp_sum(s_h, Th);
       bias_dropout_residual(s_h, Wp(P.b2), x.xmid, A[l + 1].x, x.mask_mlp, T, h, seed * 4 + 3, st);
     };
     // Recomputes only the attention core of layer l (selective recompute).
     auto attention_core = [&](LayerActs& x, bf16* p, bf16* pd, unsigned char* pm, unsigned seed) {
-      attention_forward(cb, shape, AttentionBuffers{x.q, x.k, x.v, p, pd, pm, dq}, seed * 4 + 1, dropout, st);
+      attn_fwd(cb, shape, AttentionBuffers{x.q, x.k, x.v, p, pd, pm, dq}, seed * 4 + 1, dropout, st);
     };
     // Backward of layer l: dx holds d(A[l+1].x) on entry and d(A[l].x) on exit.
     auto layer_backward = [&](std::vector<LayerActs>& A, int l, LayerActs& x, bf16* p, bf16* pd, unsigned char* pm) {
       const LayerParams& P = lp[l];
       if (llama) {
         // MLP: out = xmid + swiglu(ln2 W1) W2; dx is also the branch's gradient (no dropout).
-        mm.gemm(true, false, fl, h, T, x.gout, dx, Gp(P.w2), true, 1.0f, 1.0f);
-        mm.gemm(false, true, T, fl, h, dx, Wp(P.w2), dff, false);
+        gemm(true, false, fl, h, T, x.gout, dx, Gp(P.w2), true, 1.0f, 1.0f);
+        gemm(false, true, T, fl, h, dx, Wp(P.w2), dff, false);
         swiglu_backward(dff, x.gin, s_wide, T, fl, st);
-        mm.gemm(true, false, h, fc1_w, T, x.ln2, s_wide, Gp(P.w1), true, 1.0f, 1.0f);
-        mm.gemm(false, true, T, h, fc1_w, s_wide, Wp(P.w1), dln, false);
+        gemm(true, false, h, fc1_w, T, x.ln2, s_wide, Gp(P.w1), true, 1.0f, 1.0f);
+        gemm(false, true, T, h, fc1_w, s_wide, Wp(P.w1), dln, false);
         tp_sum(dln, Th);
         rmsnorm_backward(dln, x.xmid, Wp(P.ln2_g), x.rstd2, dtmp, Gp(P.ln2_g), T, h, st);
         add_inplace(dx, dtmp, Th, st);  // dx = d(xmid)
         // Attention: xmid = x + ctx Wo
-        mm.gemm(true, false, hl, h, T, x.ctx, dx, Gp(P.wo), true, 1.0f, 1.0f);
-        mm.gemm(false, true, T, hl, h, dx, Wp(P.wo), dln, false);
+        gemm(true, false, hl, h, T, x.ctx, dx, Gp(P.wo), true, 1.0f, 1.0f);
+        gemm(false, true, T, hl, h, dx, Wp(P.wo), dln, false);
         rows_to_heads(dln, dctx, bsz, s, al, d, st);
-        attention_backward(cb, shape, AttentionBuffers{x.q, x.k, x.v, p, nullptr, nullptr, nullptr}, dctx, dS, dq, dk, dv, 0.0f, st);
+        attn_bwd(cb, shape, AttentionBuffers{x.q, x.k, x.v, p, nullptr, nullptr, nullptr}, dctx, dS, dq, dk, dv, 0.0f, st);
         rope(dq, bsz * al, s, d, true, st);
         rope(dk, bsz * kvhl, s, d, true, st);
         merge_qkv_gqa_grad(dq, dk, dv, s_wide, bsz, s, al, kvhl, d, st);
-        mm.gemm(true, false, h, qkv_w, T, x.ln1, s_wide, Gp(P.wqkv), true, 1.0f, 1.0f);
-        mm.gemm(false, true, T, h, qkv_w, s_wide, Wp(P.wqkv), dln, false);
+        gemm(true, false, h, qkv_w, T, x.ln1, s_wide, Gp(P.wqkv), true, 1.0f, 1.0f);
+        gemm(false, true, T, h, qkv_w, s_wide, Wp(P.wqkv), dln, false);
         tp_sum(dln, Th);
         rmsnorm_backward(dln, A[l].x, Wp(P.ln1_g), x.rstd1, dtmp, Gp(P.ln1_g), T, h, st);
         add_inplace(dx, dtmp, Th, st);
@@ -379,26 +403,26 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
       // MLP: out = xmid + drop(gout W2 + b2)
       dropout_backward(dx, x.mask_mlp, dtmp, Th, st);
       column_sum(dtmp, Gp(P.b2), T, h, st);
-      mm.gemm(true, false, fl, h, T, x.gout, dtmp, Gp(P.w2), true, 1.0f, 1.0f);
-      mm.gemm(false, true, T, fl, h, dtmp, Wp(P.w2), dff, false);
+      gemm(true, false, fl, h, T, x.gout, dtmp, Gp(P.w2), true, 1.0f, 1.0f);
+      gemm(false, true, T, fl, h, dtmp, Wp(P.w2), dff, false);
       gelu_backward(dff, x.gin, dff, Tfl, st);
       column_sum(dff, Gp(P.b1), T, fl, st);
-      mm.gemm(true, false, h, fl, T, x.ln2, dff, Gp(P.w1), true, 1.0f, 1.0f);
-      mm.gemm(false, true, T, h, fl, dff, Wp(P.w1), dln, false);
+      gemm(true, false, h, fl, T, x.ln2, dff, Gp(P.w1), true, 1.0f, 1.0f);
+      gemm(false, true, T, h, fl, dff, Wp(P.w1), dln, false);
       tp_sum(dln, Th);
       layernorm_backward(dln, x.xmid, Wp(P.ln2_g), x.mean2, x.rstd2, dtmp, Gp(P.ln2_g), Gp(P.ln2_b), T, h, st);
       add_inplace(dx, dtmp, Th, st);  // dx = d(xmid)
       // Attention: xmid = x + drop(ctx Wo + bo)
       dropout_backward(dx, x.mask_attn, dtmp, Th, st);
       column_sum(dtmp, Gp(P.bo), T, h, st);
-      mm.gemm(true, false, hl, h, T, x.ctx, dtmp, Gp(P.wo), true, 1.0f, 1.0f);
-      mm.gemm(false, true, T, hl, h, dtmp, Wp(P.wo), dln, false);
+      gemm(true, false, hl, h, T, x.ctx, dtmp, Gp(P.wo), true, 1.0f, 1.0f);
+      gemm(false, true, T, hl, h, dtmp, Wp(P.wo), dln, false);
       rows_to_heads(dln, dctx, bsz, s, al, d, st);
-      attention_backward(cb, shape, AttentionBuffers{x.q, x.k, x.v, p, pd, pm, nullptr}, dctx, dS, dq, dk, dv, kDropout, st);
+      attn_bwd(cb, shape, AttentionBuffers{x.q, x.k, x.v, p, pd, pm, nullptr}, dctx, dS, dq, dk, dv, kDropout, st);
       merge_qkv_grad(dq, dk, dv, s_wide, bsz, s, al, d, st);
       column_sum(s_wide, Gp(P.bqkv), T, 3 * hl, st);
-      mm.gemm(true, false, h, 3 * hl, T, x.ln1, s_wide, Gp(P.wqkv), true, 1.0f, 1.0f);
-      mm.gemm(false, true, T, h, 3 * hl, s_wide, Wp(P.wqkv), dln, false);
+      gemm(true, false, h, 3 * hl, T, x.ln1, s_wide, Gp(P.wqkv), true, 1.0f, 1.0f);
+      gemm(false, true, T, h, 3 * hl, s_wide, Wp(P.wqkv), dln, false);
       tp_sum(dln, Th);
       layernorm_backward(dln, A[l].x, Wp(P.ln1_g), x.mean1, x.rstd1, dtmp, Gp(P.ln1_g), Gp(P.ln1_b), T, h, st);
       add_inplace(dx, dtmp, Th, st);
@@ -474,7 +498,7 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
       if (last) {
         if (llama) rmsnorm_forward(A[L].x, Wp(lnf_g), lnf, rstdf, T, h, st);
         else layernorm_forward(A[L].x, Wp(lnf_g), Wp(lnf_b), lnf, meanf, rstdf, T, h, st);
-        mm.gemm(false, true, T, Vl, h, lnf, Wp(head), logits, false);
+        gemm(false, true, T, Vl, h, lnf, Wp(head), logits, false);
         // Mean over every token of the step, across replicas too: the summed gradients are the mean's.
         if (tp == 1) {
           cross_entropy(logits, logits32, tokens, loss, T, V, loss_scale, st);
@@ -493,8 +517,8 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
       std::vector<LayerActs>& A = acts[slot_i];
       if (last) {
         // Backward through the head (logits now hold d(logits)).
-        mm.gemm(true, false, Vl, h, T, logits, lnf, Gp(head), true, 1.0f, 1.0f);
-        mm.gemm(false, false, T, h, Vl, logits, Wp(head), dln, false);
+        gemm(true, false, Vl, h, T, logits, lnf, Gp(head), true, 1.0f, 1.0f);
+        gemm(false, false, T, h, Vl, logits, Wp(head), dln, false);
         tp_sum(dln, Th);
         if (llama) rmsnorm_backward(dln, A[L].x, Wp(lnf_g), rstdf, dx, Gp(lnf_g), T, h, st);
         else layernorm_backward(dln, A[L].x, Wp(lnf_g), meanf, rstdf, dx, Gp(lnf_g), Gp(lnf_b), T, h, st);
@@ -554,7 +578,7 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
       if (pp > 1) final_bucket();
     };
 
-    std::vector<float> step_ms, opt_ms;
+    std::vector<float> step_ms, opt_ms, gemm_ms, attn_ms;
     cudaEvent_t e0, e1, e2, comm_done;
     TRAINSIM_CUDA(cudaEventCreate(&e0));
     TRAINSIM_CUDA(cudaEventCreate(&e1));
@@ -614,6 +638,17 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
       TRAINSIM_CUDA(cudaMemsetAsync(grad, 0, n * 4, st));
       TRAINSIM_CUDA(cudaEventRecord(e2, st));
       TRAINSIM_CUDA(cudaEventSynchronize(e2));
+      if (c.time_kernel_classes && step >= c.warmup_steps) {
+        float sums[2] = {0, 0};
+        for (std::size_t i = 0; i < class_used; ++i) {
+          float ms = 0;
+          TRAINSIM_CUDA(cudaEventElapsedTime(&ms, class_events[2 * i], class_events[2 * i + 1]));
+          sums[class_of[i]] += ms;
+        }
+        gemm_ms.push_back(sums[0]);
+        attn_ms.push_back(sums[1]);
+      }
+      class_used = 0;
       float ms = 0, ms_opt = 0;
       TRAINSIM_CUDA(cudaEventElapsedTime(&ms, e0, e2));
       TRAINSIM_CUDA(cudaEventElapsedTime(&ms_opt, e1, e2));
@@ -638,12 +673,19 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
     r.step_ms_min = step_ms.front();
     r.step_ms_max = step_ms.back();
     r.optimizer_ms = opt_ms[opt_ms.size() / 2];
+    if (!gemm_ms.empty()) {
+      std::sort(gemm_ms.begin(), gemm_ms.end());
+      std::sort(attn_ms.begin(), attn_ms.end());
+      r.gemm_ms = gemm_ms[gemm_ms.size() / 2];
+      r.attention_ms = attn_ms[attn_ms.size() / 2];
+    }
     r.finite = std::isfinite(r.first_loss) && std::isfinite(r.last_loss) && std::isfinite(r.first_grad_sq);
     cudaEventDestroy(e0);
     cudaEventDestroy(e1);
     cudaEventDestroy(e2);
     cudaEventDestroy(comm_done);
     for (auto ev : bucket_events) cudaEventDestroy(ev);
+    for (auto ev : class_events) cudaEventDestroy(ev);
   }
   cublasDestroy(cb);
   cudaStreamDestroy(st);

@@ -60,12 +60,16 @@ struct RunnerConfig {
   bool llama = false;
   int kv_heads = 0;
   bool tied_embeddings = true;  // false: the logits have their own weights (on the last stage)
+  // Times every GEMM and attention call of the timed steps with events around it (a few
+  // microseconds of overhead each), into RunnerResult::gemm_ms and attention_ms.
+  bool time_kernel_classes = false;
 };
 
 struct RunnerResult {
   double step_ms = 0;          // median over timed steps
   double step_ms_min = 0, step_ms_max = 0;
   double optimizer_ms = 0;     // zeroing gradients + Adam, median
+  double gemm_ms = 0, attention_ms = 0;  // with time_kernel_classes: their time within the step, median
   double allocated_bytes = 0;  // everything the runner allocated
   double device_used_bytes = 0;  // total - free at the end of the last step (context, workspaces included)
   // This replica's loss (each replica sees its own micro-batches), reported by the rank of the last

@@ -4,13 +4,16 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <nlohmann/json.hpp>
 
 #include "evaluation.h"
 #include "input_error.h"
 #include "layout_rules.h"
+#include "layer_ops.h"
 #include "memory_model.h"
+#include "cost_model.h"
 #include "planner_commands.h"
 #include "result_json.h"
 #include "text_report.h"
@@ -147,6 +150,30 @@ Groups make_groups(gpu::GradComm& world, int tp, int pp) {
   }
   g.dp_comm = g.dp_g.get();
   return g;
+}
+
+// The model's time for one GPU's step by kernel class (GEMMs, attention, the rest of the kernels,
+// optimizer excluded), summed over the op lists as the simulator charges them on idle links.
+struct KernelClasses {
+  double gemm_s = 0, attention_s = 0, other_s = 0;
+};
+KernelClasses predicted_classes(const Scenario& s, const ModelConfig& m, const Layout& l, int microbatches) {
+  const CostModel cost(s.hardware, s.training.precision);
+  const OpContext ctx{m, 1, false, l.recompute, l.micro_batch, s.training.precision};
+  KernelClasses k;
+  auto add = [&](const std::vector<Op>& ops, double times) {
+    for (const Op& op : ops) {
+      const double t = cost.op_time_s(op) * times;
+      if (op.kind == OpKind::gemm) k.gemm_s += t;
+      else if (op.kind == OpKind::attention) k.attention_s += t;
+      else k.other_s += t;
+    }
+  };
+  const LayerOps layer = transformer_layer_ops(ctx);
+  for (const auto* list : {&layer.forward, &layer.backward, &layer.recompute}) add(*list, static_cast<double>(m.layers) * microbatches);
+  for (const LayerOps& ops : {embedding_ops(ctx), head_ops(ctx)})
+    for (const auto* list : {&ops.forward, &ops.backward}) add(*list, microbatches);
+  return k;
 }
 
 // Under mpirun: one rank per GPU (NCCL), or several ranks sharing a GPU (communication through host
@@ -434,6 +461,9 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
   progress << "validate: this machine runs one-GPU layouts (tp = pp = dp = 1); the scenario's cluster is scaled down to "
               "one GPU, same per-GPU shapes, global batch "
            << s.training.global_batch << " as gradient accumulation\n";
+  // TRAINSIM_TIME_KERNEL_CLASSES=1: also time GEMMs and attention inside each step against the model.
+  const char* tc = std::getenv("TRAINSIM_TIME_KERNEL_CLASSES");
+  const bool time_classes = tc && std::string(tc) == "1";
   json records = json::array();
   std::vector<double> time_err, mem_err;
   char line[400];
@@ -459,6 +489,7 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
     if (static_cast<int>(cands.size()) > top) cands.resize(top);
     for (const auto& ev : cands) {
       gpu::RunnerConfig rc = runner_config(m, ev.layout, microbatches_per_step(ev.layout, s.training.global_batch), v.timed_steps);
+      rc.time_kernel_classes = time_classes;
       const auto t0 = std::chrono::steady_clock::now();
       const gpu::RunnerResult rr = gpu::run_gpt_training(rc);
       const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -484,6 +515,18 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
                          {"first_loss", rr.first_loss}, {"last_loss", rr.last_loss}, {"finite", rr.finite},
                          {"timed_steps", rc.timed_steps}, {"wall_s", wall}};
       rec["error"] = {{"step_time", te}, {"peak_bytes", me}};
+      if (time_classes) {
+        // GEMMs and attention timed inside the step (events around each call) against the model's.
+        const KernelClasses k = predicted_classes(one, m, ev.layout, rc.microbatches);
+        const double other_meas = meas - rr.optimizer_ms * 1e-3 - (rr.gemm_ms + rr.attention_ms) * 1e-3;
+        rec["kernel_classes"] = {{"predicted_s", {{"gemm", k.gemm_s}, {"attention", k.attention_s}, {"other", k.other_s}}},
+                                 {"measured_s", {{"gemm", rr.gemm_ms * 1e-3}, {"attention", rr.attention_ms * 1e-3}, {"other", other_meas}}}};
+        std::snprintf(line, sizeof line, "%-9s   GEMM %.1f vs %.1f ms (%+.1f%%), attention %.1f vs %.1f ms (%+.1f%%), other %.1f vs %.1f ms (%+.1f%%)\n", "",
+                      1e3 * k.gemm_s, rr.gemm_ms, 100 * (k.gemm_s / (rr.gemm_ms * 1e-3) - 1), 1e3 * k.attention_s, rr.attention_ms,
+                      100 * (k.attention_s / (rr.attention_ms * 1e-3) - 1), 1e3 * k.other_s, 1e3 * other_meas,
+                      100 * (k.other_s / other_meas - 1));
+        out << line << std::flush;
+      }
       records.push_back(rec);
     }
   }
