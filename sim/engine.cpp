@@ -24,6 +24,35 @@ void Engine::reserve(std::size_t tasks, std::size_t edges) {
   edges_.reserve(edges);
 }
 
+void Engine::reset() {
+  tasks_.clear();
+  edges_.clear();
+  stream_last_.clear();
+  stream_tail_.clear();
+  link_capacity_.clear();
+  paths_.clear();
+  flows_.clear();
+  flow_task_.clear();
+  active_.clear();
+  remaining_.clear();
+  rate_.clear();
+  since_.clear();
+  makespan_ = 0;
+  events_ = rate_updates_ = 0;
+  pending_flow_tasks_.clear();
+  cap_left_.clear();
+  unfrozen_on_link_.clear();
+  frozen_.clear();
+  link_slot_.clear();
+  offset_.clear();
+  fill_.clear();
+  members_.clear();
+  touched_.clear();
+  link_flows_.clear();
+  interf_.clear();
+  processors_.clear();
+}
+
 StreamId Engine::add_stream() {
   stream_last_.push_back(-1);
   return static_cast<StreamId>(stream_last_.size() - 1);

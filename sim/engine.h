@@ -62,6 +62,9 @@ class Engine {
   std::uint64_t rate_updates() const { return rate_updates_; }
 
   void reserve(std::size_t tasks, std::size_t edges);
+  // Back to an empty engine (no streams, links, processors or tasks), keeping the memory it has,
+  // so that one engine can run many simulations without allocating again.
+  void reset();
 
  private:
   struct Task {

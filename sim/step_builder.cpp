@@ -143,7 +143,9 @@ class Builder {
  public:
   using PlanKey = std::array<int, 5>;  // kind, algorithm, first member, stride, size
   Builder(const StepInput& in, int microbatches, PlanShapeCache* shapes)
-      : in_(in), L_(in.layout), m_(*in.model), cost_(*in.cost), microbatches_(microbatches), shapes_(shapes) {}
+      : in_(in), L_(in.layout), m_(*in.model), cost_(*in.cost), microbatches_(microbatches), e_(thread_engine()), shapes_(shapes) {
+    e_.reset();
+  }
 
   StepResult run();
 
@@ -226,7 +228,14 @@ class Builder {
   const ModelConfig& m_;
   const CostModel& cost_;
   const int microbatches_;
-  Engine e_;
+  // One engine per thread, reset for each simulation: its vectors keep their memory between the
+  // runs of a search instead of being allocated (and page-faulted in) again. Builders of one thread
+  // run one at a time.
+  static Engine& thread_engine() {
+    thread_local Engine e;
+    return e;
+  }
+  Engine& e_;
   std::unique_ptr<PathProvider> paths_;
   PlacementInfo place_;
   std::vector<ChunkWork> chunks_;  // [stage * vpp + chunk]
