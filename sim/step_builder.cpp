@@ -1,5 +1,7 @@
 #include "step_builder.h"
 
+#include <unordered_map>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -287,7 +289,14 @@ class Builder {
   const CachedPlan& unit_plan(const std::vector<int>& group, CollectiveKind kind, Algorithm algo);
   // Every member on its own node (groups are evenly strided, so neighbours tell).
   bool one_per_node(const std::vector<int>& group) const;
-  std::map<PlanKey, CachedPlan> plan_cache_;
+  struct PlanKeyHash {
+    std::size_t operator()(const PlanKey& k) const noexcept {
+      std::size_t h = 0;
+      for (int x : k) h = h * 1000003u + static_cast<std::size_t>(static_cast<unsigned>(x));
+      return h;
+    }
+  };
+  std::unordered_map<PlanKey, CachedPlan, PlanKeyHash> plan_cache_;
   PlanShapeCache* shapes_;
   std::vector<char> is_sim_;  // by GPU id: simulated in this run
   // GPU 0's compute queue in order, with the fixed compute time of each task by category; the rest
@@ -475,9 +484,8 @@ const Builder::CachedPlan& Builder::cached_plan(const std::vector<int>& group, C
   if (algo != Algorithm::automatic || kind != CollectiveKind::all_reduce || group.size() < 2)
     return unit_plan(group, kind, algo);
   const CachedPlan& ring = unit_plan(group, kind, Algorithm::ring);
-  bool spans = false;
-  for (int g : group) spans |= place_.node_of(g) != place_.node_of(group.front());
-  if (!spans) return ring;
+  // Groups are increasing arithmetic progressions of GPU ids: they span nodes when their ends do.
+  if (place_.node_of(group.front()) == place_.node_of(group.back())) return ring;
   const CachedPlan& tree = unit_plan(group, kind, Algorithm::tree);
   const auto idle = [bytes](const CachedPlan& p) { return p.idle_latency_s + bytes * p.idle_per_byte_s; };
   return idle(tree) < idle(ring) ? tree : ring;
