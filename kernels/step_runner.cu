@@ -3,6 +3,7 @@
 #include <cublas_v2.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -48,6 +49,56 @@ struct LayerActs {
   bf16 *p = nullptr, *pd = nullptr;  // attention probabilities and their dropout output
   unsigned char* pmask = nullptr;
 };
+
+// Sums the GPU time of bracketed work by class over one step: an event pair around each bracket,
+// read once the step has been synchronised.
+class EventTimer {
+ public:
+  static constexpr int kClasses = 4;
+  EventTimer() = default;
+  EventTimer(const EventTimer&) = delete;
+  EventTimer& operator=(const EventTimer&) = delete;
+  ~EventTimer() {
+    for (auto e : ev_) cudaEventDestroy(e);
+  }
+  template <class F>
+  void time(int cls, cudaStream_t st, F&& fn) {
+    if (2 * used_ + 2 > ev_.size()) {
+      for (int i = 0; i < 2; ++i) {
+        ev_.emplace_back();
+        TRAINSIM_CUDA(cudaEventCreate(&ev_.back()));
+      }
+      cls_.push_back(cls);
+    }
+    cls_[used_] = cls;
+    TRAINSIM_CUDA(cudaEventRecord(ev_[2 * used_], st));
+    fn();
+    TRAINSIM_CUDA(cudaEventRecord(ev_[2 * used_ + 1], st));
+    ++used_;
+  }
+  // Per-class sums in ms of the brackets since the last call; the stream must be synchronised.
+  std::array<float, kClasses> collect() {
+    std::array<float, kClasses> sums{};
+    for (std::size_t i = 0; i < used_; ++i) {
+      float ms = 0;
+      TRAINSIM_CUDA(cudaEventElapsedTime(&ms, ev_[2 * i], ev_[2 * i + 1]));
+      sums[cls_[i]] += ms;
+    }
+    used_ = 0;
+    return sums;
+  }
+
+ private:
+  std::vector<cudaEvent_t> ev_;
+  std::vector<int> cls_;
+  std::size_t used_ = 0;
+};
+
+float median_of(std::vector<float> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
 
 }  // namespace
 
@@ -304,24 +355,12 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
     // Optional timing of the GEMMs and of attention inside the step (events around each call),
     // to compare with the model's GEMM and attention times; the rest of the step is the other kernels
     // and communication.
-    std::vector<cudaEvent_t> class_events;
-    std::vector<int> class_of;  // per event pair: 0 GEMM, 1 attention
-    std::size_t class_used = 0;
+    EventTimer kernel_timer;  // class 0 GEMM, 1 attention
     auto timed = [&](int cls, auto&& fn) {
       if (!c.time_kernel_classes) return fn();
-      if (2 * class_used + 2 > class_events.size()) {
-        for (int i = 0; i < 2; ++i) {
-          class_events.emplace_back();
-          TRAINSIM_CUDA(cudaEventCreate(&class_events.back()));
-        }
-        class_of.push_back(cls);
-      }
-      class_of[class_used] = cls;
-      TRAINSIM_CUDA(cudaEventRecord(class_events[2 * class_used], st));
-      fn();
-      TRAINSIM_CUDA(cudaEventRecord(class_events[2 * class_used + 1], st));
-      ++class_used;
+      kernel_timer.time(cls, st, fn);
     };
+    EventTimer phase_timer;  // class 0 forward passes, 1 backward passes (with their recomputation)
     auto gemm = [&](auto... args) { timed(0, [&] { mm.gemm(args...); }); };
     auto attn_fwd = [&](auto... args) { timed(1, [&] { attention_forward(args...); }); };
     auto attn_bwd = [&](auto... args) { timed(1, [&] { attention_backward(args...); }); };
@@ -474,7 +513,7 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
     // Forward of one micro-batch on this stage, into the slot's activations (stage 0 embeds the
     // tokens; the others have received their input into slot[0].x); the last stage ends with the
     // loss and d(logits).
-    auto forward = [&](int slot_i, unsigned seed) {
+    auto forward_pass = [&](int slot_i, unsigned seed) {
       std::vector<LayerActs>& A = acts[slot_i];
       if (first && llama) {
         embed_lookup(tokens, Wp(wte), A[0].x, T, h, v0, Vl, st);
@@ -513,7 +552,7 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
     // Backward of one micro-batch (the last stage from d(logits); the others from d(output) received
     // into dx), leaving d(input) in dx. In the step's last micro-batch, buckets are launched as their
     // layers finish.
-    auto backward = [&](int slot_i, unsigned seed, bool last_mb) {
+    auto backward_pass = [&](int slot_i, unsigned seed, bool last_mb) {
       std::vector<LayerActs>& A = acts[slot_i];
       if (last) {
         // Backward through the head (logits now hold d(logits)).
@@ -557,6 +596,10 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
     auto run_schedule = [&](unsigned seed0) {
       const int warm = std::min(pp - stage - 1, m), rest = m - warm;
       int fi = 0, bi = 0;
+      auto forward = [&](int slot_i, unsigned seed) { phase_timer.time(0, st, [&] { forward_pass(slot_i, seed); }); };
+      auto backward = [&](int slot_i, unsigned seed, bool last_mb) {
+        phase_timer.time(1, st, [&] { backward_pass(slot_i, seed, last_mb); });
+      };
       for (int i = 0; i < warm; ++i, ++fi) {
         exchange(nullptr, false, acts[fi % K][0].x, false);
         forward(fi % K, seed0 + fi);
@@ -578,7 +621,7 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
       if (pp > 1) final_bucket();
     };
 
-    std::vector<float> step_ms, opt_ms, gemm_ms, attn_ms;
+    std::vector<float> step_ms, opt_ms, gemm_ms, attn_ms, fwd_ms, bwd_ms;
     cudaEvent_t e0, e1, e2, comm_done;
     TRAINSIM_CUDA(cudaEventCreate(&e0));
     TRAINSIM_CUDA(cudaEventCreate(&e1));
@@ -638,17 +681,14 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
       TRAINSIM_CUDA(cudaMemsetAsync(grad, 0, n * 4, st));
       TRAINSIM_CUDA(cudaEventRecord(e2, st));
       TRAINSIM_CUDA(cudaEventSynchronize(e2));
-      if (c.time_kernel_classes && step >= c.warmup_steps) {
-        float sums[2] = {0, 0};
-        for (std::size_t i = 0; i < class_used; ++i) {
-          float ms = 0;
-          TRAINSIM_CUDA(cudaEventElapsedTime(&ms, class_events[2 * i], class_events[2 * i + 1]));
-          sums[class_of[i]] += ms;
-        }
-        gemm_ms.push_back(sums[0]);
-        attn_ms.push_back(sums[1]);
+      const auto kernels = kernel_timer.collect();
+      const auto phases = phase_timer.collect();
+      if (step >= c.warmup_steps) {
+        gemm_ms.push_back(kernels[0]);
+        attn_ms.push_back(kernels[1]);
+        fwd_ms.push_back(phases[0]);
+        bwd_ms.push_back(phases[1]);
       }
-      class_used = 0;
       float ms = 0, ms_opt = 0;
       TRAINSIM_CUDA(cudaEventElapsedTime(&ms, e0, e2));
       TRAINSIM_CUDA(cudaEventElapsedTime(&ms_opt, e1, e2));
@@ -673,19 +713,16 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
     r.step_ms_min = step_ms.front();
     r.step_ms_max = step_ms.back();
     r.optimizer_ms = opt_ms[opt_ms.size() / 2];
-    if (!gemm_ms.empty()) {
-      std::sort(gemm_ms.begin(), gemm_ms.end());
-      std::sort(attn_ms.begin(), attn_ms.end());
-      r.gemm_ms = gemm_ms[gemm_ms.size() / 2];
-      r.attention_ms = attn_ms[attn_ms.size() / 2];
-    }
+    r.gemm_ms = median_of(gemm_ms);
+    r.attention_ms = median_of(attn_ms);
+    r.forward_ms = median_of(fwd_ms);
+    r.backward_ms = median_of(bwd_ms);
     r.finite = std::isfinite(r.first_loss) && std::isfinite(r.last_loss) && std::isfinite(r.first_grad_sq);
     cudaEventDestroy(e0);
     cudaEventDestroy(e1);
     cudaEventDestroy(e2);
     cudaEventDestroy(comm_done);
     for (auto ev : bucket_events) cudaEventDestroy(ev);
-    for (auto ev : class_events) cudaEventDestroy(ev);
   }
   cublasDestroy(cb);
   cudaStreamDestroy(st);

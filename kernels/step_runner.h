@@ -70,6 +70,10 @@ struct RunnerResult {
   double step_ms_min = 0, step_ms_max = 0;
   double optimizer_ms = 0;     // zeroing gradients + Adam, median
   double gemm_ms = 0, attention_ms = 0;  // with time_kernel_classes: their time within the step, median
+  // The step's phases on the compute stream, medians: forward passes, backward passes (with any
+  // recomputation and the waits for pipeline hand-offs inside them), and optimizer_ms. The rest of
+  // the step is waiting for the last gradient buckets and hand-offs between passes.
+  double forward_ms = 0, backward_ms = 0;
   double allocated_bytes = 0;  // everything the runner allocated
   double device_used_bytes = 0;  // total - free at the end of the last step (context, workspaces included)
   // This replica's loss (each replica sees its own micro-batches), reported by the rank of the last

@@ -290,4 +290,9 @@ TEST(GpuKernels, LlamaRunnerLearnsAndKeepsItsMemoryAccount) {
   EXPECT_TRUE(r.finite);
   EXPECT_NEAR(r.first_loss, std::log(509.0), 0.1);
   EXPECT_LT(r.last_loss, r.first_loss - 0.05);
+  // The phases are disjoint parts of the step on one stream; backward runs more kernels than
+  // forward.
+  EXPECT_GT(r.forward_ms, 0.0);
+  EXPECT_GT(r.backward_ms, r.forward_ms);
+  EXPECT_LE(r.forward_ms + r.backward_ms + r.optimizer_ms, r.step_ms * 1.001);
 }

@@ -403,6 +403,8 @@ int validate_parallel(const Scenario& s, const PlannerOptions& opt, std::ostream
           rec["global_batch"] = s.training.global_batch;
           rec["predicted"] = {{"step_time_s", pred}, {"peak_bytes", pmem}, {"breakdown_s", result_to_json(sc, ev)["breakdown_s"]}};
           rec["measured"] = {{"step_time_s", meas}, {"device_used_bytes", mmem}, {"buckets", rr.buckets}, {"finite", finite},
+                             {"rank0_phases_s", {{"forward", rr.forward_ms * 1e-3}, {"backward", rr.backward_ms * 1e-3},
+                                                 {"optimizer", rr.optimizer_ms * 1e-3}}},
                              {"replicas_agree", agree}, {"global_first_loss", loss[0]}, {"global_last_loss", loss[1]},
                              {"timed_steps", rc.timed_steps}};
           if (ref[3] > 0 && !shared)
@@ -511,7 +513,8 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
       rec["global_batch"] = s.training.global_batch;
       rec["predicted"] = {{"step_time_s", pred}, {"peak_bytes", pmem}, {"breakdown_s", result_to_json(one, ev)["breakdown_s"]}};
       rec["measured"] = {{"step_time_s", meas}, {"step_time_min_s", rr.step_ms_min * 1e-3}, {"step_time_max_s", rr.step_ms_max * 1e-3},
-                         {"optimizer_s", rr.optimizer_ms * 1e-3}, {"device_used_bytes", mmem}, {"allocated_bytes", rr.allocated_bytes},
+                         {"optimizer_s", rr.optimizer_ms * 1e-3}, {"forward_s", rr.forward_ms * 1e-3}, {"backward_s", rr.backward_ms * 1e-3},
+                         {"device_used_bytes", mmem}, {"allocated_bytes", rr.allocated_bytes},
                          {"first_loss", rr.first_loss}, {"last_loss", rr.last_loss}, {"finite", rr.finite},
                          {"timed_steps", rc.timed_steps}, {"wall_s", wall}};
       rec["error"] = {{"step_time", te}, {"peak_bytes", me}};
