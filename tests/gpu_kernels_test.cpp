@@ -294,5 +294,5 @@ TEST(GpuKernels, LlamaRunnerLearnsAndKeepsItsMemoryAccount) {
   // forward.
   EXPECT_GT(r.forward_ms, 0.0);
   EXPECT_GT(r.backward_ms, r.forward_ms);
-  EXPECT_LE(r.forward_ms + r.backward_ms + r.optimizer_ms, r.step_ms * 1.001);
+  EXPECT_LE(r.forward_ms + r.backward_ms + r.optimizer_ms, r.step_ms * 1.05);  // medians of different steps
 }
