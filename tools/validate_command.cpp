@@ -460,6 +460,12 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
   const ValidateSpec v = s.validate;
   const ValidateSpace space = resolve_space(s, opt);
   const auto& [models, mbs, recs, top] = space;
+  for (const std::vector<int>* degrees : {&v.tp, &v.pp})
+    if (std::any_of(degrees->begin(), degrees->end(), [](int x) { return x > 1; })) {
+      progress << "validate: the tensor- and pipeline-parallel degrees in validate.tp / validate.pp run under mpirun with that "
+                  "many ranks (one per GPU); this single process runs one-GPU layouts only\n";
+      break;
+    }
   progress << "validate: this machine runs one-GPU layouts (tp = pp = dp = 1); the scenario's cluster is scaled down to "
               "one GPU, same per-GPU shapes, global batch "
            << s.training.global_batch << " as gradient accumulation\n";
