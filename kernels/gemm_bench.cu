@@ -1,5 +1,7 @@
 #include "gemm_bench.h"
 
+#include <array>
+
 #include <cuda_bf16.h>
 
 #include <cmath>
@@ -142,17 +144,23 @@ void fill(const std::string& dtype, void* p, size_t n, unsigned seed, cudaStream
 
 }  // namespace
 
+// The largest A, B and C of `shapes`, in elements: one set of buffers serves them all.
+std::array<size_t, 3> largest_operands(const std::vector<GemmShape>& shapes) {
+  std::array<size_t, 3> m{0, 0, 0};
+  for (const auto& s : shapes) {
+    m[0] = std::max(m[0], static_cast<size_t>(s.m) * s.k);
+    m[1] = std::max(m[1], static_cast<size_t>(s.k) * s.n);
+    m[2] = std::max(m[2], static_cast<size_t>(s.m) * s.n);
+  }
+  return m;
+}
+
 std::vector<GemmSample> bench_gemms(const std::vector<GemmShape>& shapes, const char* dtype_c, int cc_major) {
   const std::string dtype(dtype_c);
   std::vector<GemmSample> out;
   if (dtype == "fp8" && !fp8_supported(cc_major)) return out;
   const LtTypes t = types_for(dtype);
-  size_t max_a = 0, max_b = 0, max_c = 0;
-  for (const auto& s : shapes) {
-    max_a = std::max(max_a, static_cast<size_t>(s.m) * s.k);
-    max_b = std::max(max_b, static_cast<size_t>(s.k) * s.n);
-    max_c = std::max(max_c, static_cast<size_t>(s.m) * s.n);
-  }
+  const auto [max_a, max_b, max_c] = largest_operands(shapes);
   LtGemm g;
   DeviceBuffer A(max_a * t.ab_size), B(max_b * t.ab_size), C(max_c * t.cd_size);
   fill(dtype, A.get(), max_a, 1, g.stream());
@@ -211,12 +219,7 @@ std::vector<GemmSample> bench_gemms(const std::vector<GemmShape>& shapes, const 
 }
 
 std::vector<GemmConditionSample> bench_gemm_conditions(const std::vector<GemmShape>& shapes) {
-  size_t max_a = 0, max_b = 0, max_c = 0;
-  for (const auto& s : shapes) {
-    max_a = std::max(max_a, static_cast<size_t>(s.m) * s.k);
-    max_b = std::max(max_b, static_cast<size_t>(s.k) * s.n);
-    max_c = std::max(max_c, static_cast<size_t>(s.m) * s.n);
-  }
+  const auto [max_a, max_b, max_c] = largest_operands(shapes);
   LtGemm g;
   cudaStream_t st = g.stream();
   DeviceBuffer A(max_a * 2), B(max_b * 2), Bw(max_b * 2), C(max_c * 2);

@@ -26,15 +26,17 @@ __device__ __forceinline__ float f(bf16 v) { return __bfloat162float(v); }
 __device__ __forceinline__ bf16 b(float v) { return __float2bfloat16(v); }
 constexpr float kKeepScale = 1.0f / (1.0f - kDropout);
 
-// Block-wide sum of one float per thread (blockDim.x a multiple of 32, at most 1024).
-__device__ float block_sum(float v) {
+// Block-wide reduction of one float per thread (blockDim.x a multiple of 32, at most 1024) by
+// `op`, whose identity is `init`; every thread gets the result.
+template <class Op>
+__device__ float block_reduce(float v, float init, Op op) {
   __shared__ float part[32];
-  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffff, v, o);
+  for (int o = 16; o > 0; o /= 2) v = op(v, __shfl_xor_sync(0xffffffff, v, o));
   if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = v;
   __syncthreads();
-  float t = threadIdx.x < blockDim.x / 32 ? part[threadIdx.x] : 0.0f;
+  float t = threadIdx.x < blockDim.x / 32 ? part[threadIdx.x] : init;
   if (threadIdx.x < 32)
-    for (int o = 16; o > 0; o /= 2) t += __shfl_xor_sync(0xffffffff, t, o);
+    for (int o = 16; o > 0; o /= 2) t = op(t, __shfl_xor_sync(0xffffffff, t, o));
   __shared__ float total;
   if (threadIdx.x == 0) total = t;
   __syncthreads();
@@ -42,6 +44,14 @@ __device__ float block_sum(float v) {
   __syncthreads();
   return r;
 }
+struct AddOp {
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+struct MaxOp {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+__device__ float block_sum(float v) { return block_reduce(v, 0.0f, AddOp{}); }
+__device__ float block_max(float v) { return block_reduce(v, -INFINITY, MaxOp{}); }
 
 __global__ void embed_fwd_k(const int* tok, const bf16* wte, const bf16* wpe, bf16* out, unsigned char* mask, int T, int h,
                             int seq, unsigned seed) {
@@ -251,21 +261,6 @@ __global__ void cross_entropy_k(bf16* logits, float* l32, const int* tgt, float*
   for (int c = threadIdx.x; c < V; c += blockDim.x) x[c] = b((__expf(y[c] - mx) / s - (c == t ? 1.0f : 0.0f)) * scale);
 }
 
-__device__ float block_max(float v) {
-  __shared__ float part[32];
-  for (int o = 16; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffff, v, o));
-  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = v;
-  __syncthreads();
-  float t = threadIdx.x < blockDim.x / 32 ? part[threadIdx.x] : -INFINITY;
-  if (threadIdx.x < 32)
-    for (int o = 16; o > 0; o /= 2) t = fmaxf(t, __shfl_xor_sync(0xffffffff, t, o));
-  __shared__ float total;
-  if (threadIdx.x == 0) total = t;
-  __syncthreads();
-  const float r = total;
-  __syncthreads();
-  return r;
-}
 
 // Vocabulary-parallel cross-entropy, first half (one block per row of this rank's vn columns):
 // the row's local max, sum of exp below it, and the target's logit where this rank holds it.
