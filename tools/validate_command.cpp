@@ -239,6 +239,13 @@ int validate_parallel(const Scenario& s, const PlannerOptions& opt, std::ostream
       const int dp = world / (tp * pp);
       Groups g = make_groups(*comm, tp, pp);
       for (const auto& m : models) {
+        // The runner splits whole K/V heads and MLP columns over the tensor-parallel ranks (it does
+        // not replicate K/V heads when tp exceeds them).
+        if (m.kv_heads % tp != 0 || m.ffn_hidden % tp != 0) {
+          progress << "validate: " << m.name << ": the runner needs tp " << tp << " to divide its " << m.kv_heads
+                   << " K/V heads and MLP width " << m.ffn_hidden << "; skipped\n";
+          continue;
+        }
         Scenario sc = s;
         sc.model = m;
         sc.cluster.nodes = {nodes};
