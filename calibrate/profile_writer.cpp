@@ -147,9 +147,10 @@ json make_profile(const gpu::Measurements& m, const json& base, const std::strin
   if (!fwd.empty()) {
     json rows = json::array();
     for (const auto& a : m.attention)
-      rows.push_back({a.batch * a.heads, a.seq, a.head_dim, a.fwd_tflops / peak, a.bwd_tflops / peak});
+      rows.push_back({a.batch * a.heads, a.seq, a.head_dim, a.kv_group, a.dropout ? 1 : 0, a.fwd_tflops / peak, a.bwd_tflops / peak});
     g["attention"] = {{"forward_fraction_of_peak", median(fwd)}, {"backward_fraction_of_peak", median(bwd)},
-                      {"table", {{"columns", {"batch_heads", "seq", "head_dim", "forward_fraction", "backward_fraction"}}, {"rows", rows}}}};
+                      {"table", {{"columns", {"batch_heads", "seq", "head_dim", "kv_group", "dropout", "forward_fraction", "backward_fraction"}},
+                                 {"rows", rows}}}};
   }
   json pts = json::array();
   for (const auto& b : m.bandwidth)
@@ -212,6 +213,7 @@ json make_profile(const gpu::Measurements& m, const json& base, const std::strin
     raw["bandwidth"].push_back({{"kernel", b.kernel}, {"bytes", b.bytes}, {"time_us", b.time_us}, {"GBps", b.GBps}, {"src", b.src}, {"dst", b.dst}});
   for (const auto& a : m.attention)
     raw["attention"].push_back({{"batch", a.batch}, {"heads", a.heads}, {"seq", a.seq}, {"head_dim", a.head_dim},
+                                {"kv_group", a.kv_group}, {"dropout", a.dropout},
                                 {"fwd_us", a.fwd_us}, {"bwd_us", a.bwd_us}, {"fwd_tflops", a.fwd_tflops}, {"bwd_tflops", a.bwd_tflops}});
   for (const auto& c : m.collectives)
     raw["collectives"].push_back({{"collective", c.collective}, {"gpus", c.gpus}, {"bytes", c.bytes}, {"time_us", c.time_us},

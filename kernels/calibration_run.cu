@@ -83,7 +83,7 @@ DeviceInfo describe_devices() {
 namespace {
 
 std::vector<AttentionSample> bench_attention(bool quick) {
-  struct S { int b, h, s, d; };
+  struct S { int b, h, s, d, group = 1; bool dropout = true; };
   // The head counts and sizes of the preset models at micro-batches 1 to 8.
   std::vector<S> shapes = quick ? std::vector<S>{{4, 16, 2048, 64}, {2, 32, 2048, 128}}
                                 : std::vector<S>{{1, 12, 2048, 64}, {4, 12, 2048, 64}, {8, 12, 2048, 64}, {1, 16, 2048, 64},
@@ -92,6 +92,14 @@ std::vector<AttentionSample> bench_attention(bool quick) {
                                                  {8, 16, 2048, 128}, {1, 32, 2048, 80}, {2, 32, 2048, 80}, {4, 32, 2048, 80},
                                                  {8, 32, 2048, 80}, {1, 32, 2048, 128}, {2, 32, 2048, 128}, {1, 32, 4096, 128},
                                                  {1, 40, 4096, 128}, {1, 64, 4096, 128}};
+  // Llama-style attention: no dropout, grouped K/V heads (8 and 4 query heads per K/V head, and
+  // Llama 2's one), at micro-batches 1-4.
+  for (int b : quick ? std::vector<int>{2} : std::vector<int>{1, 2, 4}) {
+    shapes.push_back({b, 32, 2048, 64, 8, false});
+    shapes.push_back({b, 24, 2048, 128, 3, false});
+    shapes.push_back({b, 32, 2048, 128, 4, false});
+    shapes.push_back({b, 32, 2048, 128, 1, false});
+  }
   std::vector<AttentionSample> out;
   cublasHandle_t h;
   if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) throw std::runtime_error("cublasCreate failed");
@@ -99,19 +107,27 @@ std::vector<AttentionSample> bench_attention(bool quick) {
   TRAINSIM_CUDA(cudaStreamCreate(&st));
   for (const auto& s : shapes) {
     AttentionShape a{s.b * s.h, s.s, s.d};
+    a.group = s.group;
     const size_t sd = static_cast<size_t>(a.batch_heads) * s.s * s.d, ss = static_cast<size_t>(a.batch_heads) * s.s * s.s;
-    DeviceBuffer q(sd * 2), k(sd * 2), v(sd * 2), o(sd * 2), p(ss * 2), pd(ss * 2), mask(ss), dp(ss * 2), dO(sd * 2), dq(sd * 2),
-        dk(sd * 2), dv(sd * 2);
+    const size_t skv = sd / s.group;  // K and V: one head per group
+    DeviceBuffer q(sd * 2), k(skv * 2), v(skv * 2), o(sd * 2), p(ss * 2), pd(s.dropout ? ss * 2 : 0), mask(s.dropout ? ss : 0), dp(ss * 2),
+        dO(sd * 2), dq(sd * 2), dk(skv * 2), dv(skv * 2);
     fill_random_bf16(q.get(), sd, 1, 1.0f, st);
-    fill_random_bf16(k.get(), sd, 2, 1.0f, st);
-    fill_random_bf16(v.get(), sd, 3, 1.0f, st);
+    fill_random_bf16(k.get(), skv, 2, 1.0f, st);
+    fill_random_bf16(v.get(), skv, 3, 1.0f, st);
     fill_random_bf16(dO.get(), sd, 4, 1.0f, st);
-    // Causal attention with dropout 0.1 on the probabilities, as GPT training runs it.
-    const AttentionBuffers ab{q.get(), k.get(), v.get(), p.get(), pd.get(), mask.get<unsigned char>(), o.get()};
-    const double fwd = time_median_us(st, 2, 10, [&] { attention_forward(h, a, ab, 7, 0.1f, st); });
-    const double bwd = time_median_us(st, 2, 10, [&] { attention_backward(h, a, ab, dO.get(), dp.get(), dq.get(), dk.get(), dv.get(), 0.1f, st); });
+    // Causal attention, with dropout 0.1 on the probabilities as GPT training runs it, or without
+    // (Llama).
+    const float drop = s.dropout ? 0.1f : 0.0f;
+    const AttentionBuffers ab{q.get(), k.get(), v.get(), p.get(), s.dropout ? pd.get() : nullptr,
+                              s.dropout ? mask.get<unsigned char>() : nullptr, o.get()};
+    const double fwd = time_median_us(st, 2, 10, [&] { attention_forward(h, a, ab, 7, drop, st); });
+    const double bwd = time_median_us(st, 2, 10, [&] { attention_backward(h, a, ab, dO.get(), dp.get(), dq.get(), dk.get(), dv.get(), drop, st); });
     const double flops = 4.0 * s.b * s.h * static_cast<double>(s.s) * s.s * s.d;
-    out.push_back({s.b, s.h, s.s, s.d, fwd, bwd, flops / (fwd * 1e6), 2 * flops / (bwd * 1e6)});
+    AttentionSample sample{s.b, s.h, s.s, s.d, fwd, bwd, flops / (fwd * 1e6), 2 * flops / (bwd * 1e6)};
+    sample.kv_group = s.group;
+    sample.dropout = s.dropout;
+    out.push_back(sample);
   }
   cublasDestroy(h);
   cudaStreamDestroy(st);

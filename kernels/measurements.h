@@ -36,6 +36,8 @@ struct AttentionSample {
   int batch = 0, heads = 0, seq = 0, head_dim = 0;
   double fwd_us = 0, bwd_us = 0;
   double fwd_tflops = 0, bwd_tflops = 0;  // full (non-causal) FLOP count over time
+  int kv_group = 1;     // query heads per K/V head
+  bool dropout = true;  // dropout 0.1 on the probabilities (gpt); none (llama)
 };
 
 struct CollectiveSample {

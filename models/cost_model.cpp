@@ -143,11 +143,15 @@ double CostModel::op_time_s(const Op& op) const {
     case OpKind::attention: {
       const bool bwd = op.name.find(".bwd") != std::string::npos;
       double frac = bwd ? hw_.attention_bwd_fraction : hw_.attention_fwd_fraction;
-      // The measured shape nearest in (batch x heads, sequence, head size), in log space.
+      // The measured shape nearest in (batch x heads, sequence, head size, query heads per K/V
+      // head), in log space, among those with the op's dropout if any were measured.
+      bool same_dropout = false;
+      for (const auto& p : hw_.attention) same_dropout |= p.dropout == op.dropout;
       double best = 1e300;
       for (const auto& p : hw_.attention) {
+        if (same_dropout && p.dropout != op.dropout) continue;
         const double d = std::fabs(std::log(op.m / p.batch_heads)) + std::fabs(std::log(op.n / p.seq)) +
-                         std::fabs(std::log(op.k / p.head_dim));
+                         std::fabs(std::log(op.k / p.head_dim)) + std::fabs(std::log(op.kv_group / p.kv_group));
         if (d < best) { best = d; frac = bwd ? p.bwd_fraction : p.fwd_fraction; }
       }
       // Without an attention measurement, the two batched matmuls at the GEMM table's rate for

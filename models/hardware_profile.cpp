@@ -120,10 +120,24 @@ void read_gpu(JsonFields& top, HardwareProfile& hp, bool derived) {
     hp.attention_bwd_fraction = a.number("backward_fraction_of_peak", std::nullopt, 0.01, 1.0);
     if (a.has("table")) {
       JsonFields t = a.object("table");
+      // Either the shape alone (gpt-style attention, one K/V head per query head, with dropout) or
+      // with its K/V grouping and whether it applies dropout.
       const json& cols = t.required("columns");
-      if (cols != json::array({"batch_heads", "seq", "head_dim", "forward_fraction", "backward_fraction"}))
-        throw InputError(t.path("columns"), "expected [\"batch_heads\", \"seq\", \"head_dim\", \"forward_fraction\", \"backward_fraction\"], found " + json_excerpt(cols));
-      for (const auto& r : read_rows(t.required("rows"), t.path("rows"), 5)) hp.attention.push_back({r[0], r[1], r[2], r[3], r[4]});
+      const json plain = json::array({"batch_heads", "seq", "head_dim", "forward_fraction", "backward_fraction"});
+      const json grouped = json::array({"batch_heads", "seq", "head_dim", "kv_group", "dropout", "forward_fraction", "backward_fraction"});
+      if (cols != plain && cols != grouped)
+        throw InputError(t.path("columns"), "expected " + plain.dump() + " or " + grouped.dump() + ", found " + json_excerpt(cols));
+      if (cols == plain) {
+        for (const auto& r : read_rows(t.required("rows"), t.path("rows"), 5)) hp.attention.push_back({r[0], r[1], r[2], r[3], r[4]});
+      } else {
+        const auto rows = read_rows(t.required("rows"), t.path("rows"), 7);
+        for (std::size_t i = 0; i < rows.size(); ++i) {
+          const auto& r = rows[i];
+          if (r[3] < 1 || (r[4] != 0 && r[4] != 1))
+            throw InputError(t.path("rows") + "[" + std::to_string(i) + "]", "kv_group must be at least 1 and dropout 0 or 1");
+          hp.attention.push_back({r[0], r[1], r[2], r[5], r[6], r[3], r[4] != 0});
+        }
+      }
       t.finish();
     }
     a.finish();

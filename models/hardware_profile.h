@@ -75,6 +75,8 @@ struct HardwareProfile {
   double attention_bwd_fraction = 0;
   struct AttentionPoint {
     double batch_heads = 0, seq = 0, head_dim = 0, fwd_fraction = 0, bwd_fraction = 0;
+    double kv_group = 1;  // query heads per K/V head
+    bool dropout = true;  // dropout on the probabilities (gpt-style)
   };
   std::vector<AttentionPoint> attention;  // by shape, when measured
   std::vector<BandwidthPoint> memory_bound;  // elementwise kernels: achieved GB/s by bytes moved

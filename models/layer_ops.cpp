@@ -104,6 +104,8 @@ LayerOps transformer_layer_ops(const OpContext& c) {
   attn.m = b * a / t;  // batch x heads on this rank, sequence, head size: the shape that sets its rate
   attn.n = s;
   attn.k = m.head_dim();
+  attn.kv_group = static_cast<double>(m.heads) / m.kv_heads;
+  attn.dropout = gpt;
   F.push_back(attn);
   F.push_back(memory_op("attention_merge_heads", 2.0 * tokens * h / t * e));
   Op proj = gemm("attn_out", tokens, h, h / t, e);

@@ -23,6 +23,10 @@ struct Op {
   double flops = 0;            // executed on one TP rank
   double bytes = 0;            // device-memory bytes read + written on one TP rank
   double width = 0;            // memory-bound ops: the model's hidden size (picks the calibrated shape family)
+  // Attention: query heads per K/V head (grouped-query attention), and whether dropout is applied
+  // to the probabilities (gpt) or not (llama): both pick the calibrated attention shapes.
+  double kv_group = 1;
+  bool dropout = true;
   TpComm comm = TpComm::none;  // collective issued after this op (before it for all_gather)
   double comm_bytes = 0;
 };

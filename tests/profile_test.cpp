@@ -2,6 +2,7 @@
 // stated carry-over rule.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -139,4 +140,53 @@ TEST(Profiles, StepKernelsUseTheNearestMeasuredHiddenSize) {
   EXPECT_NEAR(cm.kernel_time_s("layernorm", 1e9, 1536), 0.5e-3, 1e-12);
   EXPECT_NEAR(cm.kernel_time_s("layernorm", 1e9, 768), 1e-3, 1e-12);
   EXPECT_NEAR(cm.kernel_time_s("layernorm", 1e9, 4096), 0.5e-3, 1e-12);
+}
+
+TEST(Profiles, AttentionUsesTheMeasuredGroupingAndDropout) {
+  // Two measured attention shapes, alike but for K/V grouping and dropout: gpt-style (one K/V head
+  // per query head, dropout) at 10% of peak and Llama-style (8 query heads per K/V head, no dropout)
+  // at 20%. Each op takes the rate of its own kind, so the Llama op takes half the time; with only
+  // the gpt-style row measured, both get it.
+  HardwareProfile hw = load_hardware_profile("h200-sxm", kProfiles);
+  Op gpt;
+  gpt.kind = OpKind::attention;
+  gpt.name = "attention";
+  gpt.m = 64; gpt.n = 2048; gpt.k = 64;
+  gpt.flops = 4.0 * 64 * 2048.0 * 2048 * 64;
+  Op llama = gpt;
+  llama.kv_group = 8;
+  llama.dropout = false;
+  hw.attention = {{64, 2048, 64, 0.1, 0.1, 1, true}, {64, 2048, 64, 0.2, 0.2, 8, false}};
+  const CostModel both(hw, Precision::bf16);
+  EXPECT_NEAR(both.op_time_s(llama) / both.op_time_s(gpt), 0.5, 1e-9);
+  hw.attention.pop_back();
+  const CostModel gpt_only(hw, Precision::bf16);
+  EXPECT_NEAR(gpt_only.op_time_s(llama), gpt_only.op_time_s(gpt), 1e-15);
+}
+
+TEST(Profiles, AttentionTableWithGroupingIsReadStrictly) {
+  // The calibrated profile's table names kv_group and dropout; a row with dropout 2 is refused.
+  nlohmann::json p;
+  {
+    std::ifstream in(kProfiles + "/h200-sxm.json");
+    p = nlohmann::json::parse(in);
+  }
+  auto& table = p["gpu"]["attention"]["table"];
+  table["columns"] = {"batch_heads", "seq", "head_dim", "kv_group", "dropout", "forward_fraction", "backward_fraction"};
+  table["rows"] = {{64, 2048, 64, 8, 0, 0.2, 0.2}};
+  const std::string dir = testing::TempDir() + "grouped-attention";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/h.json") << p.dump();
+  const HardwareProfile hw = load_hardware_profile("h", dir);
+  ASSERT_EQ(hw.attention.size(), 1u);
+  EXPECT_EQ(hw.attention[0].kv_group, 8);
+  EXPECT_FALSE(hw.attention[0].dropout);
+  table["rows"] = {{64, 2048, 64, 8, 2, 0.2, 0.2}};
+  std::ofstream(dir + "/h.json") << p.dump();
+  try {
+    load_hardware_profile("h", dir);
+    FAIL() << "dropout 2 accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("gpu.attention.table.rows[0]"), std::string::npos) << e.what();
+  }
 }
