@@ -144,8 +144,11 @@ double ops_time(const CostModel& c, const std::vector<Op>& ops) {
 class Builder {
  public:
   using PlanKey = std::array<int, 5>;  // kind, algorithm, first member, stride, size
-  Builder(const StepInput& in, int microbatches, PlanShapeCache* shapes)
-      : in_(in), L_(in.layout), m_(*in.model), cost_(*in.cost), microbatches_(microbatches), e_(thread_engine()), shapes_(shapes) {
+  // `chunk_cache`: the layout's per-chunk work, filled by the first Builder of a step and reused by
+  // the others (it does not depend on the number of micro-batches); nullptr: computed here.
+  Builder(const StepInput& in, int microbatches, PlanShapeCache* shapes, std::vector<ChunkWork>* chunk_cache = nullptr)
+      : in_(in), L_(in.layout), m_(*in.model), cost_(*in.cost), microbatches_(microbatches), e_(thread_engine()), shapes_(shapes),
+        chunk_cache_(chunk_cache) {
     e_.reset();
   }
 
@@ -298,6 +301,7 @@ class Builder {
   };
   std::unordered_map<PlanKey, CachedPlan, PlanKeyHash> plan_cache_;
   PlanShapeCache* shapes_;
+  std::vector<ChunkWork>* chunk_cache_;
   std::vector<char> is_sim_;  // by GPU id: simulated in this run
   // GPU 0's compute queue in order, with the fixed compute time of each task by category; the rest
   // of a task's time is the tensor-parallel communication fused into it.
@@ -344,6 +348,10 @@ class Builder {
 void Builder::prepare_chunks() {
   const int pp = L_.pp;
   vpp_ = L_.schedule == Schedule::interleaved ? L_.vpp : 1;
+  if (chunk_cache_ && !chunk_cache_->empty()) {
+    chunks_ = *chunk_cache_;
+    return;
+  }
   OpContext ctx{m_, L_.tp, L_.sequence_parallel && L_.tp > 1, L_.recompute, L_.micro_batch, in_.precision};
   const LayerOps layer = transformer_layer_ops(ctx);
   const LayerOps emb = embedding_ops(ctx);
@@ -401,6 +409,7 @@ void Builder::prepare_chunks() {
         add_extra(head, head_params);
       }
     }
+  if (chunk_cache_) *chunk_cache_ = chunks_;
 }
 
 TaskId Builder::compute_task(int gpu, double dur, int cat, const std::string& name, TaskId extra_dep) {
@@ -1048,6 +1057,7 @@ StepResult simulate_step(const StepInput& in) {
   // periodic (the last backward's buckets, the optimizer, ZeRO traffic) is simulated in every run.
   PlanShapeCache local;
   PlanShapeCache& shapes = in.plan_cache ? *in.plan_cache : local;
+  std::vector<ChunkWork> chunks;
   const int pp = in.layout.pp;
   const int m0 = pp, q = in.layout.schedule == Schedule::interleaved ? pp : 1;
   if (in.mode == SimMode::symmetric && !in.record_timeline && in.steady_state) {
@@ -1056,7 +1066,7 @@ StepResult simulate_step(const StepInput& in) {
     auto at = [&](int mb) -> const StepResult& {
       auto it = runs.find(mb);
       if (it == runs.end()) {
-        it = runs.emplace(mb, Builder(in, mb, &shapes).run()).first;
+        it = runs.emplace(mb, Builder(in, mb, &shapes, &chunks).run()).first;
         simulated += mb;
       }
       return it->second;
@@ -1087,7 +1097,7 @@ StepResult simulate_step(const StepInput& in) {
       }
     }
   }
-  StepResult r = Builder(in, m, &shapes).run();
+  StepResult r = Builder(in, m, &shapes, &chunks).run();
   r.simulated_microbatches = m;
   return r;
 }
