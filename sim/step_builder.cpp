@@ -143,12 +143,50 @@ double ops_time(const CostModel& c, const std::vector<Op>& ops) {
 
 class Builder {
  public:
+  // A collective's plan for a one-byte buffer with the flows of its simulated members already
+  // routed (flows of one phase over the same path are one transfer). Every algorithm's flow bytes
+  // scale with the buffer and its latencies do not, so one plan serves every size: the flows of a
+  // collective of S bytes carry S times the cached bytes.
+  struct CachedFlow {
+    double bytes = 0;
+    std::int32_t path_begin = 0, path_end = 0;
+  };
+  struct CachedPhase {
+    double latency_s = 0;
+    std::int32_t flow_begin = 0, flow_end = 0;
+  };
+  struct CachedPlan {
+    std::vector<CachedPhase> phases;
+    std::vector<CachedFlow> flows;
+    std::vector<LinkId> paths;
+    std::vector<int> members;  // the group's simulated GPUs
+    double sent_by_first = 0;  // bytes the first simulated member sends, per byte of buffer
+    double idle_latency_s = 0, idle_per_byte_s = 0;  // idle-network time: latency + S * per_byte
+    const MeasuredCollective* measured = nullptr;    // inside one node, where the profile measured it
+    // The factors that give the measured time for `bytes` summed over `count` calls.
+    PlanScale scale(double bytes, int count) const {
+      return measured ? measured_scale(*measured, bytes / std::max(1, count), idle_latency_s, idle_per_byte_s) : PlanScale{};
+    }
+  };
   using PlanKey = std::array<int, 5>;  // kind, algorithm, first member, stride, size
+  struct PlanKeyHash {
+    std::size_t operator()(const PlanKey& k) const noexcept {
+      std::size_t h = 0;
+      for (int x : k) h = h * 1000003u + static_cast<std::size_t>(static_cast<unsigned>(x));
+      return h;
+    }
+  };
+  // Routed plans by (kind, algorithm, first member, stride, size). They hold the engine's link ids,
+  // so the runs of one step may share them only where every run creates its links in the same
+  // order before routing (see simulate_step).
+  using RoutedPlans = std::unordered_map<PlanKey, CachedPlan, PlanKeyHash>;
   // `chunk_cache`: the layout's per-chunk work, filled by the first Builder of a step and reused by
   // the others (it does not depend on the number of micro-batches); nullptr: computed here.
-  Builder(const StepInput& in, int microbatches, PlanShapeCache* shapes, std::vector<ChunkWork>* chunk_cache = nullptr)
-      : in_(in), L_(in.layout), m_(*in.model), cost_(*in.cost), microbatches_(microbatches), e_(thread_engine()), shapes_(shapes),
-        chunk_cache_(chunk_cache) {
+  // `routed`: plans shared with the step's other runs (nullptr: this run's own).
+  Builder(const StepInput& in, int microbatches, PlanShapeCache* shapes, std::vector<ChunkWork>* chunk_cache = nullptr,
+          RoutedPlans* routed = nullptr)
+      : in_(in), L_(in.layout), m_(*in.model), cost_(*in.cost), microbatches_(microbatches), e_(thread_engine()),
+        plan_cache_(routed ? *routed : own_plans_), shapes_(shapes), chunk_cache_(chunk_cache) {
     e_.reset();
   }
 
@@ -261,45 +299,16 @@ class Builder {
   std::vector<std::vector<int>> tp_groups_, dp_groups_;  // cached per simulated GPU
   const std::vector<int>& tp_group_of(int gpu) const { return tp_groups_[sim_index_[gpu]]; }
   const std::vector<int>& dp_group_of(int gpu) const { return dp_groups_[sim_index_[gpu]]; }
-  // A collective's plan for a one-byte buffer with the flows of its simulated members already
-  // routed (flows of one phase over the same path are one transfer). Every algorithm's flow bytes
-  // scale with the buffer and its latencies do not, so one plan serves every size: the flows of a
-  // collective of S bytes carry S times the cached bytes.
-  struct CachedFlow {
-    double bytes = 0;
-    std::int32_t path_begin = 0, path_end = 0;
-  };
-  struct CachedPhase {
-    double latency_s = 0;
-    std::int32_t flow_begin = 0, flow_end = 0;
-  };
-  struct CachedPlan {
-    std::vector<CachedPhase> phases;
-    std::vector<CachedFlow> flows;
-    std::vector<LinkId> paths;
-    std::vector<int> members;  // the group's simulated GPUs
-    double sent_by_first = 0;  // bytes the first simulated member sends, per byte of buffer
-    double idle_latency_s = 0, idle_per_byte_s = 0;  // idle-network time: latency + S * per_byte
-    const MeasuredCollective* measured = nullptr;    // inside one node, where the profile measured it
-    // The factors that give the measured time for `bytes` summed over `count` calls.
-    PlanScale scale(double bytes, int count) const {
-      return measured ? measured_scale(*measured, bytes / std::max(1, count), idle_latency_s, idle_per_byte_s) : PlanScale{};
-    }
-  };
+
+ private:
   // The plan for `bytes` over `group`; with Algorithm::automatic, the candidate with the smaller
   // idle-network time at this size, as plan_collective chooses.
   const CachedPlan& cached_plan(const std::vector<int>& group, CollectiveKind kind, Algorithm algo, double bytes);
   const CachedPlan& unit_plan(const std::vector<int>& group, CollectiveKind kind, Algorithm algo);
   // Every member on its own node (groups are evenly strided, so neighbours tell).
   bool one_per_node(const std::vector<int>& group) const;
-  struct PlanKeyHash {
-    std::size_t operator()(const PlanKey& k) const noexcept {
-      std::size_t h = 0;
-      for (int x : k) h = h * 1000003u + static_cast<std::size_t>(static_cast<unsigned>(x));
-      return h;
-    }
-  };
-  std::unordered_map<PlanKey, CachedPlan, PlanKeyHash> plan_cache_;
+  RoutedPlans own_plans_;
+  RoutedPlans& plan_cache_;
   PlanShapeCache* shapes_;
   std::vector<ChunkWork>* chunk_cache_;
   std::vector<char> is_sim_;  // by GPU id: simulated in this run
@@ -1058,6 +1067,12 @@ StepResult simulate_step(const StepInput& in) {
   PlanShapeCache local;
   PlanShapeCache& shapes = in.plan_cache ? *in.plan_cache : local;
   std::vector<ChunkWork> chunks;
+  // Every run of this step creates its engine links in the same order before it routes anything,
+  // unless symmetric mode adds leaf uplinks as routes first need them (an oversubscribed fabric
+  // wider than a leaf): then each run routes its own plans.
+  const ClusterShape& cs = in.net.shape;
+  const bool share_plans = in.mode == SimMode::full || !(cs.oversubscription > 1.0 && cs.nodes > cs.nodes_per_leaf());
+  Builder::RoutedPlans routed;
   const int pp = in.layout.pp;
   const int m0 = pp, q = in.layout.schedule == Schedule::interleaved ? pp : 1;
   if (in.mode == SimMode::symmetric && !in.record_timeline && in.steady_state) {
@@ -1066,7 +1081,7 @@ StepResult simulate_step(const StepInput& in) {
     auto at = [&](int mb) -> const StepResult& {
       auto it = runs.find(mb);
       if (it == runs.end()) {
-        it = runs.emplace(mb, Builder(in, mb, &shapes, &chunks).run()).first;
+        it = runs.emplace(mb, Builder(in, mb, &shapes, &chunks, share_plans ? &routed : nullptr).run()).first;
         simulated += mb;
       }
       return it->second;
@@ -1097,7 +1112,7 @@ StepResult simulate_step(const StepInput& in) {
       }
     }
   }
-  StepResult r = Builder(in, m, &shapes, &chunks).run();
+  StepResult r = Builder(in, m, &shapes, &chunks, share_plans ? &routed : nullptr).run();
   r.simulated_microbatches = m;
   return r;
 }
