@@ -230,32 +230,28 @@ __global__ void add_k(bf16* x, const bf16* y, size_t n) {
   GRID_STRIDE(i, n) x[i] = b(f(x[i]) + f(y[i]));
 }
 
+// A row of n bf16 logits copied to fp32 (y), with its max and the sum of exp below the max
+// (block-wide; every thread gets both).
+__device__ float2 row_softmax_stats(const bf16* x, float* y, int n) {
+  float mx = -INFINITY;
+  for (int c = threadIdx.x; c < n; c += blockDim.x) {
+    const float v = f(x[c]);
+    y[c] = v;
+    mx = fmaxf(mx, v);
+  }
+  mx = block_max(mx);
+  float s = 0;
+  for (int c = threadIdx.x; c < n; c += blockDim.x) s += __expf(y[c] - mx);
+  return make_float2(mx, block_sum(s));
+}
+
 // One block per row: max, sum of exp, loss, gradient (softmax - onehot) * scale.
 __global__ void cross_entropy_k(bf16* logits, float* l32, const int* tgt, float* loss, int V, float scale) {
   const size_t row = blockIdx.x;
   bf16* x = logits + row * V;
   float* y = l32 + row * V;
-  float mx = -INFINITY;
-  for (int c = threadIdx.x; c < V; c += blockDim.x) {
-    const float v = f(x[c]);
-    y[c] = v;
-    mx = fmaxf(mx, v);
-  }
-  __shared__ float red[32];
-  for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, o));
-  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = mx;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    float t = threadIdx.x < blockDim.x / 32 ? red[threadIdx.x] : -INFINITY;
-    for (int o = 16; o > 0; o /= 2) t = fmaxf(t, __shfl_xor_sync(0xffffffff, t, o));
-    if (threadIdx.x == 0) red[0] = t;
-  }
-  __syncthreads();
-  mx = red[0];
-  __syncthreads();
-  float s = 0;
-  for (int c = threadIdx.x; c < V; c += blockDim.x) s += __expf(y[c] - mx);
-  s = block_sum(s);
+  const float2 st = row_softmax_stats(x, y, V);
+  const float mx = st.x, s = st.y;
   const int t = tgt[row];
   if (threadIdx.x == 0) atomicAdd(loss, (logf(s) + mx - y[t]) * scale);
   for (int c = threadIdx.x; c < V; c += blockDim.x) x[c] = b((__expf(y[c] - mx) / s - (c == t ? 1.0f : 0.0f)) * scale);
@@ -268,16 +264,8 @@ __global__ void ce_stats_k(const bf16* logits, float* l32, const int* tgt, float
   const size_t row = blockIdx.x;
   const bf16* x = logits + row * vn;
   float* y = l32 + row * vn;
-  float mx = -INFINITY;
-  for (int c = threadIdx.x; c < vn; c += blockDim.x) {
-    const float v = f(x[c]);
-    y[c] = v;
-    mx = fmaxf(mx, v);
-  }
-  mx = block_max(mx);
-  float s = 0;
-  for (int c = threadIdx.x; c < vn; c += blockDim.x) s += __expf(y[c] - mx);
-  s = block_sum(s);
+  const float2 st = row_softmax_stats(x, y, vn);
+  const float mx = st.x, s = st.y;
   if (threadIdx.x == 0) {
     const int t = tgt[row] - v0;
     stats[row * 3] = mx;
