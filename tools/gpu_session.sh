@@ -17,7 +17,12 @@ for step in "$@"; do
   case "$step" in
     calibrate)
       log "calibrate (full)"
-      mkdir -p models/hardware; ./build-gpu/calibrate --out models/hardware/h200-sxm.json --base calibrate/datasheets/h200-sxm.json 2>&1 | tee "$OUT/calibrate.log"
+      # On top of the measured profile where there is one: what this machine cannot measure (the
+      # multi-GPU record of a machine with more GPUs) stays.
+      base=calibrate/datasheets/h200-sxm.json
+      [ -f models/hardware/h200-sxm.json ] && base=models/hardware/h200-sxm.json
+      mkdir -p models/hardware; ./build-gpu/calibrate --out /tmp/h200-sxm.json --base "$base" 2>&1 | tee "$OUT/calibrate.log"
+      cp /tmp/h200-sxm.json models/hardware/h200-sxm.json
       log "calibrate exit ${PIPESTATUS[0]}"
       cp models/hardware/h200-sxm.json "$OUT/" ;;
     calibrate-quick)
