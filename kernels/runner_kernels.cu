@@ -230,6 +230,10 @@ __global__ void add_k(bf16* x, const bf16* y, size_t n) {
   GRID_STRIDE(i, n) x[i] = b(f(x[i]) + f(y[i]));
 }
 
+__global__ void add_f32_k(float* x, const float* y, size_t n) {
+  GRID_STRIDE(i, n) x[i] += y[i];
+}
+
 // A row of n bf16 logits copied to fp32 (y), with its max and the sum of exp below the max
 // (block-wide; every thread gets both).
 __device__ float2 row_softmax_stats(const bf16* x, float* y, int n) {
@@ -501,6 +505,7 @@ void column_sum(const bf16* dy, float* grad, int T, int n, cudaStream_t st) {
   TRAINSIM_KERNEL_CHECK();
 }
 void add_inplace(bf16* x, const bf16* y, size_t n, cudaStream_t st) { LAUNCH_ELEMS(add_k, n, st, x, y, n); }
+void add_inplace(float* x, const float* y, size_t n, cudaStream_t st) { LAUNCH_ELEMS(add_f32_k, n, st, x, y, n); }
 void cross_entropy(bf16* logits, float* logits32, const int* targets, float* loss, int T, int V, float scale, cudaStream_t st) {
   cross_entropy_k<<<T, 512, 0, st>>>(logits, logits32, targets, loss, V, scale);
   TRAINSIM_KERNEL_CHECK();

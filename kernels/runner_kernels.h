@@ -49,6 +49,7 @@ void column_sum(const bf16* dy, float* grad, int T, int n, cudaStream_t st);
 double checksum(const float* p, size_t n, cudaStream_t st, bool squares = false);
 double checksum(const bf16* p, size_t n, cudaStream_t st);
 void add_inplace(bf16* x, const bf16* y, size_t n, cudaStream_t st);
+void add_inplace(float* x, const float* y, size_t n, cudaStream_t st);
 // Cross-entropy over rows of logits (vocab-wide softmax in fp32 through logits32); writes the
 // gradient (softmax - onehot) * scale over the bf16 logits in place and adds the loss to *loss.
 void cross_entropy(bf16* logits, float* logits32, const int* targets, float* loss, int T, int V, float scale, cudaStream_t st);

@@ -199,37 +199,85 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
         if (pe - lp[l].ln1_g >= bucket_elems) { bucket_ranges.push_back({lp[l].ln1_g, pe}); pe = lp[l].ln1_g; }
       if (pe > 0) bucket_ranges.push_back({0, pe});
     }
-    // ZeRO-1: this replica's share of each bucket (an equal block per replica; the few elements
-    // left over are all-reduced and updated by every replica).
-    const bool zero1 = c.zero == 1 && c.comm && dp > 1;
+    // ZeRO (with replicas): each replica owns an equal block of every bucket; the few elements left
+    // over are held, summed and updated by every replica. Stage 1 keeps only the owned fp32 master
+    // weights and Adam moments. Stage 2 also keeps only the owned fp32 gradients: every
+    // micro-batch's bucket is reduce-scattered from a working buffer into them. Stage 3 also keeps
+    // only the owned bf16 weights; each bucket's weights are all-gathered before use (the next one
+    // prefetched) and dropped after.
+    const int zs = c.comm && dp > 1 ? c.zero : 0;
+    if (zs < 0 || zs > 3) throw std::invalid_argument("step runner: ZeRO stage must be 0-3");
+    if (zs >= 2 && pp > 1) throw std::invalid_argument("step runner: ZeRO-2/3 with pipeline stages is not supported");
+    if (zs >= 1 && (c.int8_compression || c.topk_fraction > 0))
+      throw std::invalid_argument("step runner: ZeRO with gradient compression is not supported");
+    struct Bucket {
+      size_t begin, len, sh, rem;  // elements; sh per replica, rem left over
+      size_t so_main, so_left;     // where this replica's block and the leftover sit in the shard arrays
+    };
+    const int nb = static_cast<int>(bucket_ranges.size());  // in the order backward completes them
+    std::vector<Bucket> bk(nb);
     struct Owned {
       size_t off, len;
       bool leftover;  // held and updated by every replica
     };
     std::vector<Owned> owned;
     size_t shard = n;
-    if (zero1) {
+    if (zs >= 1) {
       shard = 0;
-      for (auto [b, e] : bucket_ranges) {
-        const size_t sh = (e - b) / dp, rem = (e - b) - sh * dp;
-        if (sh) owned.push_back({b + replica * sh, sh, false});
-        if (rem) owned.push_back({b + dp * sh, rem, true});
+      for (int b = 0; b < nb; ++b) {
+        const auto [lo, hi] = bucket_ranges[b];
+        Bucket& B = bk[b];
+        B.begin = lo;
+        B.len = hi - lo;
+        B.sh = B.len / dp;
+        B.rem = B.len - B.sh * dp;
+        B.so_main = shard;
+        if (B.sh) owned.push_back({lo + replica * B.sh, B.sh, false});
+        shard += B.sh;
+        B.so_left = shard;
+        if (B.rem) owned.push_back({lo + dp * B.sh, B.rem, true});
+        shard += B.rem;
       }
-      for (const auto& o : owned) shard += o.len;
     }
-    bf16* W = arena.take<bf16>(n);
+    // The bucket that holds flat offset `off` (buckets are contiguous, in descending order).
+    auto bucket_of = [&](size_t off) {
+      for (int b = 0; b < nb; ++b)
+        if (off >= bucket_ranges[b].first && off < bucket_ranges[b].second) return b;
+      throw std::logic_error("step runner: parameter offset outside every bucket");
+    };
+    bf16* W = arena.take<bf16>(zs >= 3 ? shard : n);  // ZeRO-3: the owned blocks only
     float* master = arena.take<float>(shard);
     float* mom = arena.take<float>(shard);
     float* var = arena.take<float>(shard);
-    float* grad = arena.take<float>(n);
+    float* grad = arena.take<float>(zs >= 2 ? shard : n);  // ZeRO-2/3: the owned blocks, accumulated over micro-batches
     const bool topk = c.topk_fraction > 0 && c.comm && dp > 1;
     float* residual = topk ? arena.take<float>(n) : nullptr;  // Top-K's unsent remainder
     if (topk) TRAINSIM_CUDA(cudaMemsetAsync(residual, 0, n * 4, st));
+    // ZeRO-2/3 working buffers: the bucket holding the embeddings (the last to finish, and under
+    // tied embeddings also the first touched, by the logits) has its own; the others take turns in
+    // two, so that one bucket's gradients are computed while the previous one is reduced.
+    size_t other_len = 0, max_sh = 0;
+    for (int b = 0; b + 1 < nb; ++b) other_len = std::max(other_len, bucket_ranges[b].second - bucket_ranges[b].first);
+    for (const auto& B : bk) max_sh = std::max(max_sh, B.sh);
+    const size_t final_len = bucket_ranges.back().second - bucket_ranges.back().first;
+    std::array<float*, 3> gslot{};  // two in turn, then the final bucket's
+    float* rs_out = nullptr;        // a reduce-scatter's output before it is added to the owned gradients
+    std::array<bf16*, 3> wslot{};   // ZeRO-3 gathered weights, in the same arrangement
+    if (zs >= 2) {
+      if (nb > 1) gslot[0] = arena.take<float>(other_len), gslot[1] = arena.take<float>(other_len);
+      gslot[2] = arena.take<float>(final_len);
+      rs_out = arena.take<float>(std::max<size_t>(max_sh, 1));
+    }
+    if (zs >= 3) {
+      if (nb > 1) wslot[0] = arena.take<bf16>(other_len), wslot[1] = arena.take<bf16>(other_len);
+      wslot[2] = arena.take<bf16>(final_len);
+    }
+    auto slot_index = [&](int b) { return b == nb - 1 ? 2 : b % 2; };
     // Initialisation: N(0, 0.02)-like uniform weights by their index in the whole model, LayerNorm
-    // gains 1 and biases 0 (into a temporary full copy under ZeRO-1, whose owned slices become the
+    // gains 1 and biases 0 (into a temporary full copy under ZeRO, whose owned slices become the
     // master shard).
-    DeviceBuffer init_full(zero1 ? n * 4 : 0);
-    float* init = zero1 ? init_full.get<float>() : master;
+    DeviceBuffer init_full(zs >= 1 ? n * 4 : 0);
+    float* init = zs >= 1 ? init_full.get<float>() : master;
     {
       const float scale = 0.02f * std::sqrt(3.0f);
       auto fill = [&](size_t dst, size_t dst_stride, size_t rows, size_t cols, size_t src, size_t src_stride) {
@@ -277,11 +325,12 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
     if (lnf_b != kNone) set(lnf_b, zeros, h);
     TRAINSIM_CUDA(cudaMemsetAsync(mom, 0, shard * 4, st));
     TRAINSIM_CUDA(cudaMemsetAsync(var, 0, shard * 4, st));
-    cast_to_bf16(init, W, n, st);
-    if (zero1) {
+    if (zs < 3) cast_to_bf16(init, W, n, st);
+    if (zs >= 1) {
       size_t so = 0;
       for (const auto& o : owned) {
         TRAINSIM_CUDA(cudaMemcpyAsync(master + so, init + o.off, o.len * 4, cudaMemcpyDeviceToDevice, st));
+        if (zs >= 3) cast_to_bf16(init + o.off, W + so, o.len, st);
         so += o.len;
       }
       TRAINSIM_CUDA(cudaStreamSynchronize(st));
@@ -346,8 +395,22 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
       TRAINSIM_CUDA(cudaMemcpyAsync(tokens, tok.data(), T * 4, cudaMemcpyHostToDevice, st));
       TRAINSIM_CUDA(cudaStreamSynchronize(st));
     }
-    auto Wp = [&](size_t off) { return W + off; };
-    auto Gp = [&](size_t off) { return grad + off; };
+    // Where a parameter's weights and gradient are: in the flat arrays, or under ZeRO-3 (weights)
+    // and ZeRO-2/3 (gradients) in the working buffer its bucket occupies at the moment.
+    std::vector<bf16*> w_at(nb, nullptr);
+    std::vector<float*> g_at(nb, nullptr);
+    auto Wp = [&](size_t off) -> bf16* {
+      if (zs < 3) return W + off;
+      const int b = bucket_of(off);
+      if (!w_at[b]) throw std::logic_error("step runner: weights used before their bucket was gathered");
+      return w_at[b] + (off - bucket_ranges[b].first);
+    };
+    auto Gp = [&](size_t off) -> float* {
+      if (zs < 2) return grad + off;
+      const int b = bucket_of(off);
+      if (!g_at[b]) throw std::logic_error("step runner: gradient written outside its bucket's working buffer");
+      return g_at[b] + (off - bucket_ranges[b].first);
+    };
     AttentionShape shape{bsz * al, s, d};
     if (tp > 1) { shape.heads = al; shape.heads_total = a; shape.head_offset = tr * al; }
     shape.group = al / kvhl;
@@ -474,20 +537,83 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
     std::vector<cudaEvent_t> bucket_events;
     Int8AllReduce int8;
     TopKAllGather topk_ag;
-    int buckets = 0;
+    int buckets = 0, buckets_in_step = 0;
+    // ZeRO-2/3: a working buffer may be zeroed for its next bucket once the reduction of its
+    // previous one has read it.
+    std::array<cudaEvent_t, 3> gfree{}, wready{};
+    std::array<bool, 3> gfree_pending{};
+    cudaEvent_t wfree;
+    for (auto* e : {&gfree[0], &gfree[1], &gfree[2], &wready[0], &wready[1], &wready[2], &wfree})
+      TRAINSIM_CUDA(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
+    auto open_grad_bucket = [&](int b) {
+      if (zs < 2 || g_at[b]) return;
+      const int i = slot_index(b);
+      if (gfree_pending[i]) TRAINSIM_CUDA(cudaStreamWaitEvent(st, gfree[i], 0));
+      g_at[b] = gslot[i];
+      TRAINSIM_CUDA(cudaMemsetAsync(gslot[i], 0, bk[b].len * sizeof(float), st));
+    };
+    // ZeRO-3: bucket b's weights gathered into its working buffer (the turn-taking ones alternate,
+    // so neighbouring buckets never share one), after the compute queued so far is done with the
+    // buffer's previous bucket.
+    std::array<int, 3> w_holder{-1, -1, -1};
+    int cur_unit = -1;
+    auto gather_weights = [&](int b) {
+      if (zs < 3 || w_at[b]) return;
+      const int i = slot_index(b);
+      if (w_holder[i] >= 0) {
+        if (w_holder[i] == cur_unit) throw std::logic_error("step runner: a gather would overwrite the weights in use");
+        w_at[w_holder[i]] = nullptr;
+      }
+      TRAINSIM_CUDA(cudaEventRecord(wfree, st));
+      TRAINSIM_CUDA(cudaStreamWaitEvent(comm_st, wfree, 0));
+      const Bucket& B = bk[b];
+      if (B.sh) c.comm->all_gather(W + B.so_main, wslot[i], B.sh * sizeof(bf16), comm_st);
+      if (B.rem)
+        TRAINSIM_CUDA(cudaMemcpyAsync(wslot[i] + dp * B.sh, W + B.so_left, B.rem * sizeof(bf16), cudaMemcpyDeviceToDevice, comm_st));
+      TRAINSIM_CUDA(cudaEventRecord(wready[i], comm_st));
+      w_holder[i] = b;
+      w_at[b] = wslot[i];
+    };
+    // Makes bucket b's weights usable by the compute stream and prefetches bucket `next`.
+    auto use_weights = [&](int b, int next) {
+      if (zs < 3) return;
+      gather_weights(b);
+      cur_unit = b;
+      TRAINSIM_CUDA(cudaStreamWaitEvent(st, wready[slot_index(b)], 0));
+      if (next >= 0 && next < nb) gather_weights(next);
+    };
+    auto use_weights_of = [&](size_t off) {
+      if (zs >= 3 && !w_at[bucket_of(off)]) use_weights(bucket_of(off), -1);
+    };
     auto launch_bucket = [&](bool force) {
       if (!c.comm || pending_begin >= pending_end) return;
       if (!force && pending_end - pending_begin < bucket_elems) return;
-      if (buckets >= static_cast<int>(bucket_events.size())) {
+      if (buckets_in_step >= static_cast<int>(bucket_events.size())) {
         bucket_events.emplace_back();
         TRAINSIM_CUDA(cudaEventCreateWithFlags(&bucket_events.back(), cudaEventDisableTiming));
       }
-      TRAINSIM_CUDA(cudaEventRecord(bucket_events[buckets], st));
-      TRAINSIM_CUDA(cudaStreamWaitEvent(comm_st, bucket_events[buckets], 0));
-      if (buckets >= static_cast<int>(bucket_ranges.size()) || bucket_ranges[buckets] != std::make_pair(pending_begin, pending_end))
+      TRAINSIM_CUDA(cudaEventRecord(bucket_events[buckets_in_step], st));
+      TRAINSIM_CUDA(cudaStreamWaitEvent(comm_st, bucket_events[buckets_in_step], 0));
+      if (buckets >= nb || bucket_ranges[buckets] != std::make_pair(pending_begin, pending_end))
         throw std::logic_error("step runner: gradient bucket differs from the planned layout");
       const size_t len = pending_end - pending_begin;
-      if (zero1) {
+      if (zs >= 2) {
+        // This micro-batch's bucket, summed into the owned blocks.
+        const Bucket& B = bk[buckets];
+        float* slot = g_at[buckets];
+        if (B.sh) {
+          c.comm->reduce_scatter_sum(slot, rs_out, B.sh, comm_st);
+          add_inplace(grad + B.so_main, rs_out, B.sh, comm_st);
+        }
+        if (B.rem) {
+          c.comm->all_reduce_sum(slot + dp * B.sh, B.rem, comm_st);
+          add_inplace(grad + B.so_left, slot + dp * B.sh, B.rem, comm_st);
+        }
+        const int i = slot_index(buckets);
+        TRAINSIM_CUDA(cudaEventRecord(gfree[i], comm_st));
+        gfree_pending[i] = true;
+        g_at[buckets] = nullptr;
+      } else if (zs == 1) {
         const size_t sh = len / dp, rem = len - sh * dp;
         if (sh) c.comm->reduce_scatter_sum(grad + pending_begin, grad + pending_begin + replica * sh, sh, comm_st);
         if (rem) c.comm->all_reduce_sum(grad + pending_begin + dp * sh, rem, comm_st);
@@ -499,6 +625,7 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
         c.comm->all_reduce_sum(grad + pending_begin, len, comm_st);
       }
       ++buckets;
+      ++buckets_in_step;
       pending_end = pending_begin;
     };
     // The rest of the gradients, with the embeddings; in a pipeline the two copies of the word
@@ -515,6 +642,7 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
     // loss and d(logits).
     auto forward_pass = [&](int slot_i, unsigned seed) {
       std::vector<LayerActs>& A = acts[slot_i];
+      use_weights(nb - 1, nb - 2);  // ZeRO-3: the embeddings' bucket, and the next one ahead
       if (first && llama) {
         embed_lookup(tokens, Wp(wte), A[0].x, T, h, v0, Vl, st);
         tp_sum(A[0].x, Th);
@@ -532,9 +660,12 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
         bf16* p = keep_scores ? x.p : keep_layers ? sp : work.p;
         bf16* pd = keep_scores ? x.pd : keep_layers ? spd : work.pd;
         unsigned char* pm = keep_scores ? x.pmask : keep_layers ? spmask : work.pmask;
+        if (zs >= 3 && bucket_of(lp[l].ln1_g) != cur_unit) use_weights(bucket_of(lp[l].ln1_g), bucket_of(lp[l].ln1_g) - 1);
         layer_forward(A, l, x, p, pd, pm, seed * 1000 + l0 + l + 1);
       }
       if (last) {
+        use_weights_of(lnf_g);
+        use_weights_of(head);
         if (llama) rmsnorm_forward(A[L].x, Wp(lnf_g), lnf, rstdf, T, h, st);
         else layernorm_forward(A[L].x, Wp(lnf_g), Wp(lnf_b), lnf, meanf, rstdf, T, h, st);
         gemm(false, true, T, Vl, h, lnf, Wp(head), logits, false);
@@ -554,7 +685,17 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
     // layers finish.
     auto backward_pass = [&](int slot_i, unsigned seed, bool last_mb) {
       std::vector<LayerActs>& A = acts[slot_i];
+      // Buckets are summed in the step's last micro-batch, under ZeRO-2/3 in every one.
+      const bool reduce_now = last_mb || zs >= 2;
+      if (reduce_now) {
+        pending_begin = pending_end = n;
+        buckets = 0;
+      }
+      open_grad_bucket(nb - 1);  // ZeRO-2/3: the embeddings' bucket and the first one
+      open_grad_bucket(0);
       if (last) {
+        if (zs >= 3) use_weights(bucket_of(lnf_g), bucket_of(lnf_g) + 1);
+        use_weights_of(head);
         // Backward through the head (logits now hold d(logits)).
         gemm(true, false, Vl, h, T, logits, lnf, Gp(head), true, 1.0f, 1.0f);
         gemm(false, false, T, h, Vl, logits, Wp(head), dln, false);
@@ -564,6 +705,11 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
       }
       for (int l = L - 1; l >= 0; --l) {
         const unsigned seed_l = seed * 1000 + l0 + l + 1;
+        if (zs >= 2) {
+          const int u = bucket_of(lp[l].ln1_g);
+          if (zs >= 3 && u != cur_unit) use_weights(u, u + 1);
+          open_grad_bucket(u);
+        }
         if (c.recompute == 2) {
           layer_forward(A, l, work, work.p, work.pd, work.pmask, seed_l);
           layer_backward(A, l, work, work.p, work.pd, work.pmask);
@@ -573,14 +719,14 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
         } else {
           layer_backward(A, l, A[l], A[l].p, A[l].pd, A[l].pmask);
         }
-        if (last_mb) {
+        if (reduce_now) {
           pending_begin = lp[l].ln1_g;
           launch_bucket(false);
         }
       }
       if (first && llama) embed_rows_backward(dx, tokens, Gp(wte), T, h, v0, Vl, st);
       else if (first) embed_backward(dx, emb_mask[slot_i], tokens, Gp(wte), Gp(wpe), T, h, s, st, v0, Vl);
-      if (last_mb && pp == 1) final_bucket();
+      if (reduce_now && pp == 1) final_bucket();
     };
     // Activations and their gradients between neighbouring stages (bf16 [T, h]).
     const size_t act_bytes = Th * sizeof(bf16);
@@ -633,7 +779,7 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
       TRAINSIM_CUDA(cudaEventRecord(e0, st));
       // Replica r runs micro-batches r*m .. r*m+m-1 of the step's dp*m (dropout seeds by that index).
       pending_begin = pending_end = n;
-      buckets = 0;
+      buckets = buckets_in_step = 0;
       run_schedule(seed_base + static_cast<unsigned>(replica * m));
       seed_base += static_cast<unsigned>(dp * m);
       if (c.comm) {
@@ -641,18 +787,18 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
         TRAINSIM_CUDA(cudaEventRecord(comm_done, comm_st));
         TRAINSIM_CUDA(cudaStreamWaitEvent(st, comm_done, 0));
       }
-      r.buckets = buckets;
+      r.buckets = buckets_in_step;
       // The first (warm-up) step's gradient, after the replicas' sum: what the update will use.
-      // Under ZeRO-1 only this replica's shares are summed: its part of the squared norm (shares left
+      // Under ZeRO only this replica's shares are summed: its part of the squared norm (shares left
       // over and held by every replica count 1/dp here), which the replicas add up.
       if (step == 0) {
-        // Squares over [lo, hi), with replicated parameters counted 1/tp and the last stage's copy
-        // of the word embedding not at all.
-        auto weighted_sq = [&](size_t lo, size_t hi) {
-          double sum = checksum(grad + lo, hi - lo, st, true);
+        // Squares over the flat range [lo, hi), whose gradients start at g, with replicated
+        // parameters counted 1/tp and the last stage's copy of the word embedding not at all.
+        auto weighted_sq = [&](const float* g, size_t lo, size_t hi) {
+          double sum = checksum(g, hi - lo, st, true);
           auto part = [&](size_t b, size_t len) {
             const size_t x = std::max(lo, b), y = std::min(hi, b + len);
-            return x < y ? checksum(grad + x, y - x, st, true) : 0.0;
+            return x < y ? checksum(g + (x - lo), y - x, st, true) : 0.0;
           };
           if (tp > 1)
             for (auto [b, len] : replicated) sum -= (1.0 - 1.0 / tp) * part(b, len);
@@ -660,25 +806,34 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
           return sum;
         };
         r.first_grad_sq = 0;
-        if (!zero1) r.first_grad_sq = weighted_sq(0, n);
-        for (const auto& o : owned) r.first_grad_sq += weighted_sq(o.off, o.off + o.len) / (o.leftover ? dp : 1);
-      }
-      TRAINSIM_CUDA(cudaEventRecord(e1, st));
-      if (zero1) {
-        // Adam on this replica's share, then every replica's updated bf16 share to all.
+        if (zs == 0) r.first_grad_sq = weighted_sq(grad, 0, n);
         size_t so = 0;
         for (const auto& o : owned) {
-          adam_update(master + so, mom + so, var + so, grad + o.off, W + o.off, o.len, 1e-4f, st);
+          r.first_grad_sq += weighted_sq(zs >= 2 ? grad + so : grad + o.off, o.off, o.off + o.len) / (o.leftover ? dp : 1);
           so += o.len;
         }
-        for (auto [b, e] : bucket_ranges) {
-          const size_t sh = (e - b) / dp;
-          if (sh) c.comm->all_gather(W + b + replica * sh, W + b, sh * sizeof(bf16), st);
+      }
+      TRAINSIM_CUDA(cudaEventRecord(e1, st));
+      if (zs >= 1) {
+        // Adam on this replica's share; then, below ZeRO-3, every replica's updated bf16 share to
+        // all (ZeRO-3 gathers the weights where they are used).
+        size_t so = 0;
+        for (const auto& o : owned) {
+          adam_update(master + so, mom + so, var + so, zs >= 2 ? grad + so : grad + o.off, zs >= 3 ? W + so : W + o.off, o.len, 1e-4f, st);
+          so += o.len;
         }
+        if (zs < 3)
+          for (auto [b, e] : bucket_ranges) {
+            const size_t sh = (e - b) / dp;
+            if (sh) c.comm->all_gather(W + b + replica * sh, W + b, sh * sizeof(bf16), st);
+          }
+        std::fill(w_at.begin(), w_at.end(), nullptr);  // the next step gathers the updated weights
+        w_holder = {-1, -1, -1};
+        cur_unit = -1;
       } else {
         adam_update(master, mom, var, grad, W, n, 1e-4f, st);
       }
-      TRAINSIM_CUDA(cudaMemsetAsync(grad, 0, n * 4, st));
+      TRAINSIM_CUDA(cudaMemsetAsync(grad, 0, (zs >= 2 ? shard : n) * 4, st));
       TRAINSIM_CUDA(cudaEventRecord(e2, st));
       TRAINSIM_CUDA(cudaEventSynchronize(e2));
       const auto kernels = kernel_timer.collect();
@@ -702,7 +857,16 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
         opt_ms.push_back(ms_opt);
       }
     }
-    r.param_checksum = checksum(W, n, st);
+    if (zs >= 3) {
+      // The whole model's weights: each bucket gathered in turn.
+      r.param_checksum = 0;
+      for (int b = 0; b < nb; ++b) {
+        use_weights(b, -1);
+        r.param_checksum += checksum(w_at[b], bk[b].len, st);
+      }
+    } else {
+      r.param_checksum = checksum(W, n, st);
+    }
     size_t free_b = 0, total_b = 0;
     TRAINSIM_CUDA(cudaMemGetInfo(&free_b, &total_b));
     r.device_used_bytes = static_cast<double>(total_b - free_b);
@@ -723,6 +887,9 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
     cudaEventDestroy(e2);
     cudaEventDestroy(comm_done);
     for (auto ev : bucket_events) cudaEventDestroy(ev);
+    for (auto ev : gfree) cudaEventDestroy(ev);
+    for (auto ev : wready) cudaEventDestroy(ev);
+    cudaEventDestroy(wfree);
   }
   cublasDestroy(cb);
   cudaStreamDestroy(st);

@@ -133,6 +133,11 @@ struct ChunkWork {
   std::vector<double> layer_tensor_bytes;
   double extra_grad_bytes = 0;      // embedding / head gradients
   double params_per_rank = 0;       // for ZeRO-3 gathers
+  // ZeRO-3 gathers a layer's parameters ahead of its forward and of its backward, and the
+  // embedding and head parameters once per step.
+  double layer_params_per_rank = 0;
+  double layer_fwd_s = 0, extra_fwd_s = 0;
+  CommTotals tp_layer_fwd, tp_extra_fwd;
 };
 
 double ops_time(const CostModel& c, const std::vector<Op>& ops) {
@@ -390,6 +395,9 @@ void Builder::prepare_chunks() {
         w.tp_layer_bwd.bytes[i] = cb.bytes[i]; w.tp_layer_bwd.count[i] = cb.count[i];
       }
       w.layer_bwd_s = lb;
+      w.layer_fwd_s = lf;
+      w.tp_layer_fwd = cf;
+      w.layer_params_per_rank = layer_params;
       w.grad_bytes_per_layer = 4.0 * layer_params;
       {
         const double f = m_.ffn_hidden, kv = m_.kv_hidden(), t = L_.tp;
@@ -404,8 +412,9 @@ void Builder::prepare_chunks() {
         const double f = ops_time(cost_, x.forward), b = ops_time(cost_, x.backward);
         w.fwd_s += f;
         w.bwd_s += b;
+        w.extra_fwd_s += f;
         w.extra_bwd_s += b;
-        for (const auto& op : x.forward) add_comm(w.tp_fwd, op, 1);
+        for (const auto& op : x.forward) { add_comm(w.tp_fwd, op, 1); add_comm(w.tp_extra_fwd, op, 1); }
         for (const auto& op : x.backward) { add_comm(w.tp_bwd, op, 1); add_comm(w.tp_extra_bwd, op, 1); }
         w.extra_grad_bytes += 4.0 * params;
         w.params_per_rank += params;
@@ -745,37 +754,65 @@ void Builder::build_stage(int stage, const std::vector<int>& gpus) {
     }
     closed.clear();
   };
-  // ZeRO-3 gathers the chunk's parameters on the communication queue ahead of use; the chunk's
-  // first task waits for them.
-  std::vector<TaskId> gather_of(gpus.size(), -1);
-  auto zero3_gather = [&](const ChunkWork& w, const std::string& name) {
-    if (!zero3) return;
+  // ZeRO-3 gathers parameters on the communication queue: a layer's (into one of two buffers) once
+  // the compute queued before the previous layer is done with the buffer, so one layer ahead of
+  // use; the embedding and head parameters once per step. A task waits for its layer's gather.
+  using Gathers = std::vector<TaskId>;  // by index in `gpus`
+  auto zero3_gather = [&](double params, const std::string& name) {
+    Gathers out(gpus.size(), -1);
     for (int g : dp_leaders) {
       double sent = 0;
       const auto& group = dp_group_of(g);
-      const TaskId t = collective(group, CollectiveKind::all_gather, Algorithm::ring, 2.0 * w.params_per_rank, 1, 0.0,
-                                  kDpComm, false, {}, name, g == 0 ? &sent : nullptr);
+      const TaskId t = collective(group, CollectiveKind::all_gather, Algorithm::ring, 2.0 * params, 1, 0.0, kDpComm, false,
+                                  compute_tails(group), name, g == 0 ? &sent : nullptr);
       if (g == 0) dp_bytes_gpu0_ += sent;
       for (std::size_t i = 0; i < gpus.size(); ++i)
-        if (std::find(group.begin(), group.end(), gpus[i]) != group.end()) gather_of[i] = t;
+        if (std::find(group.begin(), group.end(), gpus[i]) != group.end()) out[i] = t;
     }
+    return out;
   };
-  auto wait_gathers = [&](const std::vector<TaskId>& first) {
-    if (!zero3) return;
+  auto wait_for = [&](const Gathers& gathers, const std::vector<TaskId>& first) {
     for (std::size_t i = 0; i < gpus.size(); ++i)
-      if (gather_of[i] >= 0) e_.add_dependency(gather_of[i], first[i]);
+      if (gathers[i] >= 0) e_.add_dependency(gathers[i], first[i]);
   };
   std::vector<TaskId> first;
+  bool extras_gathered = false;
 
   for (const PipeOp& op : order) {
     const int vs = op.chunk * pp + stage;
     const ChunkWork& w = chunks_[stage * vpp_ + op.chunk];
     const std::string tag = !in_.record_timeline ? std::string()
                             : " mb" + std::to_string(op.microbatch) + (vpp_ > 1 ? " c" + std::to_string(op.chunk) : "");
-    zero3_gather(w, "ZeRO-3 gather" + tag);
+    const int units = std::max(1, w.layers);
+    Gathers cur;
+    auto gather_layer = [&](int l, bool with_extras) {
+      const double params = (w.layers > 0 ? w.layer_params_per_rank : 0.0) +
+                            (with_extras ? w.params_per_rank - w.layers * w.layer_params_per_rank : 0.0);
+      return zero3_gather(params, in_.record_timeline ? "ZeRO-3 gather" + tag + " L" + std::to_string(l) : std::string());
+    };
+    if (zero3) {
+      cur = gather_layer(0, !extras_gathered);
+      extras_gathered = true;
+    }
     if (op.forward) {
-      run_parts(gpus, {Part{w.fwd_s, kCompute, &w.tp_fwd}}, "F" + tag, first);
-      wait_gathers(first);
+      if (!zero3) {
+        run_parts(gpus, {Part{w.fwd_s, kCompute, &w.tp_fwd}}, "F" + tag, first);
+      } else {
+        // Layer by layer, each after its gather (the embedding and head with the first).
+        std::vector<TaskId> op_first;
+        for (int l = 0; l < units; ++l) {
+          const Gathers next = l + 1 < units ? gather_layer(l + 1, false) : Gathers{};
+          CommTotals t = w.layers > 0 ? w.tp_layer_fwd : CommTotals{};
+          if (l == 0)
+            for (int i = 0; i < 3; ++i) t.bytes[i] += w.tp_extra_fwd.bytes[i], t.count[i] += w.tp_extra_fwd.count[i];
+          const double dur = (w.layers > 0 ? w.layer_fwd_s : 0.0) + (l == 0 ? w.extra_fwd_s : 0.0);
+          run_parts(gpus, {Part{dur, kCompute, &t}}, "F" + tag + " L" + std::to_string(l), first);
+          wait_for(cur, first);
+          if (l == 0) op_first = first;
+          cur = next;
+        }
+        first = op_first;
+      }
       for (std::size_t i = 0; i < gpus.size(); ++i) {
         h_.fwd_start[hidx(gpus[i], vs, op.microbatch)] = first[i];
         h_.fwd_done[hidx(gpus[i], vs, op.microbatch)] = q_[gpus[i]].compute;
@@ -787,7 +824,8 @@ void Builder::build_stage(int stage, const std::vector<int>& gpus) {
     const bool last_mb = op.microbatch == microbatches_ - 1;
     if ((last_mb || reduce_every_microbatch) && L_.dp > 1) {
       // Layer by layer, so that full buckets start while the rest of backward runs.
-      for (int l = 0; l < std::max(1, w.layers); ++l) {
+      for (int l = 0; l < units; ++l) {
+        const Gathers next = zero3 && l + 1 < units ? gather_layer(l + 1, false) : Gathers{};
         const double dur = (w.layers > 0 ? w.layer_bwd_s : 0.0) + (l == 0 ? w.extra_bwd_s : 0.0);
         CommTotals t = w.layers > 0 ? w.tp_layer_bwd : CommTotals{};
         if (l == 0)
@@ -796,13 +834,14 @@ void Builder::build_stage(int stage, const std::vector<int>& gpus) {
         const std::string name = "B" + tag + " L" + std::to_string(l);
         if (l == 0 && has_recompute) run_parts(gpus, {recompute, layer}, name, first);
         else run_parts(gpus, {layer}, name, first);
+        if (zero3) wait_for(cur, first);
+        cur = next;
         if (l == 0) {
-          wait_gathers(first);
           for (std::size_t i = 0; i < gpus.size(); ++i) h_.bwd_start[hidx(gpus[i], vs, op.microbatch)] = first[i];
         }
         if (w.layers > 0)
           for (double b : w.layer_tensor_bytes) add_tensor(b);
-        if (l == std::max(1, w.layers) - 1 && w.extra_grad_bytes > 0) add_tensor(w.extra_grad_bytes);
+        if (l == units - 1 && w.extra_grad_bytes > 0) add_tensor(w.extra_grad_bytes);
         flush(false);
       }
       if (reduce_every_microbatch) flush(true);
@@ -810,7 +849,6 @@ void Builder::build_stage(int stage, const std::vector<int>& gpus) {
       const Part backward{w.bwd_s, kCompute, &w.tp_bwd};
       if (has_recompute) run_parts(gpus, {recompute, backward}, "B" + tag, first);
       else run_parts(gpus, {backward}, "B" + tag, first);
-      wait_gathers(first);
       for (std::size_t i = 0; i < gpus.size(); ++i) h_.bwd_start[hidx(gpus[i], vs, op.microbatch)] = first[i];
     }
     for (int g : gpus) h_.bwd_done[hidx(g, vs, op.microbatch)] = q_[g].compute;

@@ -355,3 +355,30 @@ TEST(Step, CommComputeInterferenceSlowsOverlappedCompute) {
   EXPECT_LE(slowed.step_time_s - base.step_time_s, 0.2 * base.breakdown_s[kCompute] + 1e-9);
   EXPECT_DOUBLE_EQ(step(0.2, 1).step_time_s, step(0.0, 1).step_time_s);
 }
+
+TEST(Step, ZeroStagesMoveTheirClosedFormBytes) {
+  // Data-parallel bytes one GPU sends per step, n = 16 replicas of gpt-1.3b (tp = pp = 1,
+  // Φ = Φ_L + Φ_E parameters: layers, and embedding + final norm), m = 2 micro-batches, fp32
+  // gradients, bf16 weights, ring collectives (a reduce-scatter or all-gather of S bytes sends
+  // (n-1)/n S, an all-reduce twice that):
+  //   ZeRO-0: one all-reduce of the gradients              2 (n-1)/n 4Φ
+  //   ZeRO-1: one reduce-scatter, one weight all-gather    (n-1)/n (4Φ + 2Φ)
+  //   ZeRO-2: a reduce-scatter per micro-batch, a gather   (n-1)/n (4Φ m + 2Φ)
+  //   ZeRO-3: per micro-batch a reduce-scatter and each layer gathered for forward and for
+  //           backward; the embedding and head once        (n-1)/n (4Φ m + 2·2Φ_L m + 2Φ_E)
+  const Scenario s = load_scenario(kData + "/test-scenario.json", kData);
+  const ParamCount pc = count_params(s.model);
+  const double phi_l = static_cast<double>(pc.per_layer) * s.model.layers;
+  const double phi_e = static_cast<double>(pc.embedding + pc.final_norm + pc.lm_head), phi = phi_l + phi_e;
+  const double n = 16, m = 2, k = (n - 1) / n;
+  const double expected[4] = {2 * k * 4 * phi, k * 6 * phi, k * (4 * phi * m + 2 * phi), k * (4 * phi * m + 4 * phi_l * m + 2 * phi_e)};
+  for (int zero = 0; zero <= 3; ++zero) {
+    bool dp = false;
+    const std::string over = "tp=1,pp=1,micro_batch=2,sequence_parallel=false,zero=" + std::to_string(zero);
+    const Layout l = resolve_layout(s, apply_layout_overrides(s.layout, over, &dp), dp, 2);
+    ASSERT_EQ(l.dp, 16);
+    ASSERT_EQ(l.gpus() * l.micro_batch * 2, s.training.global_batch);
+    const Evaluation ev = evaluate(s, l, 2, EvalOptions{});
+    EXPECT_NEAR(ev.step.dp_bytes_per_gpu / expected[zero], 1.0, 1e-6) << "zero " << zero;
+  }
+}

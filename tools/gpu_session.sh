@@ -70,6 +70,14 @@ for step in "$@"; do
       mpirun --allow-run-as-root --oversubscribe -np "$n" -x NCCL_NVLS_ENABLE -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x NVSHMEM_DISABLE_NVLS \
         ./build-gpu/planner validate scenarios/validate-model-parallel.json --json-out "$OUT/validation-mp-$n.json" 2>&1 | tee "$OUT/validate-mp-$n.log"
       log "validate-mp exit ${PIPESTATUS[0]}" ;;
+    validate-mpi:*)
+      # Any validate scenario under mpirun, one rank per GPU: validate-mpi:<scenario name>.
+      name=${step#validate-mpi:}
+      n=$(nvidia-smi -L | wc -l)
+      log "validate $name, $n ranks"
+      mpirun --allow-run-as-root --oversubscribe -np "$n" -x NCCL_NVLS_ENABLE -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x NVSHMEM_DISABLE_NVLS \
+        ./build-gpu/planner validate "scenarios/$name.json" --json-out "$OUT/validation-$name-$n.json" 2>&1 | tee "$OUT/validate-$name-$n.log"
+      log "validate $name exit ${PIPESTATUS[0]}" ;;
     gpu-tests)
       log "gpu tests"
       cmake -S . -B build-gpu -DBUILD_TESTING=ON > /dev/null 2>&1 && cmake --build build-gpu -j"$(nproc)" --target gpu_tests > "$OUT/build-tests.log" 2>&1
@@ -82,3 +90,7 @@ for step in "$@"; do
   esac
 done
 log "done"
+# Everything in one archive: the device tool brings back a limited number of files.
+if [ -n "${PACK:-}" ]; then
+  tar czf /tmp/session.tgz -C "$OUT" . && find "$OUT" -mindepth 1 -delete && mv /tmp/session.tgz "$OUT/"
+fi

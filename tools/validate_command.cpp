@@ -250,13 +250,13 @@ int validate_parallel(const Scenario& s, const PlannerOptions& opt, std::ostream
         sc.model = m;
         sc.cluster.nodes = {nodes};
         sc.cluster.gpus_per_node = gpus_per_node;
-        // The best `top` layouts per compression setting, ZeRO stage and bucket size (the runner's ZeRO-1 sums
-        // without compression); those settings only where there are replicas.
+        // The best `top` layouts per compression setting, ZeRO stage and bucket size (the runner's ZeRO
+        // sums without compression); those settings only where there are replicas.
         std::vector<Evaluation> cands;
         for (const Compression& comp : comps)
           for (int z : zeros)
             for (double bucket : buckets) {
-              if (z == 1 && comp.kind != Compression::Kind::none) continue;
+              if (z >= 1 && comp.kind != Compression::Kind::none) continue;
               if (dp == 1 && (z != 0 || comp.kind != Compression::Kind::none || bucket != buckets.front())) continue;
               std::vector<Evaluation> these;
               for (int mb : mbs)
@@ -316,8 +316,8 @@ int validate_parallel(const Scenario& s, const PlannerOptions& opt, std::ostream
           bool agree = true;
           for (int w = 0; w < world; ++w)
             agree = agree && sums[w] == sums[w % tp + tp * g.dp * (w / (tp * g.dp))];  // replica 0 of its stage and tp rank
-          // Every replica holds the whole summed gradient, or (ZeRO-1) its share.
-          const double grad_sq = ev.layout.zero == 1 ? loss[2] : loss[2] / dp;
+          // Every replica holds the whole summed gradient, or (ZeRO) its share.
+          const double grad_sq = ev.layout.zero >= 1 ? loss[2] : loss[2] / dp;
           const bool finite = mx[2] == 0.0;
           // Reference: one GPU running all dp x m micro-batches; the layout's summed losses must
           // match it (same weights, micro-batches and dropout draws; fp32 sums in another order).
@@ -375,7 +375,7 @@ int validate_parallel(const Scenario& s, const PlannerOptions& opt, std::ostream
           std::snprintf(lay, sizeof lay, "%s%sdp%d mb%d x%d %s %gMB%s%s", tp > 1 ? ("tp" + std::to_string(tp) + " ").c_str() : "",
                         pp > 1 ? ("pp" + std::to_string(pp) + " ").c_str() : "", dp, ev.layout.micro_batch, micro,
                         to_string(ev.layout.recompute), ev.layout.bucket_MB, int8 ? " int8" : topk ? " topk" : "",
-                        ev.layout.zero == 1 ? " z1" : "");
+                        ev.layout.zero >= 1 ? (" z" + std::to_string(ev.layout.zero)).c_str() : "");
           std::string numerics = std::string(finite ? "finite" : "NOT FINITE") + (agree ? ", replicas agree" : ", REPLICAS DIFFER");
           if (!reference_done && ref[0] != 0) {
             char b[200];
