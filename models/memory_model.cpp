@@ -41,6 +41,7 @@ int inflight_microbatches(Schedule s, int pp, int vpp, int microbatches, int sta
     case Schedule::gpipe: return microbatches;
     case Schedule::one_f_one_b: return std::min(pp - stage, microbatches);
     case Schedule::interleaved:
+      if (microbatches == pp) return microbatches * vpp;  // every forward first (Megatron-LM)
       return std::min(2 * (pp - stage - 1) + (vpp - 1) * pp + 1, microbatches * vpp);
   }
   return microbatches;

@@ -17,6 +17,17 @@ PipeOp interleaved_op(int k, int pp, int vpp, bool forward) {
 
 }  // namespace
 
+int pipeline_warmup(PipelineKind kind, int pp, int vpp, int m, int stage) {
+  switch (kind) {
+    case PipelineKind::gpipe: return m;
+    case PipelineKind::one_f_one_b: return std::min(pp - stage - 1, m);
+    case PipelineKind::interleaved:
+      // With as many micro-batches as stages every forward runs first (Megatron-LM's all-warm-up case).
+      return m == pp ? m * vpp : std::min(2 * (pp - stage - 1) + (vpp - 1) * pp, m * vpp);
+  }
+  return m;
+}
+
 std::vector<PipeOp> pipeline_order(PipelineKind kind, int pp, int vpp, int m, int stage) {
   std::vector<PipeOp> out;
   switch (kind) {
@@ -25,7 +36,7 @@ std::vector<PipeOp> pipeline_order(PipelineKind kind, int pp, int vpp, int m, in
       for (int i = 0; i < m; ++i) out.push_back({false, i, 0});
       break;
     case PipelineKind::one_f_one_b: {
-      const int warm = std::min(pp - stage - 1, m);
+      const int warm = pipeline_warmup(kind, pp, vpp, m, stage);
       int f = 0, b = 0;
       for (; f < warm; ++f) out.push_back({true, f, 0});
       while (f < m) {
@@ -37,7 +48,7 @@ std::vector<PipeOp> pipeline_order(PipelineKind kind, int pp, int vpp, int m, in
     }
     case PipelineKind::interleaved: {
       const int total = m * vpp;
-      const int warm = std::min(2 * (pp - stage - 1) + (vpp - 1) * pp, total);
+      const int warm = pipeline_warmup(kind, pp, vpp, m, stage);
       int f = 0, b = 0;
       for (; f < warm; ++f) out.push_back(interleaved_op(f, pp, vpp, true));
       while (f < total) {

@@ -20,6 +20,9 @@ struct PipeOp {
 // 2(pp - stage - 1) + (vpp - 1) pp forwards over micro-batch groups of pp.
 std::vector<PipeOp> pipeline_order(PipelineKind kind, int pp, int vpp, int m, int stage);
 
+// The forward passes `stage` runs before its first backward in that order (all of them for GPipe).
+int pipeline_warmup(PipelineKind kind, int pp, int vpp, int m, int stage);
+
 // Largest number of forward passes whose backward has not yet run, along an order (the activation
 // memory a stage must hold, in chunks).
 int max_inflight(const std::vector<PipeOp>& order);
