@@ -47,12 +47,11 @@ class NcclGradComm : public GradComm {
   void all_reduce_bf16_sum(void* buf, std::size_t count, void* stream) override {
     TRAINSIM_NCCL(ncclAllReduce(buf, buf, count, ncclBfloat16, ncclSum, comm_, static_cast<cudaStream_t>(stream)));
   }
-  void send_recv(const void* send, std::size_t send_bytes, int send_peer, void* recv, std::size_t recv_bytes, int recv_peer,
-                 void* stream) override {
+  void send_recv(const std::vector<P2pMessage>& sends, const std::vector<P2pMessage>& recvs, void* stream) override {
     auto st = static_cast<cudaStream_t>(stream);
     TRAINSIM_NCCL(ncclGroupStart());
-    if (send_peer >= 0) TRAINSIM_NCCL(ncclSend(send, send_bytes, ncclInt8, send_peer, comm_, st));
-    if (recv_peer >= 0) TRAINSIM_NCCL(ncclRecv(recv, recv_bytes, ncclInt8, recv_peer, comm_, st));
+    for (const auto& m : sends) TRAINSIM_NCCL(ncclSend(m.buf, m.bytes, ncclInt8, m.peer, comm_, st));
+    for (const auto& m : recvs) TRAINSIM_NCCL(ncclRecv(m.buf, m.bytes, ncclInt8, m.peer, comm_, st));
     TRAINSIM_NCCL(ncclGroupEnd());
   }
   std::unique_ptr<GradComm> split(int color, int key) override {
@@ -127,15 +126,23 @@ class HostGradComm : public GradComm {
     TRAINSIM_CUDA(cudaMemcpyAsync(buf, bits.data(), count * 2, cudaMemcpyHostToDevice, st));
     TRAINSIM_CUDA(cudaStreamSynchronize(st));
   }
-  void send_recv(const void* send, std::size_t send_bytes, int send_peer, void* recv, std::size_t recv_bytes, int recv_peer,
-                 void* stream) override {
+  void send_recv(const std::vector<P2pMessage>& sends, const std::vector<P2pMessage>& recvs, void* stream) override {
     auto st = static_cast<cudaStream_t>(stream);
-    in_.resize(send_peer >= 0 ? send_bytes : 0);
-    out_.resize(recv_peer >= 0 ? recv_bytes : 0);
-    if (send_peer >= 0) TRAINSIM_CUDA(cudaMemcpyAsync(in_.data(), send, send_bytes, cudaMemcpyDeviceToHost, st));
+    std::vector<std::vector<char>> in(sends.size()), out(recvs.size());
+    std::vector<P2pMessage> hs(sends), hr(recvs);
+    for (std::size_t i = 0; i < sends.size(); ++i) {
+      in[i].resize(sends[i].bytes);
+      TRAINSIM_CUDA(cudaMemcpyAsync(in[i].data(), sends[i].buf, sends[i].bytes, cudaMemcpyDeviceToHost, st));
+      hs[i].buf = in[i].data();
+    }
+    for (std::size_t i = 0; i < recvs.size(); ++i) {
+      out[i].resize(recvs[i].bytes);
+      hr[i].buf = out[i].data();
+    }
     TRAINSIM_CUDA(cudaStreamSynchronize(st));
-    h_.send_recv(in_.data(), in_.size(), send_peer, out_.data(), out_.size(), recv_peer);
-    if (recv_peer >= 0) TRAINSIM_CUDA(cudaMemcpyAsync(recv, out_.data(), recv_bytes, cudaMemcpyHostToDevice, st));
+    h_.send_recv(hs, hr);
+    for (std::size_t i = 0; i < recvs.size(); ++i)
+      TRAINSIM_CUDA(cudaMemcpyAsync(recvs[i].buf, out[i].data(), recvs[i].bytes, cudaMemcpyHostToDevice, st));
     TRAINSIM_CUDA(cudaStreamSynchronize(st));
   }
   std::unique_ptr<GradComm> split(int color, int key) override {

@@ -7,11 +7,20 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "cuda_compat.h"
 #include "nccl_bench.h"
 
 namespace trainsim::gpu {
+
+// One point-to-point message: `bytes` at `buf` (device memory for GradComm, host memory for
+// HostCollectives), to or from group rank `peer`.
+struct P2pMessage {
+  void* buf = nullptr;
+  std::size_t bytes = 0;
+  int peer = -1;
+};
 
 class GradComm {
  public:
@@ -31,10 +40,9 @@ class GradComm {
   virtual void all_gather(const void* send, void* recv, std::size_t bytes, void* stream) = 0;
   // Sums `count` bf16 values in place (tensor-parallel partial results).
   virtual void all_reduce_bf16_sum(void* buf, std::size_t count, void* stream) = 0;
-  // Point to point, posted together so that two neighbours exchanging do not wait on each other:
-  // sends `send_bytes` to `send_peer` and receives `recv_bytes` from `recv_peer` (a peer < 0: none).
-  virtual void send_recv(const void* send, std::size_t send_bytes, int send_peer, void* recv, std::size_t recv_bytes, int recv_peer,
-                         void* stream) = 0;
+  // Point to point, all posted together so that neighbours sending to each other do not wait on
+  // each other.
+  virtual void send_recv(const std::vector<P2pMessage>& sends, const std::vector<P2pMessage>& recvs, void* stream) = 0;
   // A sub-group (collective over this group): ranks with the same color, ordered by key. color < 0:
   // this rank joins none, and gets nullptr.
   virtual std::unique_ptr<GradComm> split(int color, int key) = 0;
@@ -46,8 +54,8 @@ struct HostCollectives {
   std::function<void(const float*, float*, std::size_t)> reduce_scatter_sum;  // count per rank
   std::function<void(const void*, void*, std::size_t)> all_to_all;  // bytes per rank
   std::function<void(const void*, void*, std::size_t)> all_gather;  // bytes per rank
-  // (send, send bytes, send peer, recv, recv bytes, recv peer); a peer < 0: none.
-  std::function<void(const void*, std::size_t, int, void*, std::size_t, int)> send_recv;
+  // (sends, receives), in host memory, all posted together.
+  std::function<void(const std::vector<P2pMessage>&, const std::vector<P2pMessage>&)> send_recv;
   // (color, key, out collectives, out rank, out size): a sub-group, as GradComm::split; size 0: none.
   std::function<void(int, int, HostCollectives*, int*, int*)> split;
 };

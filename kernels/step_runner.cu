@@ -111,7 +111,18 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
   const int tp = c.tp_comm ? c.tp_comm->size() : 1, tr = c.tp_comm ? c.tp_comm->rank() : 0;
   const int pp = c.pp_comm ? c.pp_comm->size() : 1, stage = c.pp_comm ? c.pp_comm->rank() : 0;
   const bool first = stage == 0, last = stage == pp - 1;
-  const int l0 = c.stage_layers > 0 ? c.stage_first_layer : 0, L = c.stage_layers > 0 ? c.stage_layers : c.layers;
+  // This stage's chunks of layers, each (first layer in the whole model, count); the local layer
+  // index runs over them in order.
+  std::vector<std::pair<int, int>> chunk_layers = c.chunk_layers;
+  if (chunk_layers.empty())
+    chunk_layers.push_back(c.stage_layers > 0 ? std::make_pair(c.stage_first_layer, c.stage_layers) : std::make_pair(0, c.layers));
+  const int vpp = static_cast<int>(chunk_layers.size());
+  std::vector<int> chunk_begin{0}, glob;  // each chunk's first local layer; each local layer's index in the model
+  for (auto [g0, count] : chunk_layers) {
+    for (int i = 0; i < count; ++i) glob.push_back(g0 + i);
+    chunk_begin.push_back(chunk_begin.back() + count);
+  }
+  const int L = static_cast<int>(glob.size());
   if (a % tp != 0 || f % tp != 0 || kvh % tp != 0 || a % kvh != 0)
     throw std::invalid_argument("step runner: tensor parallelism " + std::to_string(tp) +
                                 " must divide the heads, the K/V heads and the MLP width, and the K/V heads the heads");
@@ -125,7 +136,30 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
   const int v0 = static_cast<int>(static_cast<long long>(V) * tr / tp);
   const int Vl = static_cast<int>(static_cast<long long>(V) * (tr + 1) / tp) - v0;  // its vocabulary rows
   const int m = c.microbatches;
-  const int K = std::min(pp - stage, m);  // micro-batches in flight on this stage (1F1B)
+  // The passes this stage runs, in order: given by the pipeline's schedule, or on one stage each
+  // micro-batch's forward and backward in turn.
+  std::vector<PipePass> passes = c.passes;
+  if (passes.empty()) {
+    if (pp > 1) throw std::invalid_argument("step runner: a pipeline stage needs its schedule (RunnerConfig::passes)");
+    for (int i = 0; i < m; ++i) passes.push_back({true, i, 0}), passes.push_back({false, i, 0});
+  }
+  // Activation slots, shared by the chunks (each sized for the largest): the most passes whose
+  // forward has run and backward not yet.
+  int slots = 0;
+  {
+    int live = 0;
+    std::vector<std::vector<int>> state(vpp, std::vector<int>(m, 0));  // 0 none, 1 forward run, 2 backward run
+    for (const auto& p : passes) {
+      if (p.chunk < 0 || p.chunk >= vpp || p.microbatch < 0 || p.microbatch >= m || state[p.chunk][p.microbatch] != (p.forward ? 0 : 1))
+        throw std::invalid_argument("step runner: the schedule runs a pass out of order or twice");
+      state[p.chunk][p.microbatch] = p.forward ? 1 : 2;
+      live += p.forward ? 1 : -1;
+      slots = std::max(slots, live);
+    }
+    for (const auto& cs : state)
+      for (int x : cs)
+        if (x != 2) throw std::invalid_argument("step runner: the schedule leaves a pass out");
+  }
   const size_t Th = static_cast<size_t>(T) * h, Thl = static_cast<size_t>(T) * hl, Tfl = static_cast<size_t>(T) * fl;
   const size_t Tkvl = static_cast<size_t>(T) * kvl;
   const size_t S2 = static_cast<size_t>(bsz) * al * s * s;  // attention scores elements
@@ -288,7 +322,7 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
       if (wpe != kNone) fill(wpe, h, s, h, static_cast<size_t>(V) * h, h);
       for (int l = 0; l < L; ++l) {
         const LayerParams& p = lp[l];
-        const size_t g = g_layers + static_cast<size_t>(l0 + l) * g_layer;
+        const size_t g = g_layers + static_cast<size_t>(glob[l]) * g_layer;
         if (llama) {
           const size_t qw = gh + 2 * gkv;  // [h, h + 2kv]: Q, K, V side by side
           const size_t g_wqkv = g + gh, g_wo = g_wqkv + gh * qw, g_w1 = g_wo + gh * gh + gh, g_w2 = g_w1 + 2 * gh * gf;
@@ -341,7 +375,11 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
     // Activations kept for backward, per in-flight micro-batch and layer (or only the layer inputs
     // under full recompute).
     const bool keep_scores = c.recompute == 0, keep_layers = c.recompute != 2;
-    std::vector<std::vector<LayerActs>> acts(K, std::vector<LayerActs>(L + 1));
+    // acts[slot][j]: the input of layer j of the chunk using the slot (j = its layer count: the
+    // output) and what that layer keeps.
+    int max_chunk = 0;
+    for (auto [g0, count] : chunk_layers) max_chunk = std::max(max_chunk, count);
+    std::vector<std::vector<LayerActs>> acts(slots, std::vector<LayerActs>(max_chunk + 1));
     // llama keeps no dropout masks, no LayerNorm means and no dropped-out scores; its MLP input
     // (gin) is the gate and up outputs side by side.
     auto alloc_layer = [&](LayerActs& x, bool scores) {
@@ -360,9 +398,9 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
       }
     };
     for (auto& slot : acts) {
-      for (int l = 0; l <= L; ++l) slot[l].x = arena.take<bf16>(Th);  // layer inputs (slot[L].x: the stage's output)
-      for (int l = 0; l < L; ++l)
-        if (keep_layers) alloc_layer(slot[l], keep_scores);
+      for (int j = 0; j <= max_chunk; ++j) slot[j].x = arena.take<bf16>(Th);
+      for (int j = 0; j < max_chunk; ++j)
+        if (keep_layers) alloc_layer(slot[j], keep_scores);
     }
     LayerActs work;  // one layer's working set for recomputation
     if (!keep_layers) alloc_layer(work, true);
@@ -372,7 +410,7 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
       sp = arena.take<bf16>(S2);
       if (!llama) { spd = arena.take<bf16>(S2); spmask = arena.take<unsigned char>(S2); }
     }
-    std::vector<unsigned char*> emb_mask(first && !llama ? K : 0);
+    std::vector<unsigned char*> emb_mask(first && !llama ? slots : 0);
     for (auto& em : emb_mask) em = arena.take<unsigned char>(Th);
     bf16* lnf = last ? arena.take<bf16>(Th) : nullptr;
     float *meanf = last && !llama ? arena.take<float>(T) : nullptr, *rstdf = last ? arena.take<float>(T) : nullptr;
@@ -382,7 +420,11 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
     // Scratch: GEMM outputs before their element-wise epilogue, and the gradients of one layer.
     bf16* s_wide = arena.take<bf16>(std::max(static_cast<size_t>(T) * qkv_w, static_cast<size_t>(T) * fc1_w));  // qkv_raw, fc1_raw; dqkv, d(gate, up)
     bf16* s_h = arena.take<bf16>(Th);                         // attn / fc2 output before bias-dropout-residual
-    bf16 *dx = arena.take<bf16>(Th), *dtmp = arena.take<bf16>(Th), *dln = arena.take<bf16>(Th);
+    // d(activation) of the backward pass running (in turn in two buffers: one pass's gradient is
+    // sent while the next one's arrives).
+    bf16* dx_buf[2] = {arena.take<bf16>(Th), arena.take<bf16>(Th)};
+    bf16* dx = dx_buf[0];
+    bf16 *dtmp = arena.take<bf16>(Th), *dln = arena.take<bf16>(Th);
     bf16 *dq = arena.take<bf16>(Thl), *dk = arena.take<bf16>(llama ? Tkvl : Thl), *dv = arena.take<bf16>(llama ? Tkvl : Thl);
     bf16* dctx = arena.take<bf16>(Thl);
     bf16* dff = arena.take<bf16>(Tfl);
@@ -433,11 +475,12 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
     };
     unsigned seed_base = 1;
 
-    // Forward of layer l from A[l].x into A[l+1].x, writing the kept tensors into `x`.
-    auto layer_forward = [&](std::vector<LayerActs>& A, int l, LayerActs& x, bf16* p, bf16* pd, unsigned char* pm, unsigned seed) {
+    // Forward of local layer l (the chunk's layer j) from A[j].x into A[j+1].x, writing the kept
+    // tensors into `x`.
+    auto layer_forward = [&](std::vector<LayerActs>& A, int j, int l, LayerActs& x, bf16* p, bf16* pd, unsigned char* pm, unsigned seed) {
       const LayerParams& P = lp[l];
       if (llama) {
-        rmsnorm_forward(A[l].x, Wp(P.ln1_g), x.ln1, x.rstd1, T, h, st);
+        rmsnorm_forward(A[j].x, Wp(P.ln1_g), x.ln1, x.rstd1, T, h, st);
         gemm(false, false, T, qkv_w, h, x.ln1, Wp(P.wqkv), s_wide, false);
         split_qkv_gqa(s_wide, x.q, x.k, x.v, bsz, s, al, kvhl, d, st);
         rope(x.q, bsz * al, s, d, false, st);
@@ -446,36 +489,37 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
         heads_to_rows(dctx, x.ctx, bsz, s, al, d, st);
         gemm(false, false, T, h, hl, x.ctx, Wp(P.wo), s_h, false);
         tp_sum(s_h, Th);
-        residual_add(s_h, A[l].x, x.xmid, Th, st);
+        residual_add(s_h, A[j].x, x.xmid, Th, st);
         rmsnorm_forward(x.xmid, Wp(P.ln2_g), x.ln2, x.rstd2, T, h, st);
         gemm(false, false, T, fc1_w, h, x.ln2, Wp(P.w1), x.gin, false);
         swiglu(x.gin, x.gout, T, fl, st);
         gemm(false, false, T, h, fl, x.gout, Wp(P.w2), s_h, false);
         tp_sum(s_h, Th);
-        residual_add(s_h, x.xmid, A[l + 1].x, Th, st);
+        residual_add(s_h, x.xmid, A[j + 1].x, Th, st);
         return;
       }
-      layernorm_forward(A[l].x, Wp(P.ln1_g), Wp(P.ln1_b), x.ln1, x.mean1, x.rstd1, T, h, st);
+      layernorm_forward(A[j].x, Wp(P.ln1_g), Wp(P.ln1_b), x.ln1, x.mean1, x.rstd1, T, h, st);
       gemm(false, false, T, 3 * hl, h, x.ln1, Wp(P.wqkv), s_wide, false);
       split_heads(s_wide, Wp(P.bqkv), x.q, x.k, x.v, bsz, s, al, d, st);
       attn_fwd(cb, shape, AttentionBuffers{x.q, x.k, x.v, p, pd, pm, dctx}, seed * 4 + 1, kDropout, st);
       heads_to_rows(dctx, x.ctx, bsz, s, al, d, st);
       gemm(false, false, T, h, hl, x.ctx, Wp(P.wo), s_h, false);
       tp_sum(s_h, Th);
-      bias_dropout_residual(s_h, Wp(P.bo), A[l].x, x.xmid, x.mask_attn, T, h, seed * 4 + 2, st);
+      bias_dropout_residual(s_h, Wp(P.bo), A[j].x, x.xmid, x.mask_attn, T, h, seed * 4 + 2, st);
       layernorm_forward(x.xmid, Wp(P.ln2_g), Wp(P.ln2_b), x.ln2, x.mean2, x.rstd2, T, h, st);
       gemm(false, false, T, fl, h, x.ln2, Wp(P.w1), s_wide, false);
       bias_gelu(s_wide, Wp(P.b1), x.gin, x.gout, T, fl, st);
       gemm(false, false, T, h, fl, x.gout, Wp(P.w2), s_h, false);
       tp_sum(s_h, Th);
-      bias_dropout_residual(s_h, Wp(P.b2), x.xmid, A[l + 1].x, x.mask_mlp, T, h, seed * 4 + 3, st);
+      bias_dropout_residual(s_h, Wp(P.b2), x.xmid, A[j + 1].x, x.mask_mlp, T, h, seed * 4 + 3, st);
     };
     // Recomputes only the attention core of layer l (selective recompute).
     auto attention_core = [&](LayerActs& x, bf16* p, bf16* pd, unsigned char* pm, unsigned seed) {
       attn_fwd(cb, shape, AttentionBuffers{x.q, x.k, x.v, p, pd, pm, dq}, seed * 4 + 1, dropout, st);
     };
-    // Backward of layer l: dx holds d(A[l+1].x) on entry and d(A[l].x) on exit.
-    auto layer_backward = [&](std::vector<LayerActs>& A, int l, LayerActs& x, bf16* p, bf16* pd, unsigned char* pm) {
+    // Backward of local layer l (the chunk's layer j): dx holds d(A[j+1].x) on entry and d(A[j].x)
+    // on exit.
+    auto layer_backward = [&](std::vector<LayerActs>& A, int j, int l, LayerActs& x, bf16* p, bf16* pd, unsigned char* pm) {
       const LayerParams& P = lp[l];
       if (llama) {
         // MLP: out = xmid + swiglu(ln2 W1) W2; dx is also the branch's gradient (no dropout).
@@ -498,7 +542,7 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
         gemm(true, false, h, qkv_w, T, x.ln1, s_wide, Gp(P.wqkv), true, 1.0f, 1.0f);
         gemm(false, true, T, h, qkv_w, s_wide, Wp(P.wqkv), dln, false);
         tp_sum(dln, Th);
-        rmsnorm_backward(dln, A[l].x, Wp(P.ln1_g), x.rstd1, dtmp, Gp(P.ln1_g), T, h, st);
+        rmsnorm_backward(dln, A[j].x, Wp(P.ln1_g), x.rstd1, dtmp, Gp(P.ln1_g), T, h, st);
         add_inplace(dx, dtmp, Th, st);
         return;
       }
@@ -526,7 +570,7 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
       gemm(true, false, h, 3 * hl, T, x.ln1, s_wide, Gp(P.wqkv), true, 1.0f, 1.0f);
       gemm(false, true, T, h, 3 * hl, s_wide, Wp(P.wqkv), dln, false);
       tp_sum(dln, Th);
-      layernorm_backward(dln, A[l].x, Wp(P.ln1_g), x.mean1, x.rstd1, dtmp, Gp(P.ln1_g), Gp(P.ln1_b), T, h, st);
+      layernorm_backward(dln, A[j].x, Wp(P.ln1_g), x.mean1, x.rstd1, dtmp, Gp(P.ln1_g), Gp(P.ln1_b), T, h, st);
       add_inplace(dx, dtmp, Th, st);
     };
 
@@ -640,13 +684,15 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
     // Forward of one micro-batch on this stage, into the slot's activations (stage 0 embeds the
     // tokens; the others have received their input into slot[0].x); the last stage ends with the
     // loss and d(logits).
-    auto forward_pass = [&](int slot_i, unsigned seed) {
+    auto forward_pass = [&](int ch, int slot_i, unsigned seed) {
       std::vector<LayerActs>& A = acts[slot_i];
-      use_weights(nb - 1, nb - 2);  // ZeRO-3: the embeddings' bucket, and the next one ahead
-      if (first && llama) {
+      const int cn = chunk_layers[ch].second, lb = chunk_begin[ch];
+      const bool embeds = first && ch == 0, heads = last && ch == vpp - 1;
+      if (embeds) use_weights(nb - 1, nb - 2);  // ZeRO-3: the embeddings' bucket, and the next one ahead
+      if (embeds && llama) {
         embed_lookup(tokens, Wp(wte), A[0].x, T, h, v0, Vl, st);
         tp_sum(A[0].x, Th);
-      } else if (first) {
+      } else if (embeds) {
         if (tp == 1) {
           embed_forward(tokens, Wp(wte), Wp(wpe), A[0].x, emb_mask[slot_i], T, h, s, seed * 1000, st);
         } else {
@@ -655,19 +701,20 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
           embed_finish(s_h, Wp(wpe), A[0].x, emb_mask[slot_i], T, h, s, seed * 1000, st);
         }
       }
-      for (int l = 0; l < L; ++l) {
-        LayerActs& x = keep_layers ? A[l] : work;
+      for (int j = 0; j < cn; ++j) {
+        const int l = lb + j;
+        LayerActs& x = keep_layers ? A[j] : work;
         bf16* p = keep_scores ? x.p : keep_layers ? sp : work.p;
         bf16* pd = keep_scores ? x.pd : keep_layers ? spd : work.pd;
         unsigned char* pm = keep_scores ? x.pmask : keep_layers ? spmask : work.pmask;
         if (zs >= 3 && bucket_of(lp[l].ln1_g) != cur_unit) use_weights(bucket_of(lp[l].ln1_g), bucket_of(lp[l].ln1_g) - 1);
-        layer_forward(A, l, x, p, pd, pm, seed * 1000 + l0 + l + 1);
+        layer_forward(A, j, l, x, p, pd, pm, seed * 1000 + glob[l] + 1);
       }
-      if (last) {
+      if (heads) {
         use_weights_of(lnf_g);
         use_weights_of(head);
-        if (llama) rmsnorm_forward(A[L].x, Wp(lnf_g), lnf, rstdf, T, h, st);
-        else layernorm_forward(A[L].x, Wp(lnf_g), Wp(lnf_b), lnf, meanf, rstdf, T, h, st);
+        if (llama) rmsnorm_forward(A[cn].x, Wp(lnf_g), lnf, rstdf, T, h, st);
+        else layernorm_forward(A[cn].x, Wp(lnf_g), Wp(lnf_b), lnf, meanf, rstdf, T, h, st);
         gemm(false, true, T, Vl, h, lnf, Wp(head), logits, false);
         // Mean over every token of the step, across replicas too: the summed gradients are the mean's.
         if (tp == 1) {
@@ -680,89 +727,107 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
         }
       }
     };
-    // Backward of one micro-batch (the last stage from d(logits); the others from d(output) received
-    // into dx), leaving d(input) in dx. In the step's last micro-batch, buckets are launched as their
-    // layers finish.
-    auto backward_pass = [&](int slot_i, unsigned seed, bool last_mb) {
+    // Backward of one micro-batch through chunk ch (the last virtual stage from d(logits); the
+    // others from d(output) received into dx), leaving d(input) in dx. In a chunk's last
+    // micro-batch, buckets are launched as their layers finish.
+    auto backward_pass = [&](int ch, int slot_i, unsigned seed, bool last_mb) {
       std::vector<LayerActs>& A = acts[slot_i];
+      const int cn = chunk_layers[ch].second, lb = chunk_begin[ch];
+      const bool embeds = first && ch == 0, heads = last && ch == vpp - 1;
       // Buckets are summed in the step's last micro-batch, under ZeRO-2/3 in every one.
       const bool reduce_now = last_mb || zs >= 2;
-      if (reduce_now) {
+      if (zs >= 2) {
         pending_begin = pending_end = n;
         buckets = 0;
       }
       open_grad_bucket(nb - 1);  // ZeRO-2/3: the embeddings' bucket and the first one
       open_grad_bucket(0);
-      if (last) {
+      if (heads) {
         if (zs >= 3) use_weights(bucket_of(lnf_g), bucket_of(lnf_g) + 1);
         use_weights_of(head);
         // Backward through the head (logits now hold d(logits)).
         gemm(true, false, Vl, h, T, logits, lnf, Gp(head), true, 1.0f, 1.0f);
         gemm(false, false, T, h, Vl, logits, Wp(head), dln, false);
         tp_sum(dln, Th);
-        if (llama) rmsnorm_backward(dln, A[L].x, Wp(lnf_g), rstdf, dx, Gp(lnf_g), T, h, st);
-        else layernorm_backward(dln, A[L].x, Wp(lnf_g), meanf, rstdf, dx, Gp(lnf_g), Gp(lnf_b), T, h, st);
+        if (llama) rmsnorm_backward(dln, A[cn].x, Wp(lnf_g), rstdf, dx, Gp(lnf_g), T, h, st);
+        else layernorm_backward(dln, A[cn].x, Wp(lnf_g), meanf, rstdf, dx, Gp(lnf_g), Gp(lnf_b), T, h, st);
       }
-      for (int l = L - 1; l >= 0; --l) {
-        const unsigned seed_l = seed * 1000 + l0 + l + 1;
+      for (int j = cn - 1; j >= 0; --j) {
+        const int l = lb + j;
+        const unsigned seed_l = seed * 1000 + glob[l] + 1;
         if (zs >= 2) {
           const int u = bucket_of(lp[l].ln1_g);
           if (zs >= 3 && u != cur_unit) use_weights(u, u + 1);
           open_grad_bucket(u);
         }
         if (c.recompute == 2) {
-          layer_forward(A, l, work, work.p, work.pd, work.pmask, seed_l);
-          layer_backward(A, l, work, work.p, work.pd, work.pmask);
+          layer_forward(A, j, l, work, work.p, work.pd, work.pmask, seed_l);
+          layer_backward(A, j, l, work, work.p, work.pd, work.pmask);
         } else if (c.recompute == 1) {
-          attention_core(A[l], sp, spd, spmask, seed_l);
-          layer_backward(A, l, A[l], sp, spd, spmask);
+          attention_core(A[j], sp, spd, spmask, seed_l);
+          layer_backward(A, j, l, A[j], sp, spd, spmask);
         } else {
-          layer_backward(A, l, A[l], A[l].p, A[l].pd, A[l].pmask);
+          layer_backward(A, j, l, A[j], A[j].p, A[j].pd, A[j].pmask);
         }
         if (reduce_now) {
           pending_begin = lp[l].ln1_g;
           launch_bucket(false);
         }
       }
-      if (first && llama) embed_rows_backward(dx, tokens, Gp(wte), T, h, v0, Vl, st);
-      else if (first) embed_backward(dx, emb_mask[slot_i], tokens, Gp(wte), Gp(wpe), T, h, s, st, v0, Vl);
+      if (embeds && llama) embed_rows_backward(dx, tokens, Gp(wte), T, h, v0, Vl, st);
+      else if (embeds) embed_backward(dx, emb_mask[slot_i], tokens, Gp(wte), Gp(wpe), T, h, s, st, v0, Vl);
       if (reduce_now && pp == 1) final_bucket();
     };
-    // Activations and their gradients between neighbouring stages (bf16 [T, h]).
+    // One optimizer step's passes in the schedule's order, with the pipeline's messages (bf16
+    // [T, h] activations and their gradients) posted as pipeline_exchange.h groups them. Each
+    // (chunk, micro-batch) holds an activation slot from its forward (or the receive of its input)
+    // to its backward.
     const size_t act_bytes = Th * sizeof(bf16);
-    auto exchange = [&](const void* send, bool to_next, void* recv, bool from_next) {
-      if (pp == 1) return;
-      const int sp_peer = !send ? -1 : to_next ? (last ? -1 : stage + 1) : (first ? -1 : stage - 1);
-      const int rp_peer = !recv ? -1 : from_next ? (last ? -1 : stage + 1) : (first ? -1 : stage - 1);
-      if (sp_peer < 0 && rp_peer < 0) return;
-      c.pp_comm->send_recv(send, act_bytes, sp_peer, recv, act_bytes, rp_peer, st);
-    };
-    // One optimizer step's micro-batches in 1F1B order (Megatron-LM's non-interleaved schedule; on
-    // one stage, forward and backward in turn).
+    const std::vector<PipeExchange> exchanges = pipeline_exchanges(passes, pp, vpp, stage, c.warmup);
     auto run_schedule = [&](unsigned seed0) {
-      const int warm = std::min(pp - stage - 1, m), rest = m - warm;
-      int fi = 0, bi = 0;
-      auto forward = [&](int slot_i, unsigned seed) { phase_timer.time(0, st, [&] { forward_pass(slot_i, seed); }); };
-      auto backward = [&](int slot_i, unsigned seed, bool last_mb) {
-        phase_timer.time(1, st, [&] { backward_pass(slot_i, seed, last_mb); });
+      std::vector<std::vector<int>> slot_at(vpp, std::vector<int>(m, -1));
+      std::vector<int> free_slots;
+      for (int i = slots - 1; i >= 0; --i) free_slots.push_back(i);
+      auto slot_for = [&](int ch, int mb) {
+        int& sl = slot_at[ch][mb];
+        if (sl < 0) {
+          sl = free_slots.back();
+          free_slots.pop_back();
+        }
+        return sl;
       };
-      for (int i = 0; i < warm; ++i, ++fi) {
-        exchange(nullptr, false, acts[fi % K][0].x, false);
-        forward(fi % K, seed0 + fi);
-        exchange(acts[fi % K][L].x, true, nullptr, false);
-      }
-      if (rest > 0) exchange(nullptr, false, acts[fi % K][0].x, false);
-      for (int i = 0; i < rest; ++i, ++fi, ++bi) {
-        forward(fi % K, seed0 + fi);
-        exchange(acts[fi % K][L].x, true, dx, true);  // send output, receive its gradient
-        backward(bi % K, seed0 + bi, bi == m - 1);
-        if (i == rest - 1) exchange(dx, false, nullptr, false);
-        else exchange(dx, false, acts[(fi + 1) % K][0].x, false);  // send d(input), receive the next input
-      }
-      for (int i = 0; i < warm; ++i, ++bi) {
-        exchange(nullptr, false, dx, true);
-        backward(bi % K, seed0 + bi, bi == m - 1);
-        exchange(dx, false, nullptr, false);
+      int bi = 0;  // backward passes run; their gradients alternate between dx_buf[0] and [1]
+      for (const PipeExchange& e : exchanges) {
+        if (pp > 1 && !(e.send.empty() && e.recv.empty())) {
+          std::vector<P2pMessage> sends, recvs;
+          for (const PipeMessage& msg : e.send) {
+            // A forward's output (from virtual stage to_vstage - 1, one of ours), or the previous
+            // backward's d(input).
+            const int ch = (msg.to_vstage - 1) / pp;
+            void* buf = msg.gradient ? static_cast<void*>(dx_buf[(bi + 1) % 2])
+                                     : acts[slot_at[ch][msg.microbatch]][chunk_layers[ch].second].x;
+            sends.push_back({buf, act_bytes, msg.peer});
+          }
+          for (const PipeMessage& msg : e.recv) {
+            const int ch = msg.to_vstage / pp;
+            void* buf = msg.gradient ? static_cast<void*>(dx_buf[bi % 2]) : acts[slot_for(ch, msg.microbatch)][0].x;
+            recvs.push_back({buf, act_bytes, msg.peer});
+          }
+          c.pp_comm->send_recv(sends, recvs, st);
+        }
+        for (int k = e.first_pass; k < e.first_pass + e.passes; ++k) {
+          const PipePass& p = passes[k];
+          const int sl = slot_for(p.chunk, p.microbatch);
+          if (p.forward) {
+            phase_timer.time(0, st, [&] { forward_pass(p.chunk, sl, seed0 + p.microbatch); });
+          } else {
+            dx = dx_buf[bi % 2];
+            phase_timer.time(1, st, [&] { backward_pass(p.chunk, sl, seed0 + p.microbatch, p.microbatch == m - 1); });
+            ++bi;
+            free_slots.push_back(sl);
+            slot_at[p.chunk][p.microbatch] = -1;
+          }
+        }
       }
       if (pp > 1) final_bucket();
     };

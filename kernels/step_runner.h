@@ -19,18 +19,23 @@
 // MLP projections are summed (bf16 all-reduce) in forward, and the input gradients of the QKV and
 // first MLP projections in backward; norms and the row-parallel biases are replicated.
 //
-// Pipeline parallelism: with a pipeline group of p ranks, the rank of stage i runs the layers
-// [stage_first_layer, stage_first_layer + stage_layers), stage 0 the embedding, the last stage the
+// Pipeline parallelism: with a pipeline group of p ranks, the rank of stage i runs its chunks of
+// layers (one, [stage_first_layer, stage_first_layer + stage_layers), or with interleaving the
+// chunk_layers of virtual stages i, p + i, 2p + i, ...), stage 0 the embedding, the last stage the
 // final norm, logits and loss, with a copy of the tied word embedding whose gradient is summed with
-// stage 0's (embed_comm). Micro-batches follow the 1F1B schedule (Megatron-LM's non-interleaved
-// one): min(p - i - 1, m) forwards, then one forward and one backward in turn, then the remaining
-// backwards; activations and their gradients go between stages by send/recv, each exchange between
-// neighbours posted together. Stage i keeps min(p - i, m) micro-batches' activations.
+// stage 0's (embed_comm). The passes run in the order the schedule gives (`passes`: 1F1B or
+// interleaved 1F1B as the simulator orders them); activations and their gradients go between
+// stages by send/recv, grouped as pipeline_exchange.h says. Each chunk keeps as many micro-batches'
+// activations as the schedule has in flight on it.
 //
 // Parameters are initialised by their index in the whole model's flat array, so any layout starts
 // from the same weights as one GPU, and dropout draws what one GPU would: a layout's losses and
 // summed gradients match a one-GPU run of the same micro-batches up to rounding.
 #include <string>
+#include <utility>
+#include <vector>
+
+#include "pipeline_exchange.h"
 
 namespace trainsim::gpu {
 
@@ -55,6 +60,13 @@ struct RunnerConfig {
   GradComm* pp_comm = nullptr;     // pipeline, rank = stage; nullptr: one stage
   GradComm* embed_comm = nullptr;  // pipeline's first and last stage (tied word embedding); pp > 1
   int stage_first_layer = 0, stage_layers = 0;  // this stage's layers; stage_layers 0: all
+  // Interleaving: this stage's chunks, each (first layer in the model, layers), in chunk order
+  // (empty: the one chunk above).
+  std::vector<std::pair<int, int>> chunk_layers;
+  // The schedule of this stage (required with pp > 1; on one stage each micro-batch's forward and
+  // backward in turn), and how many forwards it runs before its first backward.
+  std::vector<PipePass> passes;
+  int warmup = 0;
   // Llama-style layers: RMSNorm, rotary positions, SwiGLU MLP (ffn is the gate's and the up
   // projection's width each), no biases, no dropout, kv_heads K/V heads (0: as many as heads).
   bool llama = false;

@@ -147,7 +147,8 @@ TEST(Scenario, ValidateCompressionIsWhatTheRunnerImplements) {
   const std::string e = error_of(base_with(R"("validate": { "compression": ["int8", "powersgd:4"] })"));
   EXPECT_NE(e.find("validate.compression[1]"), std::string::npos) << e;
   EXPECT_NE(e.find("\"int8\""), std::string::npos) << e;
-  EXPECT_NE(error_of(base_with(R"("validate": { "zero": [0, 2] })")).find("validate.zero[1]"), std::string::npos);
+  EXPECT_EQ(parse_scenario(base_with(R"("validate": { "zero": [0, 3] })"), "s.json", kProfiles).validate.zero, (std::vector<int>{0, 3}));
+  EXPECT_NE(error_of(base_with(R"("validate": { "zero": [0, 4] })")).find("validate.zero[1]"), std::string::npos);
 }
 
 TEST(Scenario, ValidateParallelDegreesAreListsOfPositiveIntegers) {
@@ -157,4 +158,6 @@ TEST(Scenario, ValidateParallelDegreesAreListsOfPositiveIntegers) {
   EXPECT_NE(error_of(base_with(R"("validate": { "tp": [2, 0] })")).find("validate.tp[1]"), std::string::npos);
   EXPECT_NE(error_of(base_with(R"("validate": { "pp": "two" })")).find("validate.pp"), std::string::npos);
   EXPECT_EQ(parse_scenario(base_with(R"("validate": { "pp": 4 })"), "s.json", kProfiles).validate.pp, (std::vector<int>{4}));
+  EXPECT_EQ(parse_scenario(base_with(R"("validate": { "vpp": [1, 2] })"), "s.json", kProfiles).validate.vpp, (std::vector<int>{1, 2}));
+  EXPECT_NE(error_of(base_with(R"("validate": { "vpp": [0] })")).find("validate.vpp[0]"), std::string::npos);
 }

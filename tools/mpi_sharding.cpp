@@ -102,15 +102,18 @@ void bind_operations(Sharding& sh, MPI_Comm c) {
   sh.all_gather = [c](const void* send, void* recv, std::size_t bytes) {
     MPI_Allgather(send, static_cast<int>(bytes), MPI_BYTE, recv, static_cast<int>(bytes), MPI_BYTE, c);
   };
-  sh.send_recv = [c](const void* send, std::size_t send_bytes, int send_peer, void* recv, std::size_t recv_bytes, int recv_peer) {
+  sh.send_recv = [c](const std::vector<std::tuple<void*, std::size_t, int>>& sends, const std::vector<std::tuple<void*, std::size_t, int>>& recvs) {
     constexpr int kTag = 7;
-    if (send_peer >= 0 && recv_peer >= 0)
-      MPI_Sendrecv(send, static_cast<int>(send_bytes), MPI_BYTE, send_peer, kTag, recv, static_cast<int>(recv_bytes), MPI_BYTE,
-                   recv_peer, kTag, c, MPI_STATUS_IGNORE);
-    else if (send_peer >= 0)
-      MPI_Send(send, static_cast<int>(send_bytes), MPI_BYTE, send_peer, kTag, c);
-    else if (recv_peer >= 0)
-      MPI_Recv(recv, static_cast<int>(recv_bytes), MPI_BYTE, recv_peer, kTag, c, MPI_STATUS_IGNORE);
+    std::vector<MPI_Request> req;
+    for (const auto& [buf, bytes, peer] : recvs) {
+      req.emplace_back();
+      MPI_Irecv(buf, static_cast<int>(bytes), MPI_BYTE, peer, kTag, c, &req.back());
+    }
+    for (const auto& [buf, bytes, peer] : sends) {
+      req.emplace_back();
+      MPI_Isend(buf, static_cast<int>(bytes), MPI_BYTE, peer, kTag, c, &req.back());
+    }
+    MPI_Waitall(static_cast<int>(req.size()), req.data(), MPI_STATUSES_IGNORE);
   };
   sh.split = [c](int color, int key) -> std::shared_ptr<Sharding> {
     MPI_Comm sub;

@@ -3,6 +3,7 @@
 #include <string>
 #include <functional>
 #include <memory>
+#include <tuple>
 #include <vector>
 
 namespace trainsim {
@@ -25,8 +26,9 @@ struct Sharding {
   std::function<void(double* data, int count)> all_reduce_max;
   std::function<void(const void* send, void* recv, std::size_t bytes)> all_to_all;  // bytes per rank, host memory
   std::function<void(const void* send, void* recv, std::size_t bytes)> all_gather;
-  // Point to point: sends to send_peer and receives from recv_peer together (a peer < 0: none).
-  std::function<void(const void* send, std::size_t send_bytes, int send_peer, void* recv, std::size_t recv_bytes, int recv_peer)> send_recv;
+  // Point to point, all posted together: (buffer, bytes, peer) to send and to receive.
+  std::function<void(const std::vector<std::tuple<void*, std::size_t, int>>& sends, const std::vector<std::tuple<void*, std::size_t, int>>& recvs)>
+      send_recv;
   // The ranks with this rank's color, ordered by key (collective over these ranks): the same
   // operations within that group; nullptr for color < 0.
   std::function<std::shared_ptr<Sharding>(int color, int key)> split;

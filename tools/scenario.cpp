@@ -228,6 +228,8 @@ Scenario parse_scenario(const std::string& text, const std::string& file, const 
         v.tp = read_list<int>(*ts, vf.path("tp"), [](const json& x, const std::string& p) { return json_integer(x, p, 1, 1024); });
       if (const json* ps = vf.find("pp"))
         v.pp = read_list<int>(*ps, vf.path("pp"), [](const json& x, const std::string& p) { return json_integer(x, p, 1, 1024); });
+      if (const json* vs = vf.find("vpp"))
+        v.vpp = read_list<int>(*vs, vf.path("vpp"), [](const json& x, const std::string& p) { return json_integer(x, p, 1, 64); });
       v.rank_per_node = vf.boolean("rank_per_node", false);
       v.top = vf.integer("top", 3, 1, 1000);
       v.timed_steps = vf.integer("timed_steps", 5, 1, 1000);

@@ -57,9 +57,11 @@ struct ValidateSpec {
   std::vector<Compression> compression;  // data-parallel runs only; empty: none
   std::vector<int> zero;                 // data-parallel runs only; empty: 0
   std::vector<double> bucket_MB;         // data-parallel runs only; empty: the layout's
-  // Under mpirun: the tensor- and pipeline-parallel degrees to run (1F1B), each pair that divides the
+  // Under mpirun: the tensor- and pipeline-parallel degrees to run, each pair that divides the
   // rank count, the rest of the ranks data parallel. Empty: 1.
   std::vector<int> tp, pp;
+  // Chunks per pipeline stage: 1 runs 1F1B, more the interleaved schedule (where pp > 1). Empty: 1.
+  std::vector<int> vpp;
   // Data-parallel runs only: every rank is its own node. NCCL's peer-to-peer and shared-memory
   // transports are switched off, so gradients cross the network transport (TCP sockets on one
   // host), and the simulator joins the GPUs by the profile's inter-node link.

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <tuple>
 #include <ctime>
 #include <nlohmann/json.hpp>
 
@@ -24,6 +25,7 @@
 
 #include "grad_comm.h"
 #include "measurements.h"
+#include "pipeline_schedule.h"
 #include "step_runner.h"
 #endif
 
@@ -108,7 +110,13 @@ std::string percent(double x) {
 
 // Host collectives over an MPI group, for ranks that share a GPU.
 gpu::HostCollectives host_collectives(std::shared_ptr<Sharding> g) {
-  gpu::HostCollectives h{g->all_reduce_sum, g->reduce_scatter_sum, g->all_to_all, g->all_gather, g->send_recv, nullptr};
+  gpu::HostCollectives h{g->all_reduce_sum, g->reduce_scatter_sum, g->all_to_all, g->all_gather, nullptr, nullptr};
+  h.send_recv = [g](const std::vector<gpu::P2pMessage>& sends, const std::vector<gpu::P2pMessage>& recvs) {
+    std::vector<std::tuple<void*, std::size_t, int>> s, r;
+    for (const auto& m : sends) s.emplace_back(m.buf, m.bytes, m.peer);
+    for (const auto& m : recvs) r.emplace_back(m.buf, m.bytes, m.peer);
+    g->send_recv(s, r);
+  };
   h.split = [g](int color, int key, gpu::HostCollectives* out, int* rank, int* size) {
     const std::shared_ptr<Sharding> sub = g->split(color, key);
     *size = sub ? sub->size : 0;
@@ -223,6 +231,7 @@ int validate_parallel(const Scenario& s, const PlannerOptions& opt, std::ostream
   const std::vector<int> zeros = v.zero.empty() ? std::vector<int>{0} : v.zero;
   const std::vector<double> buckets = v.bucket_MB.empty() ? std::vector<double>{s.layout.bucket_MB} : v.bucket_MB;
   const std::vector<int> tps = v.tp.empty() ? std::vector<int>{1} : v.tp, pps = v.pp.empty() ? std::vector<int>{1} : v.pp;
+  const std::vector<int> vpps = v.vpp.empty() ? std::vector<int>{1} : v.vpp;
   json records = json::array();
   std::vector<double> time_err, mem_err;
   char line[480];
@@ -255,40 +264,42 @@ int validate_parallel(const Scenario& s, const PlannerOptions& opt, std::ostream
         std::vector<Evaluation> cands;
         for (const Compression& comp : comps)
           for (int z : zeros)
-            for (double bucket : buckets) {
-              if (z >= 1 && comp.kind != Compression::Kind::none) continue;
-              if (dp == 1 && (z != 0 || comp.kind != Compression::Kind::none || bucket != buckets.front())) continue;
-              std::vector<Evaluation> these;
-              for (int mb : mbs)
-                for (Recompute r : recs) {
-                  Layout l = s.layout;
-                  l.tp = tp;
-                  l.pp = pp;
-                  l.vpp = 1;
-                  l.schedule = Schedule::one_f_one_b;
-                  l.sequence_parallel = false;
-                  l.dp = dp;
-                  l.zero = z;
-                  l.micro_batch = mb;
-                  l.recompute = r;
-                  l.compression = comp;
-                  l.bucket_MB = bucket;
-                  if (!layout_violation(m, l, s.training.global_batch, world, gpus_per_node).empty()) continue;
-                  EvalOptions eo;
-                  eo.simulate_if_oom = false;
-                  Evaluation ev = evaluate(sc, l, nodes, eo);
-                  if (ev.simulated) these.push_back(std::move(ev));
-                }
-              std::sort(these.begin(), these.end(), [](const Evaluation& a, const Evaluation& b) { return a.tokens_per_s > b.tokens_per_s; });
-              if (static_cast<int>(these.size()) > top) these.resize(top);
-              cands.insert(cands.end(), these.begin(), these.end());
-            }
+            for (double bucket : buckets)
+              for (int vpp : vpps) {
+                if (vpp > 1 && pp == 1) continue;
+                if (z >= 1 && comp.kind != Compression::Kind::none) continue;
+                if (dp == 1 && (z != 0 || comp.kind != Compression::Kind::none || bucket != buckets.front())) continue;
+                std::vector<Evaluation> these;
+                for (int mb : mbs)
+                  for (Recompute r : recs) {
+                    Layout l = s.layout;
+                    l.tp = tp;
+                    l.pp = pp;
+                    l.vpp = vpp;
+                    l.schedule = vpp > 1 ? Schedule::interleaved : Schedule::one_f_one_b;
+                    l.sequence_parallel = false;
+                    l.dp = dp;
+                    l.zero = z;
+                    l.micro_batch = mb;
+                    l.recompute = r;
+                    l.compression = comp;
+                    l.bucket_MB = bucket;
+                    if (!layout_violation(m, l, s.training.global_batch, world, gpus_per_node).empty()) continue;
+                    EvalOptions eo;
+                    eo.simulate_if_oom = false;
+                    Evaluation ev = evaluate(sc, l, nodes, eo);
+                    if (ev.simulated) these.push_back(std::move(ev));
+                  }
+                std::sort(these.begin(), these.end(), [](const Evaluation& a, const Evaluation& b) { return a.tokens_per_s > b.tokens_per_s; });
+                if (static_cast<int>(these.size()) > top) these.resize(top);
+                cands.insert(cands.end(), these.begin(), these.end());
+              }
         if (cands.empty())
           progress << "validate: " << m.name << ": no tp " << tp << " x pp " << pp << " layout fits this machine and the batch\n";
-        std::vector<std::pair<Compression::Kind, int>> referenced;
+        std::vector<std::tuple<Compression::Kind, int, int>> referenced;
         for (const auto& ev : cands) {
           const bool int8 = ev.layout.compression.kind == Compression::Kind::int8;
-          const auto ref_key = std::make_pair(ev.layout.compression.kind, ev.layout.zero);
+          const auto ref_key = std::make_tuple(ev.layout.compression.kind, ev.layout.zero, ev.layout.vpp);
           const bool reference_done = std::find(referenced.begin(), referenced.end(), ref_key) != referenced.end();
           const int micro = microbatches_per_step(ev.layout, s.training.global_batch);
           gpu::RunnerConfig rc = runner_config(m, ev.layout, micro, v.timed_steps);
@@ -296,9 +307,20 @@ int validate_parallel(const Scenario& s, const PlannerOptions& opt, std::ostream
           rc.tp_comm = g.tp_g.get();
           rc.pp_comm = g.pp_g.get();
           rc.embed_comm = g.embed_g.get();
-          rc.stage_first_layer = 0;
-          for (int i = 0; i < g.stage; ++i) rc.stage_first_layer += layers_on_stage(m.layers, pp, i);
-          rc.stage_layers = layers_on_stage(m.layers, pp, g.stage);
+          // This stage's chunks of layers (virtual stages stage, pp + stage, ...) and its passes in
+          // the simulator's order.
+          const int vpp = ev.layout.schedule == Schedule::interleaved ? ev.layout.vpp : 1;
+          for (int ch = 0; ch < vpp; ++ch) {
+            const int vs = ch * pp + g.stage;
+            int first_layer = 0;
+            for (int i = 0; i < vs; ++i) first_layer += layers_on_stage(m.layers, pp * vpp, i);
+            rc.chunk_layers.push_back({first_layer, layers_on_stage(m.layers, pp * vpp, vs)});
+          }
+          if (pp > 1) {
+            const auto kind = vpp > 1 ? sim::PipelineKind::interleaved : sim::PipelineKind::one_f_one_b;
+            for (const auto& op : sim::pipeline_order(kind, pp, vpp, micro, g.stage)) rc.passes.push_back({op.forward, op.microbatch, op.chunk});
+            rc.warmup = sim::pipeline_warmup(kind, pp, vpp, micro, g.stage);
+          }
           rc.int8_compression = int8;
           const bool topk = ev.layout.compression.kind == Compression::Kind::topk;
           if (topk) rc.topk_fraction = ev.layout.compression.topk_fraction;
@@ -372,8 +394,9 @@ int validate_parallel(const Scenario& s, const PlannerOptions& opt, std::ostream
           if (ok && !shared) time_err.push_back(std::fabs(te));
           if (ok && !shared) mem_err.push_back(std::fabs(me));
           char lay[80];
-          std::snprintf(lay, sizeof lay, "%s%sdp%d mb%d x%d %s %gMB%s%s", tp > 1 ? ("tp" + std::to_string(tp) + " ").c_str() : "",
-                        pp > 1 ? ("pp" + std::to_string(pp) + " ").c_str() : "", dp, ev.layout.micro_batch, micro,
+          std::snprintf(lay, sizeof lay, "%s%s%sdp%d mb%d x%d %s %gMB%s%s", tp > 1 ? ("tp" + std::to_string(tp) + " ").c_str() : "",
+                        pp > 1 ? ("pp" + std::to_string(pp) + " ").c_str() : "",
+                        ev.layout.schedule == Schedule::interleaved ? ("v" + std::to_string(ev.layout.vpp) + " ").c_str() : "", dp, ev.layout.micro_batch, micro,
                         to_string(ev.layout.recompute), ev.layout.bucket_MB, int8 ? " int8" : topk ? " topk" : "",
                         ev.layout.zero >= 1 ? (" z" + std::to_string(ev.layout.zero)).c_str() : "");
           std::string numerics = std::string(finite ? "finite" : "NOT FINITE") + (agree ? ", replicas agree" : ", REPLICAS DIFFER");
