@@ -412,10 +412,34 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
     }
     std::vector<unsigned char*> emb_mask(first && !llama ? slots : 0);
     for (auto& em : emb_mask) em = arena.take<unsigned char>(Th);
-    bf16* lnf = last ? arena.take<bf16>(Th) : nullptr;
-    float *meanf = last && !llama ? arena.take<float>(T) : nullptr, *rstdf = last ? arena.take<float>(T) : nullptr;
-    bf16* logits = last ? arena.take<bf16>(static_cast<size_t>(T) * Vl) : nullptr;
-    float* logits32 = last ? arena.take<float>(static_cast<size_t>(T) * Vl) : nullptr;
+    // What the head keeps from its forward to its backward (the final norm's output and statistics,
+    // the logits that the loss turns into their gradient), for each micro-batch between the two:
+    // one where the last chunk's backward follows its forward at once (1F1B, the interleaved steady
+    // state), more where forwards run ahead.
+    struct HeadState {
+      bf16 *lnf = nullptr, *logits = nullptr;
+      float *meanf = nullptr, *rstdf = nullptr, *logits32 = nullptr;
+    };
+    std::vector<HeadState> head_states;
+    if (last) {
+      int live = 0, most = 0;
+      for (const auto& p : passes)
+        if (p.chunk == vpp - 1) most = std::max(most, live += p.forward ? 1 : -1);
+      head_states.resize(most);
+      for (auto& hs : head_states) {
+        hs.lnf = arena.take<bf16>(Th);
+        if (!llama) hs.meanf = arena.take<float>(T);
+        hs.rstdf = arena.take<float>(T);
+        hs.logits = arena.take<bf16>(static_cast<size_t>(T) * Vl);
+        hs.logits32 = arena.take<float>(static_cast<size_t>(T) * Vl);
+      }
+    }
+    bf16 *lnf = nullptr, *logits = nullptr;  // the head state in use
+    float *meanf = nullptr, *rstdf = nullptr, *logits32 = nullptr;
+    auto use_head_state = [&](int i) {
+      const HeadState& hs = head_states.at(i);
+      lnf = hs.lnf, logits = hs.logits, meanf = hs.meanf, rstdf = hs.rstdf, logits32 = hs.logits32;
+    };
     float* ce_stats = last && tp > 1 ? arena.take<float>(static_cast<size_t>(T) * 3 * (tp + 1)) : nullptr;
     // Scratch: GEMM outputs before their element-wise epilogue, and the gradients of one layer.
     bf16* s_wide = arena.take<bf16>(std::max(static_cast<size_t>(T) * qkv_w, static_cast<size_t>(T) * fc1_w));  // qkv_raw, fc1_raw; dqkv, d(gate, up)
@@ -786,8 +810,9 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
     const std::vector<PipeExchange> exchanges = pipeline_exchanges(passes, pp, vpp, stage, c.warmup);
     auto run_schedule = [&](unsigned seed0) {
       std::vector<std::vector<int>> slot_at(vpp, std::vector<int>(m, -1));
-      std::vector<int> free_slots;
+      std::vector<int> free_slots, head_at(m, -1), free_heads;
       for (int i = slots - 1; i >= 0; --i) free_slots.push_back(i);
+      for (int i = static_cast<int>(head_states.size()) - 1; i >= 0; --i) free_heads.push_back(i);
       auto slot_for = [&](int ch, int mb) {
         int& sl = slot_at[ch][mb];
         if (sl < 0) {
@@ -818,6 +843,15 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
         for (int k = e.first_pass; k < e.first_pass + e.passes; ++k) {
           const PipePass& p = passes[k];
           const int sl = slot_for(p.chunk, p.microbatch);
+          if (last && p.chunk == vpp - 1) {
+            int& hs = head_at[p.microbatch];
+            if (p.forward) {
+              hs = free_heads.back();
+              free_heads.pop_back();
+            }
+            use_head_state(hs);
+            if (!p.forward) free_heads.push_back(hs);
+          }
           if (p.forward) {
             phase_timer.time(0, st, [&] { forward_pass(p.chunk, sl, seed0 + p.microbatch); });
           } else {

@@ -109,19 +109,20 @@ MemoryResult estimate_memory(const MemoryInput& in) {
     double act = inflight * layers_per_unit * la.total;
     // Full recompute rebuilds one layer's activations at a time during backward.
     if (L.recompute == Recompute::full) act += la_none.total - la.total;
-    // First stage: gpt's embedding dropout mask; last stage: the logits in bf16 and the fp32 copy
-    // the cross-entropy keeps, for each in-flight micro-batch.
+    // First stage: gpt's embedding dropout mask, for each in-flight micro-batch; last stage: the
+    // logits in bf16 and the fp32 copy the cross-entropy keeps.
     const double t = L.tp;
     if (stage == 0 && m.family == Family::gpt)
       act += inflight * tokens * m.hidden / (L.sequence_parallel ? t : 1.0);
-    if (stage == L.pp - 1) {
-      const int last_inflight = inflight_microbatches(L.schedule, L.pp, vpp, microbatches, L.pp - 1);
-      act += last_inflight * tokens * m.vocab / t * (e + 4.0);
-    }
+    // The head's state is held only by micro-batches between the last chunk's forward and backward.
+    const int head_inflight = L.schedule != Schedule::interleaved ? inflight_microbatches(L.schedule, L.pp, vpp, microbatches, L.pp - 1)
+                              : microbatches == L.pp                  ? microbatches
+                                                                       : 1;
+    if (stage == L.pp - 1) act += head_inflight * tokens * m.vocab / t * (e + 4.0);
     // Selective recompute rebuilds one layer's attention scores at a time during backward.
     if (L.recompute == Recompute::selective) act += la_none.attention_scores;
     // Last stage: the final norm's input and output.
-    if (stage == L.pp - 1) act += inflight_microbatches(L.schedule, L.pp, vpp, microbatches, L.pp - 1) * tokens * 4.0 * m.hidden / (L.sequence_parallel ? t : 1.0);
+    if (stage == L.pp - 1) act += head_inflight * tokens * 4.0 * m.hidden / (L.sequence_parallel ? t : 1.0);
 
     mb.activations_bytes = act;
 

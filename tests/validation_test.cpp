@@ -86,6 +86,8 @@ Layout layout_of(const nlohmann::json& j) {
   l.bucket_MB = j["bucket_MB"].get<double>();
   l.compression = parse_compression(j["compression"].get<std::string>(), "record");
   l.zero = j["zero"].get<int>();
+  l.vpp = j.value("vpp", 1);
+  if (j.contains("schedule")) l.schedule = parse_schedule(j["schedule"].get<std::string>(), "record");
   return l;
 }
 
@@ -175,6 +177,27 @@ TEST(Validation, H200TwoGpuZeroStages) {
   std::vector<double> t, m;
   for (const auto& r : runs) t.push_back(r.time_err), m.push_back(r.mem_err);
   std::printf("[ info ] %zu ZeRO-1/2/3 runs: median |error| step time %.2f%%, memory peak %.2f%%; max %.1f%%, %.1f%%\n", t.size(),
+              100 * median(t), 100 * median(m), 100 * *std::max_element(t.begin(), t.end()), 100 * *std::max_element(m.begin(), m.end()));
+  EXPECT_LE(median(t), 0.05);
+  EXPECT_LE(median(m), 0.05);
+  EXPECT_LT(*std::max_element(t.begin(), t.end()), 0.15);
+}
+
+TEST(Validation, H200TwoGpuInterleavedPipeline) {
+  // GPT 125M and 350M as two pipeline stages on two H200s with one, two and three chunks of layers
+  // per stage (1F1B and interleaved 1F1B over 8 micro-batches), each matching one GPU's losses.
+  // Interleaving shrinks the bubble, (p - 1)/(v m) of the ideal time; the predicted scaling
+  // efficiency against one GPU must follow the measured one within 3 points. Issue target:
+  // median 5%.
+  const auto runs = repredict("validate-interleaved.json", "h200-interleaved-2gpu-nvlink.json", 1, 2);
+  ASSERT_GE(runs.size(), 6u);
+  std::vector<double> t, m;
+  for (const auto& r : runs) {
+    t.push_back(r.time_err), m.push_back(r.mem_err);
+    ASSERT_GT(r.meas_one, 0.0);
+    EXPECT_NEAR(r.pred_one / (2 * r.pred), r.meas_one / (2 * r.meas), 0.03);
+  }
+  std::printf("[ info ] %zu pp2 v1/v2/v3 runs: median |error| step time %.2f%%, memory peak %.2f%%; max %.1f%%, %.1f%%\n", t.size(),
               100 * median(t), 100 * median(m), 100 * *std::max_element(t.begin(), t.end()), 100 * *std::max_element(m.begin(), m.end()));
   EXPECT_LE(median(t), 0.05);
   EXPECT_LE(median(m), 0.05);
