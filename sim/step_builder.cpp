@@ -1096,7 +1096,7 @@ StepResult simulate_step(const StepInput& in) {
   // Steady state. In symmetric mode every micro-batch of a stage is the same work, so once the
   // pipeline is full the step grows by a fixed period for every c further micro-batches (c, the
   // cyclicity, is 1 when one stage's compute sets the pace and can be 2 when transfers alternate
-  // with it): the step time at m0 + j*c is affine in j. The schedule is simulated at m0, m0+q and
+  // with it): the step time at m0 + j*c is affine in j (m0 = pp, 2 pp interleaved). The schedule is simulated at m0, m0+q and
   // m0+2q (q = pp for the interleaved schedule, whose micro-batches come in groups of pp, else 1),
   // then, if those three are not on a line (to 1e-9 of the step, or with interference within the
   // drift bound below), also at m0+4q to try a period of 2q. The step at m is read off the line through the last two points when m lies on its lattice;
@@ -1112,7 +1112,9 @@ StepResult simulate_step(const StepInput& in) {
   const bool share_plans = in.mode == SimMode::full || !(cs.oversubscription > 1.0 && cs.nodes > cs.nodes_per_leaf());
   Builder::RoutedPlans routed;
   const int pp = in.layout.pp;
-  const int m0 = pp, q = in.layout.schedule == Schedule::interleaved ? pp : 1;
+  // The interleaved schedule runs every forward first at m = pp, so its lattice starts at 2 pp.
+  const bool interleaved = in.layout.schedule == Schedule::interleaved;
+  const int m0 = interleaved ? 2 * pp : pp, q = interleaved ? pp : 1;
   if (in.mode == SimMode::symmetric && !in.record_timeline && in.steady_state) {
     std::map<int, StepResult> runs;
     int simulated = 0;
