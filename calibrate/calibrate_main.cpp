@@ -13,6 +13,7 @@
 #include "alpha_beta_fit.h"
 #include "input_error.h"
 #include "nccl_tests_import.h"
+#include "profile_merge.h"
 #include "profile_writer.h"
 
 #ifdef TRAINSIM_HAVE_CUDA
@@ -56,6 +57,15 @@ json read_json(const std::string& path) {
   } catch (const json::parse_error& e) {
     throw InputError(path, std::string("not valid JSON: ") + e.what());
   }
+}
+
+std::string command_line(int argc, char** argv) {
+  std::string command;
+  for (int i = 0; i < argc; ++i) {
+    if (i) command += ' ';
+    command += argv[i];
+  }
+  return command;
 }
 
 std::string today() {
@@ -126,6 +136,13 @@ int main(int argc, char** argv) {
   auto* refit = app.add_subcommand("refit", "refit a profile's collective models from the raw measurements it records");
   std::string refit_profile;
   refit->add_option("profile", refit_profile, "hardware profile JSON, rewritten in place")->required();
+  auto* merge = app.add_subcommand("merge", "merge calibration runs of one part: each measured sample takes the median of its times");
+  std::vector<std::string> merge_in;
+  std::string merge_out, merge_name;
+  merge->add_option("profiles", merge_in, "profiles written by calibrate (two or more; the last one's unmeasured parts are kept)")
+      ->required();
+  merge->add_option("--out", merge_out, "profile to write")->required();
+  merge->add_option("--name", merge_name, "profile name (default: the --out file's stem)");
   auto* conditions = app.add_subcommand(
       "gemm-conditions", "time the GEMMs of a few GPT layers with random or training-like operands, back to back or between "
                          "memory-bound kernels (a diagnostic; writes nothing)");
@@ -169,6 +186,31 @@ int main(int argc, char** argv) {
       std::cerr << "error: gemm-conditions needs a CUDA build\n";
       return 1;
 #endif
+    }
+    if (*merge) {
+      if (merge_in.size() < 2) throw InputError("merge", "needs two or more profiles");
+      std::vector<json> runs;
+      for (const auto& f : merge_in) {
+        std::ifstream in(f);
+        if (!in) throw InputError(f, "cannot open file");
+        try {
+          runs.push_back(json::parse(in));
+        } catch (const json::parse_error& e) {
+          throw InputError(f, std::string("not valid JSON: ") + e.what());
+        }
+        if (!runs.back().contains("measurements") || runs.back().value("provenance", json::object()).value("source", "") != "measured")
+          throw InputError(f, "is not a profile measured by calibrate (no measurements record)");
+      }
+      json merged;
+      try {
+        merged = calib::merge_profiles(runs, merge_name.empty() ? std::filesystem::path(merge_out).stem().string() : merge_name,
+                                       command_line(argc, argv), today());
+      } catch (const json::exception& e) {
+        throw InputError("merge", std::string("a profile lacks a calibration record: ") + e.what());
+      }
+      write_atomically(merge_out, merged.dump(1) + "\n");
+      std::printf("calibrate merge: %zu runs, per-sample medians written to %s\n", runs.size(), merge_out.c_str());
+      return 0;
     }
     if (*refit) {
       std::ifstream in(refit_profile);
@@ -220,8 +262,7 @@ int main(int argc, char** argv) {
     if (base.empty()) throw InputError("--base", "needed for a new profile: the datasheet profile of this part");
     const json base_json = read_json(base);
     if (name.empty()) name = std::filesystem::path(out).stem().string();
-    std::string command;
-    for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
+    const std::string command = command_line(argc, argv);
     gpu::CalibrationPlan plan;
     plan.quick = quick;
     if (quick) plan.max_collective_bytes = 1.0 * (1ull << 30);

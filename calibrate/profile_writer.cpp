@@ -220,7 +220,7 @@ json make_profile(const gpu::Measurements& m, const json& base, const std::strin
                                   {"algbw_GBps", c.algbw_GBps}, {"busbw_GBps", c.busbw_GBps}, {"wrong", c.wrong}});
   for (const auto& k : m.kernels)
     raw["step_kernels"].push_back({{"kernel", k.kernel}, {"tokens", k.tokens}, {"hidden", k.hidden}, {"ffn", k.ffn},
-                                   {"vocab", k.vocab}, {"heads", k.heads}, {"kv_heads", k.kv_heads}, {"llama", k.llama},
+                                   {"vocab", k.vocab}, {"heads", k.heads}, {"seq", k.seq}, {"kv_heads", k.kv_heads}, {"llama", k.llama},
                                    {"time_us", k.time_us}});
   for (const auto& c : m.compression)
     raw["compression"].push_back({{"kernel", c.kernel}, {"bytes", c.bytes}, {"time_us", c.time_us}, {"GBps", c.GBps}, {"rel_error", c.rel_error}});

@@ -58,6 +58,18 @@ Provenance read_provenance(JsonFields& parent, const std::string& key, bool requ
     if (!nics->is_array()) throw InputError(f.path("nics"), "expected an array of NIC names, found " + json_excerpt(*nics));
     for (std::size_t i = 0; i < nics->size(); ++i) p.nics.push_back(json_string((*nics)[i], f.path("nics") + "[" + std::to_string(i) + "]"));
   }
+  // A merged profile (calibrate merge): the rule and every run it merged, each a measured run.
+  p.rule = f.string("rule", "");
+  if (const json* runs = f.find("merged_from")) {
+    if (!runs->is_array() || runs->empty())
+      throw InputError(f.path("merged_from"), "expected an array of the merged runs' provenance, found " + json_excerpt(*runs));
+    for (std::size_t i = 0; i < runs->size(); ++i) {
+      const json& r = (*runs)[i];
+      if (!r.is_object() || r.value("source", "") != "measured")
+        throw InputError(f.path("merged_from") + "[" + std::to_string(i) + "]", "expected a measured run's provenance, found " + json_excerpt(r));
+    }
+    p.merged_runs = static_cast<int>(runs->size());
+  }
   f.finish();
   if (p.source == "measured" && (p.device.empty() || p.date.empty() || p.command.empty()))
     throw InputError(f.path(), "a measured table must record device, date and command");

@@ -19,6 +19,9 @@ struct Provenance {
   bool rank_per_node = false;
   std::string network;
   std::vector<std::string> nics;
+  // calibrate merge: how the runs were combined, and how many.
+  std::string rule;
+  int merged_runs = 0;
 };
 
 struct GemmPoint {

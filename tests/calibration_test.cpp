@@ -11,12 +11,16 @@
 #include "input_error.h"
 #include "nccl_tests_import.h"
 #include "nccl_transport.h"
+#include "profile_merge.h"
+#include "hardware_profile.h"
+#include <nlohmann/json.hpp>
 
 using namespace trainsim;
 using namespace trainsim::calib;
 
 namespace {
 const std::string kData = TRAINSIM_TEST_DATA;
+const std::string kProfiles = TRAINSIM_PROFILES;
 }
 
 TEST(AlphaBetaFit, RecoversAKnownModel) {
@@ -221,4 +225,48 @@ TEST(GpuLinks, FourGpusOverPcieAndNoMatrixAtAll) {
   EXPECT_EQ(links.at({2, 3}), "NODE");
   EXPECT_EQ(links.at({1, 3}), "SYS");
   EXPECT_TRUE(parse_topo_matrix("No devices were found\n").empty());
+}
+
+TEST(ProfileMerge, EachSampleTakesTheMedianOfItsRuns) {
+  // Three runs of one part: a recorded H200 calibration, the same with every time 10% longer and
+  // with every time 30% longer. Each sample's median is the 10% run's, so every fitted rate (GEMM
+  // TFLOP/s, step-kernel GB/s, attention fraction) is the first run's divided by 1.1; the merged
+  // profile loads as any other and lists its three runs.
+  std::ifstream in(TRAINSIM_RUNS "/2026-11-29-run1.json");
+  ASSERT_TRUE(in);
+  const nlohmann::json a = nlohmann::json::parse(in);
+  auto slower = [&](double f) {
+    nlohmann::json p = a;
+    for (auto& [dtype, rows] : p["gpu"]["gemm_tflops"].items())
+      if (dtype != "columns")
+        for (auto& r : rows) r[3] = r[3].get<double>() / f;
+    auto& raw = p["measurements"];
+    for (auto& k : raw["step_kernels"]) k["time_us"] = k["time_us"].get<double>() * f;
+    for (auto& x : raw["attention"]) {
+      x["fwd_us"] = x["fwd_us"].get<double>() * f;
+      x["bwd_us"] = x["bwd_us"].get<double>() * f;
+      x["fwd_tflops"] = x["fwd_tflops"].get<double>() / f;
+      x["bwd_tflops"] = x["bwd_tflops"].get<double>() / f;
+    }
+    for (auto& b : raw["bandwidth"]) {
+      b["time_us"] = b["time_us"].get<double>() * f;
+      b["GBps"] = b["GBps"].get<double>() / f;
+    }
+    return p;
+  };
+  const nlohmann::json merged = merge_profiles({slower(1.3), a, slower(1.1)}, "h200-merged", "test", "2026-11-29");
+  const HardwareProfile one = parse_hardware_profile(a.dump(), "run1.json", kProfiles);
+  const HardwareProfile m = parse_hardware_profile(merged.dump(), "merged.json", kProfiles);
+  ASSERT_EQ(m.gemm.at("bf16").size(), one.gemm.at("bf16").size());
+  for (std::size_t i = 0; i < one.gemm.at("bf16").size(); i += 37)
+    EXPECT_NEAR(m.gemm.at("bf16")[i].tflops, one.gemm.at("bf16")[i].tflops / 1.1, 1e-9 * one.gemm.at("bf16")[i].tflops) << i;
+  ASSERT_EQ(m.memory_kernels.size(), one.memory_kernels.size());
+  for (const auto& [kernel, points] : one.memory_kernels)
+    for (std::size_t i = 0; i < points.size(); ++i)
+      EXPECT_NEAR(m.memory_kernels.at(kernel)[i].GBps, points[i].GBps / 1.1, 1e-9 * points[i].GBps) << kernel;
+  ASSERT_EQ(m.attention.size(), one.attention.size());
+  EXPECT_NEAR(m.attention[0].fwd_fraction, one.attention[0].fwd_fraction / 1.1, 1e-9);
+  EXPECT_NEAR(m.attention[0].bwd_fraction, one.attention[0].bwd_fraction / 1.1, 1e-9);
+  EXPECT_EQ(m.provenance.merged_runs, 3);
+  EXPECT_EQ(merged["provenance"]["merged_from"].size(), 3u);
 }

@@ -1,0 +1,194 @@
+#include "profile_merge.h"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "profile_writer.h"
+
+namespace trainsim::calib {
+
+using json = nlohmann::json;
+
+gpu::Measurements single_gpu_measurements(const json& p) {
+  gpu::Measurements m;
+  const json& prov = p.at("provenance");
+  m.device.name = prov.value("device", std::string());
+  m.device.count = prov.value("device_count", 1);
+  m.device.driver = prov.value("driver", std::string());
+  m.device.cuda_runtime = prov.value("cuda", std::string());
+  m.device.nccl = prov.value("nccl", std::string());
+  m.device.memory_bytes = p.at("gpu").value("memory_bytes", 0.0);
+  const json& raw = p.at("measurements");
+  m.device.topology = raw.value("topology", std::string());
+  m.launch_overhead_us = raw.value("launch_overhead_us", 0.0);
+  m.gemm_check_rel_error = raw.value("gemm_check_rel_error", -1.0);
+  // GEMMs: the profile's table (m, n, k, TFLOP/s) per data type.
+  for (const auto& [dtype, rows] : p.at("gpu").at("gemm_tflops").items()) {
+    if (dtype == "columns") continue;
+    for (const auto& r : rows) {
+      gpu::GemmSample s;
+      s.dtype = dtype;
+      s.m = r.at(0).get<int>(), s.n = r.at(1).get<int>(), s.k = r.at(2).get<int>();
+      s.tflops = r.at(3).get<double>();
+      s.time_us = 2.0 * s.m * s.n * static_cast<double>(s.k) / (s.tflops * 1e6);
+      m.gemm.push_back(s);
+    }
+  }
+  for (const auto& b : raw.value("bandwidth", json::array()))
+    if (b.value("src", -1) < 0)
+      m.bandwidth.push_back({b.at("kernel").get<std::string>(), b.at("bytes").get<double>(), b.at("time_us").get<double>(),
+                             b.at("GBps").get<double>(), -1, -1});
+  for (const auto& a : raw.value("attention", json::array())) {
+    gpu::AttentionSample s{a.at("batch").get<int>(), a.at("heads").get<int>(), a.at("seq").get<int>(), a.at("head_dim").get<int>(),
+                           a.at("fwd_us").get<double>(), a.at("bwd_us").get<double>(), a.at("fwd_tflops").get<double>(),
+                           a.at("bwd_tflops").get<double>()};
+    s.kv_group = a.value("kv_group", 1);
+    s.dropout = a.value("dropout", true);
+    m.attention.push_back(s);
+  }
+  for (const auto& c : raw.value("collectives", json::array()))
+    if (c.value("gpus", 0) < 2)
+      m.collectives.push_back({c.at("collective").get<std::string>(), c.at("gpus").get<int>(), c.at("bytes").get<double>(),
+                               c.at("time_us").get<double>(), c.at("algbw_GBps").get<double>(), c.at("busbw_GBps").get<double>(),
+                               c.value("wrong", 0L)});
+  for (const auto& k : raw.value("step_kernels", json::array())) {
+    gpu::KernelSample s;
+    s.kernel = k.at("kernel").get<std::string>();
+    s.tokens = k.at("tokens").get<int>(), s.hidden = k.at("hidden").get<int>(), s.ffn = k.at("ffn").get<int>();
+    s.vocab = k.at("vocab").get<int>(), s.heads = k.at("heads").get<int>();
+    s.seq = k.value("seq", 2048);  // calibrate times every step kernel at sequence length 2048
+    s.kv_heads = k.value("kv_heads", 0);
+    s.llama = k.value("llama", false);
+    s.time_us = k.at("time_us").get<double>();
+    m.kernels.push_back(s);
+  }
+  for (const auto& c : raw.value("compression", json::array()))
+    m.compression.push_back({c.at("kernel").get<std::string>(), c.at("bytes").get<double>(), c.at("time_us").get<double>(),
+                             c.at("GBps").get<double>(), c.value("rel_error", 0.0)});
+  return m;
+}
+
+namespace {
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Samples of one kind from every run, grouped by what was measured (`key`), in the order they
+// first appear from the last run backwards; `retime(sample, median time)` sets the merged time and
+// what derives from it.
+template <class Sample, class Key, class Time, class Retime>
+std::vector<Sample> merge_samples(const std::vector<const std::vector<Sample>*>& runs, Key key, Time time, Retime retime) {
+  using Base = decltype(key(std::declval<const Sample&>()));
+  using K = decltype(std::tuple_cat(std::declval<Base>(), std::make_tuple(0)));
+  std::vector<K> order;
+  std::map<K, std::pair<Sample, std::vector<double>>> by_key;
+  for (auto run = runs.rbegin(); run != runs.rend(); ++run) {
+    std::map<Base, int> seen;  // a shape measured twice in one run (another layout) is its own sample
+    for (const Sample& s : **run) {
+      auto k = key(s);
+      const int occurrence = seen[k]++;
+      const K full = std::tuple_cat(k, std::make_tuple(occurrence));
+      auto it = by_key.find(full);
+      if (it == by_key.end()) {
+        order.push_back(full);
+        it = by_key.emplace(full, std::make_pair(s, std::vector<double>{})).first;
+      }
+      it->second.second.push_back(time(s));
+    }
+  }
+  std::vector<Sample> out;
+  for (const auto& k : order) {
+    auto& [s, times] = by_key.at(k);
+    Sample merged = s;
+    retime(merged, median_of(times));
+    out.push_back(merged);
+  }
+  return out;
+}
+
+}  // namespace
+
+json merge_profiles(const std::vector<json>& runs, const std::string& name, const std::string& command, const std::string& date) {
+  std::vector<gpu::Measurements> ms;
+  for (const json& p : runs) ms.push_back(single_gpu_measurements(p));
+  auto all = [&](auto member) {
+    std::vector<const std::remove_reference_t<decltype(ms[0].*member)>*> v;
+    for (const auto& m : ms) v.push_back(&(m.*member));
+    return v;
+  };
+  gpu::Measurements out = ms.back();
+  out.gemm = merge_samples(
+      all(&gpu::Measurements::gemm), [](const gpu::GemmSample& s) { return std::make_tuple(s.dtype, s.m, s.n, s.k); },
+      [](const gpu::GemmSample& s) { return s.time_us; },
+      [](gpu::GemmSample& s, double t) {
+        s.time_us = t;
+        s.tflops = 2.0 * s.m * s.n * static_cast<double>(s.k) / (t * 1e6);
+      });
+  out.bandwidth = merge_samples(
+      all(&gpu::Measurements::bandwidth), [](const gpu::BandwidthSample& s) { return std::make_tuple(s.kernel, s.bytes); },
+      [](const gpu::BandwidthSample& s) { return s.time_us; },
+      [](gpu::BandwidthSample& s, double t) {
+        s.time_us = t;
+        s.GBps = s.bytes / (t * 1e3);
+      });
+  // Attention: forward and backward each take their own median.
+  auto attention_key = [](const gpu::AttentionSample& s) { return std::make_tuple(s.batch, s.heads, s.seq, s.head_dim, s.kv_group, s.dropout); };
+  const auto fwd = merge_samples(
+      all(&gpu::Measurements::attention), attention_key, [](const gpu::AttentionSample& s) { return s.fwd_us; },
+      [](gpu::AttentionSample& s, double t) {
+        s.fwd_tflops *= s.fwd_us / t;
+        s.fwd_us = t;
+      });
+  const auto bwd = merge_samples(
+      all(&gpu::Measurements::attention), attention_key, [](const gpu::AttentionSample& s) { return s.bwd_us; },
+      [](gpu::AttentionSample& s, double t) {
+        s.bwd_tflops *= s.bwd_us / t;
+        s.bwd_us = t;
+      });
+  out.attention = fwd;
+  for (std::size_t i = 0; i < out.attention.size(); ++i) {
+    out.attention[i].bwd_us = bwd[i].bwd_us;
+    out.attention[i].bwd_tflops = bwd[i].bwd_tflops;
+  }
+  out.collectives = merge_samples(
+      all(&gpu::Measurements::collectives),
+      [](const gpu::CollectiveSample& s) { return std::make_tuple(s.collective, s.gpus, s.bytes); },
+      [](const gpu::CollectiveSample& s) { return s.time_us; },
+      [](gpu::CollectiveSample& s, double t) {
+        s.algbw_GBps *= s.time_us / t;
+        s.busbw_GBps *= s.time_us / t;
+        s.time_us = t;
+      });
+  out.kernels = merge_samples(
+      all(&gpu::Measurements::kernels),
+      [](const gpu::KernelSample& s) { return std::make_tuple(s.kernel, s.tokens, s.hidden, s.ffn, s.vocab, s.heads, s.kv_heads, s.llama); },
+      [](const gpu::KernelSample& s) { return s.time_us; }, [](gpu::KernelSample& s, double t) { s.time_us = t; });
+  out.compression = merge_samples(
+      all(&gpu::Measurements::compression), [](const gpu::CompressionSample& s) { return std::make_tuple(s.kernel, s.bytes); },
+      [](const gpu::CompressionSample& s) { return s.time_us; },
+      [](gpu::CompressionSample& s, double t) {
+        s.GBps = s.bytes / (t * 1e3);
+        s.time_us = t;
+      });
+  std::vector<double> launch;
+  for (const auto& m : ms) launch.push_back(m.launch_overhead_us);
+  out.launch_overhead_us = median_of(launch);
+  for (const auto& m : ms) out.gemm_check_rel_error = std::max(out.gemm_check_rel_error, m.gemm_check_rel_error);
+  out.interference_slowdown = -1;  // measured with several GPUs only: the last run's profile keeps it
+  out.notes.push_back("merged: each sample is the median of its times over " + std::to_string(runs.size()) + " calibration runs");
+  json p = make_profile(out, runs.back(), name, command, date);
+  json sources = json::array();
+  for (const json& r : runs) sources.push_back(r.at("provenance"));
+  p["provenance"]["merged_from"] = sources;
+  p["provenance"]["rule"] = "per-sample median of the runs' times";
+  p["gpu"]["provenance"] = p["provenance"];
+  return p;
+}
+
+}  // namespace trainsim::calib
