@@ -162,10 +162,11 @@ int main(int argc, char** argv) {
         std::cerr << "error: no CUDA device is visible\n";
         return 1;
       }
-      // Forward, input-gradient and weight-gradient GEMMs of GPT 1.3B at micro-batch 8 and GPT 6.7B
-      // at micro-batch 2.
+      // Forward, input-gradient and weight-gradient GEMMs of GPT 125M and 350M at micro-batch 2
+      // (short GEMMs, timed as bursts by calibrate), GPT 1.3B at micro-batch 8 and GPT 6.7B at
+      // micro-batch 2.
       std::vector<gpu::GemmShape> shapes;
-      for (auto [T, h] : {std::pair{16384, 2048}, std::pair{4096, 4096}})
+      for (auto [T, h] : {std::pair{4096, 768}, std::pair{4096, 1024}, std::pair{16384, 2048}, std::pair{4096, 4096}})
         for (auto [n, k] : {std::pair{3 * h, h}, std::pair{h, h}, std::pair{4 * h, h}, std::pair{h, 4 * h}}) {
           shapes.push_back({T, n, k, false, false});
           shapes.push_back({T, k, n, false, true});
