@@ -276,13 +276,14 @@ TEST(GpuKernels, TensorParallelRunMatchesOneGpu) {
   }
 }
 
-TEST(GpuKernels, PipelineRunMatchesOneGpu) {
-  // Two stages of two layers each, 1F1B over four micro-batches, activations and their gradients
-  // sent between the stages, the tied embedding's two gradients summed: the same arithmetic as one
-  // GPU, so the first loss within 1e-5 and the gradient norm within 1e-3 (GEMM algorithms are
-  // autotuned per run).
-  // The same for the Llama-style model, whose untied output weights live on the last stage only.
-  REQUIRE_GPU();
+namespace {
+
+// Two pipeline stages of the small model, each rank configured by `place(rank, config)` (its
+// layers and schedule), against one GPU running the same four micro-batches: the same arithmetic,
+// so the first loss within 1e-5 and the gradient norm within 1e-3 (GEMM algorithms are autotuned
+// per run), and the last loss within 1e-2.
+template <class Place>
+void expect_pipeline_matches_one_gpu(Place place) {
   for (bool llama : {false, true}) {
     const RunnerResult one = run_gpt_training(small_model(llama));
     ThreadGroup pipe(2), ends(2);
@@ -290,40 +291,39 @@ TEST(GpuKernels, PipelineRunMatchesOneGpu) {
       std::shared_ptr<GradComm> p = make_host_grad_comm(r, 2, pipe.member(r)), e = make_host_grad_comm(r, 2, ends.member(r));
       c.pp_comm = p.get();
       c.embed_comm = e.get();
-      c.stage_first_layer = 2 * r;
-      c.stage_layers = 2;
-      set_schedule(c, trainsim::sim::PipelineKind::one_f_one_b, 2, 1, r);
+      place(r, c);
       return std::make_pair(p, e);
     });
     EXPECT_EQ(rs[0].first_loss, 0.0);  // the last stage reports the loss
     EXPECT_NEAR(rs[1].first_loss, one.first_loss, 1e-5 * one.first_loss) << llama;
     EXPECT_NEAR(std::sqrt(rs[0].first_grad_sq + rs[1].first_grad_sq), std::sqrt(one.first_grad_sq), 1e-3 * std::sqrt(one.first_grad_sq))
         << llama;
+    EXPECT_NEAR(rs[1].last_loss, one.last_loss, 1e-2 * one.last_loss) << llama;
   }
+}
+
+}  // namespace
+
+TEST(GpuKernels, PipelineRunMatchesOneGpu) {
+  // Two stages of two layers each, 1F1B, activations and their gradients sent between the
+  // stages, the tied embedding's two gradients summed; for the Llama-style model the untied output
+  // weights live on the last stage only.
+  REQUIRE_GPU();
+  expect_pipeline_matches_one_gpu([](int r, RunnerConfig& c) {
+    c.stage_first_layer = 2 * r;
+    c.stage_layers = 2;
+    set_schedule(c, trainsim::sim::PipelineKind::one_f_one_b, 2, 1, r);
+  });
 }
 
 TEST(GpuKernels, InterleavedPipelineRunMatchesOneGpu) {
   // Two stages with two chunks of one layer each (stage 0 runs layers 0 and 2, stage 1 layers 1
-  // and 3), interleaved 1F1B over four micro-batches, messages grouped as Megatron-LM groups
-  // them: the same arithmetic as one GPU (first loss within 1e-5, gradient norm within 1e-3).
+  // and 3), interleaved 1F1B, messages grouped as Megatron-LM groups them.
   REQUIRE_GPU();
-  for (bool llama : {false, true}) {
-    const RunnerResult one = run_gpt_training(small_model(llama));
-    ThreadGroup pipe(2), ends(2);
-    const auto rs = run_two_ranks(llama, [&](int r, RunnerConfig& c) {
-      std::shared_ptr<GradComm> p = make_host_grad_comm(r, 2, pipe.member(r)), e = make_host_grad_comm(r, 2, ends.member(r));
-      c.pp_comm = p.get();
-      c.embed_comm = e.get();
-      c.chunk_layers = {{r, 1}, {2 + r, 1}};
-      set_schedule(c, trainsim::sim::PipelineKind::interleaved, 2, 2, r);
-      return std::make_pair(p, e);
-    });
-    EXPECT_EQ(rs[0].first_loss, 0.0);
-    EXPECT_NEAR(rs[1].first_loss, one.first_loss, 1e-5 * one.first_loss) << llama;
-    EXPECT_NEAR(std::sqrt(rs[0].first_grad_sq + rs[1].first_grad_sq), std::sqrt(one.first_grad_sq), 1e-3 * std::sqrt(one.first_grad_sq))
-        << llama;
-    EXPECT_NEAR(rs[1].last_loss, one.last_loss, 1e-2 * one.last_loss) << llama;
-  }
+  expect_pipeline_matches_one_gpu([](int r, RunnerConfig& c) {
+    c.chunk_layers = {{r, 1}, {2 + r, 1}};
+    set_schedule(c, trainsim::sim::PipelineKind::interleaved, 2, 2, r);
+  });
 }
 
 TEST(GpuKernels, LlamaRunnerLearnsAndKeepsItsMemoryAccount) {
