@@ -172,12 +172,13 @@ int main(int argc, char** argv) {
           shapes.push_back({T, k, n, false, true});
           shapes.push_back({k, n, T, true, false});
         }
-      std::printf("%6s %6s %6s %2s %2s %12s %12s %12s %12s\n", "m", "n", "k", "ta", "tb", "random b2b", "train b2b", "random intl",
-                  "train intl");
+      std::printf("%6s %6s %6s %2s %2s %12s %12s %12s %12s %12s\n", "m", "n", "k", "ta", "tb", "random b2b", "train b2b", "random intl",
+                  "train intl", "fp32+= b2b");
       double sums[4] = {0, 0, 0, 0};
       for (const auto& r : gpu::bench_gemm_conditions(shapes)) {
-        std::printf("%6d %6d %6d %2d %2d %10.1fus %10.1fus %10.1fus %10.1fus\n", r.shape.m, r.shape.n, r.shape.k, r.shape.ta, r.shape.tb,
-                    r.us_random_b2b, r.us_trainlike_b2b, r.us_random_interleaved, r.us_trainlike_interleaved);
+        std::printf("%6d %6d %6d %2d %2d %10.1fus %10.1fus %10.1fus %10.1fus %10.1fus\n", r.shape.m, r.shape.n, r.shape.k, r.shape.ta,
+                    r.shape.tb, r.us_random_b2b, r.us_trainlike_b2b, r.us_random_interleaved, r.us_trainlike_interleaved,
+                    r.us_fp32_accumulate_b2b);
         sums[0] += r.us_random_b2b; sums[1] += r.us_trainlike_b2b; sums[2] += r.us_random_interleaved; sums[3] += r.us_trainlike_interleaved;
       }
       std::printf("total %.1f ms random back to back; train-like %+.1f%%, random interleaved %+.1f%%, train-like interleaved %+.1f%%\n",

@@ -222,7 +222,7 @@ std::vector<GemmConditionSample> bench_gemm_conditions(const std::vector<GemmSha
   const auto [max_a, max_b, max_c] = largest_operands(shapes);
   LtGemm g;
   cudaStream_t st = g.stream();
-  DeviceBuffer A(max_a * 2), B(max_b * 2), Bw(max_b * 2), C(max_c * 2);
+  DeviceBuffer A(max_a * 2), B(max_b * 2), Bw(max_b * 2), C(max_c * 2), C32(max_c * 4);
   const size_t copy_bytes = 1ull << 30;
   DeviceBuffer src(copy_bytes), dst(copy_bytes);
   fill_random_bf16(A.get(), max_a, 1, 1.0f, st);
@@ -263,6 +263,10 @@ std::vector<GemmConditionSample> bench_gemm_conditions(const std::vector<GemmSha
     r.us_trainlike_b2b = time_median_us(st, 3, reps, [&] { run(Bw.get()); }, inner);
     r.us_random_interleaved = interleaved(B.get());
     r.us_trainlike_interleaved = interleaved(Bw.get());
+    TRAINSIM_CUDA(cudaMemsetAsync(C32.get(), 0, static_cast<size_t>(s.m) * s.n * 4, st));
+    mm.gemm(s.ta, s.tb, s.m, s.n, s.k, A.get(), Bw.get(), C32.get(), true, 1.0f, 1.0f);  // autotune
+    r.us_fp32_accumulate_b2b = time_median_us(
+        st, 3, reps, [&] { mm.gemm(s.ta, s.tb, s.m, s.n, s.k, A.get(), Bw.get(), C32.get(), true, 1.0f, 1.0f); }, inner);
     out.push_back(r);
   }
   cudaEventDestroy(a);

@@ -26,6 +26,9 @@ std::vector<GemmSample> bench_gemms(const std::vector<GemmShape>& shapes, const 
 struct GemmConditionSample {
   GemmShape shape;
   double us_random_b2b = 0, us_trainlike_b2b = 0, us_random_interleaved = 0, us_trainlike_interleaved = 0;
+  // Back to back on training-like operands with an fp32 output accumulated into (beta = 1), as
+  // the runner's weight-gradient GEMMs run.
+  double us_fp32_accumulate_b2b = 0;
 };
 std::vector<GemmConditionSample> bench_gemm_conditions(const std::vector<GemmShape>& shapes);
 // Relative error of a 256^3 bf16 cuBLASLt GEMM against a double-precision CPU reference.
