@@ -48,7 +48,6 @@ void write_atomically(const std::string& path, const std::string& text) {
   }
 }
 
-#ifdef TRAINSIM_HAVE_CUDA
 json read_json(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw InputError(path, "cannot open file");
@@ -74,8 +73,6 @@ std::string today() {
   std::strftime(buf, sizeof buf, "%Y-%m-%d", std::gmtime(&t));
   return buf;
 }
-
-#endif
 
 int import_logs(const std::vector<std::string>& logs, const std::string& out, double min_bytes) {
   json tables = json::array();
@@ -193,13 +190,7 @@ int main(int argc, char** argv) {
       if (merge_in.size() < 2) throw InputError("merge", "needs two or more profiles");
       std::vector<json> runs;
       for (const auto& f : merge_in) {
-        std::ifstream in(f);
-        if (!in) throw InputError(f, "cannot open file");
-        try {
-          runs.push_back(json::parse(in));
-        } catch (const json::parse_error& e) {
-          throw InputError(f, std::string("not valid JSON: ") + e.what());
-        }
+        runs.push_back(read_json(f));
         if (!runs.back().contains("measurements") || runs.back().value("provenance", json::object()).value("source", "") != "measured")
           throw InputError(f, "is not a profile measured by calibrate (no measurements record)");
       }
@@ -215,14 +206,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*refit) {
-      std::ifstream in(refit_profile);
-      if (!in) throw InputError(refit_profile, "cannot open file");
-      json p;
-      try {
-        p = json::parse(in);
-      } catch (const json::parse_error& e) {
-        throw InputError(refit_profile, std::string("not valid JSON: ") + e.what());
-      }
+      json p = read_json(refit_profile);
       int n = 0;
       try {
         n = calib::refit_collectives(p);

@@ -10,9 +10,11 @@ namespace trainsim {
 namespace {
 // Dimensions that are not multiples of 8 (a GPT-2 vocabulary of 50257) keep cuBLAS off its fast
 // kernels: such shapes are matched only with measured shapes that are misaligned too.
-bool misaligned(double a, double b, double c) {
-  return std::fmod(a, 8.0) != 0 || std::fmod(b, 8.0) != 0 || std::fmod(c, 8.0) != 0;
+bool misaligned(double x) {  // GEMM dimensions are far below 2^63
+  const double whole = std::floor(x);
+  return whole != x || static_cast<long long>(whole) % 8 != 0;
 }
+bool misaligned(double a, double b, double c) { return misaligned(a) || misaligned(b) || misaligned(c); }
 }  // namespace
 
 CostModel::CostModel(const HardwareProfile& hw, Precision p) : hw_(hw), precision_(p) {
