@@ -1096,12 +1096,14 @@ StepResult simulate_step(const StepInput& in) {
   // Steady state. In symmetric mode every micro-batch of a stage is the same work, so once the
   // pipeline is full the step grows by a fixed period for every c further micro-batches (c, the
   // cyclicity, is 1 when one stage's compute sets the pace and can be 2 when transfers alternate
-  // with it): the step time at m0 + j*c is affine in j (m0 = pp, 2 pp interleaved). The schedule is simulated at m0, m0+q and
-  // m0+2q (q = pp for the interleaved schedule, whose micro-batches come in groups of pp, else 1),
-  // then, if those three are not on a line (to 1e-9 of the step, or with interference within the
-  // drift bound below), also at m0+4q to try a period of 2q. The step at m is read off the line through the last two points when m lies on its lattice;
-  // otherwise, or when no line fits, all m micro-batches are simulated. Everything that is not
-  // periodic (the last backward's buckets, the optimizer, ZeRO traffic) is simulated in every run.
+  // with it): the step time at m0 + j*c is affine in j (m0 = pp; 2 pp for the interleaved schedule,
+  // which runs every forward first at pp). The schedule is simulated at m0, m0+q and m0+2q (q = pp
+  // for the interleaved schedule, whose micro-batches come in groups of pp, else 1), then, if those
+  // three are not on a line (to 1e-9 of the step, or with interference within the drift bound
+  // below), also at m0+4q to try a period of 2q. The step at m is read off the line through the
+  // last two points when m lies on its lattice; otherwise, or when no line fits, all m
+  // micro-batches are simulated. Everything that is not periodic (the last backward's buckets, the
+  // optimizer, ZeRO traffic) is simulated in every run.
   PlanShapeCache local;
   PlanShapeCache& shapes = in.plan_cache ? *in.plan_cache : local;
   std::vector<ChunkWork> chunks;

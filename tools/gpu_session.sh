@@ -61,19 +61,14 @@ for step in "$@"; do
       mpirun --allow-run-as-root --oversubscribe -np "$n" -x NCCL_NVLS_ENABLE \
         ./build-gpu/planner validate scenarios/validate-data-parallel.json --json-out "$OUT/validation-dp.json" 2>&1 | tee "$OUT/validate-dp.log"
       log "validate-dp exit ${PIPESTATUS[0]}" ;;
-    validate-mp)
-      # Tensor- and pipeline-parallel layouts: one rank per GPU, or MP_RANKS ranks sharing the GPUs
-      # (numerics only) when there are fewer.
-      n=${MP_RANKS:-$(nvidia-smi -L | wc -l)}
-      [ "$n" -lt 2 ] && n=2
-      log "validate model parallel, $n ranks"
-      mpirun --allow-run-as-root --oversubscribe -np "$n" -x NCCL_NVLS_ENABLE -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x NVSHMEM_DISABLE_NVLS \
-        ./build-gpu/planner validate scenarios/validate-model-parallel.json --json-out "$OUT/validation-mp-$n.json" 2>&1 | tee "$OUT/validate-mp-$n.log"
-      log "validate-mp exit ${PIPESTATUS[0]}" ;;
-    validate-mpi:*)
-      # Any validate scenario under mpirun, one rank per GPU: validate-mpi:<scenario name>.
+    validate-mp|validate-mpi:*)
+      # A validate scenario under mpirun (validate-mpi:<scenario name>; validate-mp: the tensor- and
+      # pipeline-parallel one): one rank per GPU, or RANKS ranks sharing the GPUs (numerics only)
+      # when there are fewer.
       name=${step#validate-mpi:}
-      n=$(nvidia-smi -L | wc -l)
+      [ "$step" = validate-mp ] && name=validate-model-parallel
+      n=${RANKS:-${MP_RANKS:-$(nvidia-smi -L | wc -l)}}
+      [ "$n" -lt 2 ] && n=2
       log "validate $name, $n ranks"
       mpirun --allow-run-as-root --oversubscribe -np "$n" -x NCCL_NVLS_ENABLE -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x NVSHMEM_DISABLE_NVLS \
         ./build-gpu/planner validate "scenarios/$name.json" --json-out "$OUT/validation-$name-$n.json" 2>&1 | tee "$OUT/validate-$name-$n.log"
