@@ -188,14 +188,30 @@ class Builder {
   // `chunk_cache`: the layout's per-chunk work, filled by the first Builder of a step and reused by
   // the others (it does not depend on the number of micro-batches); nullptr: computed here.
   // `routed`: plans shared with the step's other runs (nullptr: this run's own).
+  // `period`: when positive, the run also measures its own periodicity (see Periodicity) over
+  // the last three groups of `period` micro-batches.
   Builder(const StepInput& in, int microbatches, PlanShapeCache* shapes, std::vector<ChunkWork>* chunk_cache = nullptr,
-          RoutedPlans* routed = nullptr)
+          RoutedPlans* routed = nullptr, int period = 0)
       : in_(in), L_(in.layout), m_(*in.model), cost_(*in.cost), microbatches_(microbatches), e_(thread_engine()),
-        plan_cache_(routed ? *routed : own_plans_), shapes_(shapes), chunk_cache_(chunk_cache) {
+        plan_cache_(routed ? *routed : own_plans_), shapes_(shapes), chunk_cache_(chunk_cache),
+        period_(period > 0 && microbatches >= 3 * period ? period : 0) {
     e_.reset();
   }
 
   StepResult run();
+
+  // How the run's last periods repeat. Every forward pass of the last `period` micro-batches, on
+  // every simulated GPU and model chunk, is compared with the same pass one and two periods
+  // earlier: in a periodic schedule each starts exactly `lambda_s` after its predecessor.
+  // `deviation_s` is the largest departure from that. The per-period increments of GPU 0's
+  // breakdown and byte counts are measured between its first forward of the last two periods.
+  struct Periodicity {
+    bool measured = false;
+    double lambda_s = 0, deviation_s = 0;
+    double breakdown_s[kCategories] = {};
+    double dp_bytes = 0, tp_bytes = 0;
+  };
+  const Periodicity& periodicity() const { return periodicity_; }
 
  private:
   struct RankQueues {
@@ -296,6 +312,9 @@ class Builder {
   // Cross-stage hand-offs, indexed by (simulated GPU, virtual stage, micro-batch).
   struct Handoffs {
     std::vector<TaskId> fwd_done, bwd_done, fwd_start, bwd_start;
+    // The last task on the GPU's communication queue once a backward pass is built (only
+    // recorded in runs that measure their periodicity).
+    std::vector<TaskId> comm_after_bwd;
   } h_;
   std::vector<int> sim_index_;  // GPU id -> position in sim_gpus_ (-1 if not simulated)
   std::size_t hidx(int gpu, int vs, int mb) const {
@@ -357,6 +376,14 @@ class Builder {
   std::vector<TaskId> gpu0_comm_;
   double dp_bytes_gpu0_ = 0, tp_bytes_gpu0_ = 0;
   std::vector<LinkId> scratch_;
+  const int period_;
+  Periodicity periodicity_;
+  // GPU 0's byte counts as its first forward of the second-to-last and of the last period is built.
+  // By period (second-to-last, last): GPU 0's byte counts as its first forward of the period is
+  // built, and its breakdown as that forward starts.
+  double marker_bytes_[2][2] = {};
+  double marker_breakdown_[2][kCategories] = {};
+  void measure_periodicity();
 };
 
 void Builder::prepare_chunks() {
@@ -780,6 +807,9 @@ void Builder::build_stage(int stage, const std::vector<int>& gpus) {
 
   for (const PipeOp& op : order) {
     const int vs = op.chunk * pp + stage;
+    if (period_ > 0 && stage == 0 && op.forward && op.chunk == 0 && !gpus.empty() && gpus.front() == 0)
+      for (int i = 0; i < 2; ++i)
+        if (op.microbatch == microbatches_ - (2 - i) * period_) marker_bytes_[i][0] = dp_bytes_gpu0_, marker_bytes_[i][1] = tp_bytes_gpu0_;
     const ChunkWork& w = chunks_[stage * vpp_ + op.chunk];
     const std::string tag = !in_.record_timeline ? std::string()
                             : " mb" + std::to_string(op.microbatch) + (vpp_ > 1 ? " c" + std::to_string(op.chunk) : "");
@@ -852,6 +882,8 @@ void Builder::build_stage(int stage, const std::vector<int>& gpus) {
       for (std::size_t i = 0; i < gpus.size(); ++i) h_.bwd_start[hidx(gpus[i], vs, op.microbatch)] = first[i];
     }
     for (int g : gpus) h_.bwd_done[hidx(g, vs, op.microbatch)] = q_[g].compute;
+    if (period_ > 0)
+      for (int g : gpus) h_.comm_after_bwd[hidx(g, vs, op.microbatch)] = q_[g].comm;
   }
   flush(true);
 }
@@ -892,6 +924,7 @@ StepResult Builder::run() {
   h_.bwd_done.assign(slots, -1);
   h_.fwd_start.assign(slots, -1);
   h_.bwd_start.assign(slots, -1);
+  h_.comm_after_bwd.assign(period_ > 0 ? slots : 0, -1);
   e_.reserve(sim_gpus_.size() * microbatches_ * vpp_ * 4, sim_gpus_.size() * microbatches_ * vpp_ * 8);
 
   // Activation and gradient transfers between consecutive virtual stages are added once every
@@ -987,6 +1020,7 @@ StepResult Builder::run() {
   r.dp_bytes_per_gpu = dp_bytes_gpu0_;
   r.tp_bytes_per_gpu = tp_bytes_gpu0_;
   breakdown(r);
+  if (period_ > 0) measure_periodicity();
   if (in_.record_timeline) {
     for (std::size_t t = 0; t < e_.task_count(); ++t) {
       const TaskSpec& s = e_.spec(static_cast<TaskId>(t));
@@ -1037,10 +1071,15 @@ void Builder::breakdown(StepResult& r) {
     }
     b[kBubble] += to - from;
   };
+  TaskId markers[2] = {-1, -1};
+  if (period_ > 0 && sim_index_[0] >= 0)
+    for (int i = 0; i < 2; ++i) markers[i] = h_.fwd_start[hidx(0, 0, microbatches_ - (2 - i) * period_)];
   for (const Gpu0Task& g : gpu0_tasks_) {
     const TaskId task = g.id;
     const double s = e_.start(task), f = e_.finish(task);
     if (s > t) attribute_wait(t, s, e_.binding_predecessor(task));
+    for (int i = 0; i < 2; ++i)
+      if (task == markers[i]) std::copy(b, b + kCategories, marker_breakdown_[i]);
     const double span = f - std::max(s, t);
     if (g.nparts == 0) {
       b[e_.spec(task).category] += span;
@@ -1069,41 +1108,76 @@ void Builder::breakdown(StepResult& r) {
   }
 }
 
+void Builder::measure_periodicity() {
+  Periodicity& p = periodicity_;
+  const int P = period_, M = microbatches_;
+  if (sim_index_[0] < 0) return;
+  const PipelineKind pk = L_.schedule == Schedule::interleaved ? PipelineKind::interleaved : PipelineKind::one_f_one_b;
+  auto start = [&](const std::vector<TaskId>& firsts, int gpu, int vs, int mb) { return e_.start(firsts[hidx(gpu, vs, mb)]); };
+  p.lambda_s = start(h_.fwd_start, 0, 0, M - P) - start(h_.fwd_start, 0, 0, M - 2 * P);
+  double dev = 0;
+  auto repeats = [&](double now, double before) { dev = std::max(dev, std::abs(now - before - p.lambda_s)); };
+  for (int g : sim_gpus_) {
+    const int stage = g / (L_.tp * L_.dp);
+    const auto order = pipeline_order(pk, L_.pp, vpp_, M, stage);
+    std::size_t last_forward = 0;
+    for (std::size_t i = 0; i < order.size(); ++i)
+      if (order[i].forward) last_forward = i;
+    // Every forward of the last P micro-batches; the last P backwards of each chunk that come
+    // before the stage's last forward (a longer schedule runs them the same way), and the
+    // communication queued by then (ZeRO-2/3 traffic that could fall behind the compute).
+    std::vector<int> taken(vpp_, 0);
+    for (std::size_t i = last_forward; i-- > 0;) {
+      const PipeOp& op = order[i];
+      if (op.forward || op.microbatch < P || taken[op.chunk] == P) continue;
+      ++taken[op.chunk];
+      const int vs = op.chunk * L_.pp + stage, k = op.microbatch;
+      repeats(start(h_.bwd_start, g, vs, k), start(h_.bwd_start, g, vs, k - P));
+      const TaskId c0 = h_.comm_after_bwd[hidx(g, vs, k)], c1 = h_.comm_after_bwd[hidx(g, vs, k - P)];
+      if (c0 != c1 && c1 >= 0) repeats(e_.finish(c0), e_.finish(c1));
+    }
+    for (int c = 0; c < vpp_; ++c)
+      for (int k = M - P; k < M; ++k) repeats(start(h_.fwd_start, g, c * L_.pp + stage, k), start(h_.fwd_start, g, c * L_.pp + stage, k - P));
+  }
+  p.deviation_s = dev;
+  for (int c = 0; c < kCategories; ++c) p.breakdown_s[c] = marker_breakdown_[1][c] - marker_breakdown_[0][c];
+  p.dp_bytes = marker_bytes_[1][0] - marker_bytes_[0][0];
+  p.tp_bytes = marker_bytes_[1][1] - marker_bytes_[0][1];
+  p.measured = true;
+}
+
 }  // namespace
 
 int microbatches_per_step(const StepInput& in) {
   return std::max(1, in.global_batch / (in.layout.dp * in.layout.micro_batch));
 }
 
-namespace {
-
-// r = a + (b - a) * k, category by category (affine extrapolation from two simulated counts).
-StepResult extrapolate(const StepResult& a, const StepResult& b, double k) {
-  StepResult r = b;
-  auto lin = [k](double x, double y) { return x + (y - x) * k; };
-  r.step_time_s = lin(a.step_time_s, b.step_time_s);
-  for (int c = 0; c < kCategories; ++c) r.breakdown_s[c] = std::max(0.0, lin(a.breakdown_s[c], b.breakdown_s[c]));
-  r.dp_bytes_per_gpu = lin(a.dp_bytes_per_gpu, b.dp_bytes_per_gpu);
-  r.tp_bytes_per_gpu = lin(a.tp_bytes_per_gpu, b.tp_bytes_per_gpu);
-  return r;
-}
-
-}  // namespace
-
 StepResult simulate_step(const StepInput& in) {
   if (!in.model || !in.cost) throw std::invalid_argument("simulate_step needs a model and a cost model");
   const int m = microbatches_per_step(in);
   // Steady state. In symmetric mode every micro-batch of a stage is the same work, so once the
-  // pipeline is full the step grows by a fixed period for every c further micro-batches (c, the
-  // cyclicity, is 1 when one stage's compute sets the pace and can be 2 when transfers alternate
-  // with it): the step time at m0 + j*c is affine in j (m0 = pp; 2 pp for the interleaved schedule,
-  // which runs every forward first at pp). The schedule is simulated at m0, m0+q and m0+2q (q = pp
-  // for the interleaved schedule, whose micro-batches come in groups of pp, else 1), then, if those
-  // three are not on a line (to 1e-9 of the step, or with interference within the drift bound
-  // below), also at m0+4q to try a period of 2q. The step at m is read off the line through the
-  // last two points when m lies on its lattice; otherwise, or when no line fits, all m
-  // micro-batches are simulated. Everything that is not periodic (the last backward's buckets, the
-  // optimizer, ZeRO traffic) is simulated in every run.
+  // pipeline is full the 1F1B and interleaved schedules repeat: every pass starts a fixed period
+  // after the same pass P micro-batches earlier (P = 1 when one stage's compute sets the pace, 2
+  // when transfers alternate with it; pp or 2 pp for the interleaved schedule, whose micro-batches
+  // come in groups of pp). A schedule of M micro-batches runs exactly as one of m > M up to each
+  // stage's last forward (every stage's order is the same up to there), and what follows (the
+  // cool-down, the last backward's buckets, the optimizer) starts from the same state shifted by
+  // whole periods. So one run of M micro-batches, with m - M a multiple of P, gives the step at m
+  // as its own step plus (m - M) / P periods, when its last period is seen to repeat the one
+  // before on every stage: every pass of the period (every forward of the last P micro-batches,
+  // the last P backwards of each chunk before the stage's last forward) starts, and the
+  // communication queued by each of those backwards ends, one period after the same event P
+  // micro-batches earlier, to 1e-9 of the step. (Once the whole state of a schedule of fixed
+  // durations repeats shifted by the period, everything after it does: it is a max-plus linear
+  // system.) M is at least 2 pp + 2P - 1: the pipeline takes pp micro-batches to fill (2 pp for
+  // the interleaved schedule, which runs every forward first at pp), and about pp more before a
+  // slower stage (the one with the head) has throttled every stage above it to its pace.
+  // With the measured comm-compute interference a stage's lag can build up slowly, so a drift is
+  // accepted when, kept up over every remaining period, it would move the step by under 1e-3.
+  // P = 2q is tried when P = q does not repeat; when neither does, or M would not be shorter
+  // than m, every micro-batch is simulated. GPipe is always simulated in full: its forward phase
+  // has no back-pressure, so each stage runs at its own rate and the schedule never settles into
+  // one period (its stashed activations keep m small anyway).
   PlanShapeCache local;
   PlanShapeCache& shapes = in.plan_cache ? *in.plan_cache : local;
   std::vector<ChunkWork> chunks;
@@ -1114,48 +1188,36 @@ StepResult simulate_step(const StepInput& in) {
   const bool share_plans = in.mode == SimMode::full || !(cs.oversubscription > 1.0 && cs.nodes > cs.nodes_per_leaf());
   Builder::RoutedPlans routed;
   const int pp = in.layout.pp;
-  // The interleaved schedule runs every forward first at m = pp, so its lattice starts at 2 pp.
   const bool interleaved = in.layout.schedule == Schedule::interleaved;
-  const int m0 = interleaved ? 2 * pp : pp, q = interleaved ? pp : 1;
-  if (in.mode == SimMode::symmetric && !in.record_timeline && in.steady_state) {
-    std::map<int, StepResult> runs;
-    int simulated = 0;
-    auto at = [&](int mb) -> const StepResult& {
-      auto it = runs.find(mb);
-      if (it == runs.end()) {
-        it = runs.emplace(mb, Builder(in, mb, &shapes, &chunks, share_plans ? &routed : nullptr).run()).first;
-        simulated += mb;
-      }
-      return it->second;
-    };
-    for (int step = q; step <= 2 * q; step *= 2) {
+  const int m0 = 2 * pp, q = interleaved ? pp : 1;  // see above
+  int simulated = 0;
+  if (in.mode == SimMode::symmetric && !in.record_timeline && in.steady_state && in.layout.schedule != Schedule::gpipe) {
+    for (int P = q; P <= 2 * q; P *= 2) {
+      int M = std::max(m0 + 2 * P - 1, 3 * P);
+      M += ((m - M) % P + P) % P;
       // Only worth it while the runs cost fewer micro-batches than the step itself.
-      int cost = 0;
-      for (int mb : {m0, m0 + step, m0 + 2 * step})
-        if (!runs.count(mb)) cost += mb;
-      if (simulated + cost >= m || (m - m0) % step != 0) break;
-      const StepResult& a = at(m0);
-      const StepResult& b = at(m0 + step);
-      const StepResult& c = at(m0 + 2 * step);
-      const double d1 = b.step_time_s - a.step_time_s, d2 = c.step_time_s - b.step_time_s;
-      // With the measured comm-compute interference a stage's lag can build up slowly, so the
-      // period may drift: accepted when, even if it kept drifting by the observed second
-      // difference every remaining period, the step would move by under 1e-3 of it.
-      const double periods = static_cast<double>(m - (m0 + step)) / step;
-      const bool periodic = std::abs(d2 - d1) <= 1e-9 * c.step_time_s;
+      if (simulated + M >= m) break;
+      Builder b(in, M, &shapes, &chunks, share_plans ? &routed : nullptr, P);
+      StepResult r = b.run();
+      simulated += M;
+      const Builder::Periodicity& per = b.periodicity();
+      const double periods = static_cast<double>(m - M) / P;
+      const double T = r.step_time_s;
+      const bool periodic = per.deviation_s <= 1e-9 * T;
       const bool slow_drift = in.cost->hardware().comm_compute_interference > 0 &&
-                              std::abs(d2 - d1) * periods * (periods + 1) / 2 <= 1e-3 * c.step_time_s;
-      if (periodic || slow_drift) {
-        StepResult out = extrapolate(b, c, static_cast<double>(m - (m0 + step)) / step);
-        out.tasks = out.events = 0;
-        for (const auto& [mb, r] : runs) out.tasks += r.tasks, out.events += r.events;
-        out.simulated_microbatches = simulated;
-        return out;
+                              per.deviation_s * periods * (periods + 1) / 2 <= 1e-3 * T;
+      if (per.measured && (periodic || slow_drift)) {
+        r.step_time_s += periods * per.lambda_s;
+        for (int c = 0; c < kCategories; ++c) r.breakdown_s[c] = std::max(0.0, r.breakdown_s[c] + periods * per.breakdown_s[c]);
+        r.dp_bytes_per_gpu += periods * per.dp_bytes;
+        r.tp_bytes_per_gpu += periods * per.tp_bytes;
+        r.simulated_microbatches = simulated;
+        return r;
       }
     }
   }
   StepResult r = Builder(in, m, &shapes, &chunks, share_plans ? &routed : nullptr).run();
-  r.simulated_microbatches = m;
+  r.simulated_microbatches = simulated + m;
   return r;
 }
 

@@ -83,7 +83,7 @@ struct StepResult {
   int simulated_gpus = 0;
   std::size_t tasks = 0;
   std::uint64_t events = 0;
-  int simulated_microbatches = 0;  // per stage; fewer than the step's when read off the steady state
+  int simulated_microbatches = 0;  // per stage, over every run; fewer than the step's when read off the steady state
   double dp_bytes_per_gpu = 0;  // bytes each GPU sends for gradient/ZeRO collectives per step
   double tp_bytes_per_gpu = 0;
   std::vector<TimelineEntry> timeline;

@@ -251,17 +251,17 @@ TEST(Step, DeterministicOutput) {
 }
 
 TEST(Step, SteadyStateMatchesSimulatingEveryMicroBatch) {
-  // In symmetric mode a long schedule is read off its steady state (short simulations on a line).
-  // It must give the step time and breakdown of simulating every micro-batch, across schedules,
-  // ZeRO stages, compression, recompute and networks where data-parallel traffic overlaps the
-  // pipeline. Where compute sets the pace it must engage (fewer micro-batches simulated); where
-  // pipeline transfers contend on a slow NIC the step is not periodic (the forward and backward
-  // sends of a stage share its port in a pattern that drifts) and it must fall back to simulating
-  // every micro-batch.
+  // In symmetric mode a long schedule is read off its steady state (one shorter run whose last
+  // period repeats the one before). It must give the step time, breakdown and bytes of simulating
+  // every micro-batch, across schedules, ZeRO stages, compression, recompute and networks where
+  // data-parallel traffic overlaps the pipeline. Where compute sets the pace it must engage (fewer
+  // micro-batches simulated); where pipeline transfers contend on a slow NIC the step is not
+  // periodic (the forward and backward sends of a stage share its port in a pattern that drifts)
+  // and it must fall back to simulating every micro-batch, as it must for GPipe.
   // This holds exactly for a schedule whose only coupling is through links. With the profile's
   // measured GEMM slowdown while NCCL runs (comm-compute interference), transfers stretch the
-  // compute they overlap and a stage's lag can build up over many micro-batches: three collinear
-  // points no longer prove the rest of the schedule periodic, and the reading is held to 1e-3 of
+  // compute they overlap and a stage's lag can build up over many micro-batches: one repeating
+  // period no longer proves the rest of the schedule periodic, and the reading is held to 1e-3 of
   // the exact one instead (the cases below differ by at most 5e-5 of the step).
   struct Case {
     const char* model;
@@ -274,11 +274,17 @@ TEST(Step, SteadyStateMatchesSimulatingEveryMicroBatch) {
     bool periodic;
   };
   const Case cases[] = {
-      // Interleaved runs are read off 2 pp, 3 pp and 4 pp micro-batches (at pp every forward runs
-      // first), so the step needs more than 9 pp of them to gain.
+      // Interleaved runs are read off a run of 4 pp micro-batches (at pp every forward runs first,
+      // and 2 pp of them fill the pipeline), so the step needs more than 4 pp of them to gain.
       {"gpt3-175b", 64, 8, 8, 3, 1, 1, "interleaved", "selective", "none", "", 1024, true},
       {"gpt3-175b", 64, 8, 8, 1, 1, 0, "1f1b", "full", "none", "", 512, true},
-      {"gpt3-175b", 32, 4, 16, 1, 2, 1, "gpipe", "full", "int8", "", 512, true},
+      // A deep pipeline whose last stage (with the head) is the slowest.
+      {"mt-nlg-530b", 280, 8, 35, 1, 1, 1, "1f1b", "selective", "none", "", 960, true},
+      {"gpt3-175b", 32, 4, 16, 1, 2, 1, "gpipe", "full", "int8", "", 512, false},
+      {"gpt3-175b", 32, 4, 16, 2, 1, 1, "interleaved", "selective", "none", "", 1024, true},
+      // ZeRO-2 and -3 (no pipeline): reduce-scatters, and gathers, every micro-batch.
+      {"llama2-13b", 8, 8, 1, 1, 1, 2, "1f1b", "selective", "none", "", 256, true},
+      {"llama2-13b", 8, 8, 1, 1, 1, 3, "1f1b", "selective", "none", R"(, "network": { "nic_Gbps": 100, "nics_per_node": 1 })", 256, true},
       {"llama2-13b", 8, 2, 4, 1, 1, 0, "1f1b", "none", "topk:0.01", R"(, "network": { "nic_Gbps": 25, "nics_per_node": 1 })", 256, false},
       {"llama2-13b", 8, 2, 4, 2, 1, 1, "interleaved", "selective", "none", R"(, "network": { "nic_Gbps": 100, "nics_per_node": 1 })", 256, false},
       {"llama2-13b", 8, 2, 4, 2, 1, 1, "interleaved", "selective", "none", R"(, "network": { "nic_Gbps": 400, "nics_per_node": 8 })", 512, true},
@@ -308,7 +314,7 @@ TEST(Step, SteadyStateMatchesSimulatingEveryMicroBatch) {
       const int m = s.training.global_batch / (l.dp * l.micro_batch);
       if (interference == 0) {
         if (c.periodic) EXPECT_LT(a.step.simulated_microbatches, m) << what;
-        else EXPECT_EQ(a.step.simulated_microbatches, m) << what;
+        else EXPECT_GE(a.step.simulated_microbatches, m) << what;
       }
       EXPECT_EQ(b.step.simulated_microbatches, m) << what;
       EXPECT_NEAR(a.step.step_time_s / b.step.step_time_s, 1.0, tol) << what;
