@@ -11,6 +11,7 @@
 
 #include "layout_rules.h"
 #include "text_report.h"
+#include "worker_pool.h"
 
 namespace trainsim {
 
@@ -150,10 +151,7 @@ SearchResult search_layouts(const Scenario& s, const std::vector<Candidate>& can
   };
   int threads = opt.threads > 0 ? opt.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   threads = std::min<int>(threads, static_cast<int>(std::max<std::size_t>(1, mine.size())));
-  std::vector<std::thread> pool;
-  for (int i = 1; i < threads; ++i) pool.emplace_back(worker);
-  worker();
-  for (auto& t : pool) t.join();
+  WorkerPool::shared().run(threads, worker);
   res.evaluated = evs.size();
   for (auto& ev : evs) {
     if (ev.simulated) res.ranked.push_back(std::move(ev));

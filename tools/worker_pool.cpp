@@ -1,0 +1,72 @@
+#include "worker_pool.h"
+
+namespace trainsim {
+
+WorkerPool& WorkerPool::shared() {
+  static WorkerPool pool;
+  return pool;
+}
+
+WorkerPool::~WorkerPool() {
+  {
+    std::lock_guard<std::mutex> lock(m_);
+    stop_ = true;
+  }
+  start_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+void WorkerPool::work(int index) {
+  std::uint64_t seen = 0;
+  while (true) {
+    const std::function<void()>* job = nullptr;
+    {
+      std::unique_lock<std::mutex> lock(m_);
+      start_.wait(lock, [&] { return stop_ || (generation_ != seen && index < active_); });
+      if (stop_) return;
+      seen = generation_;
+      job = job_;
+    }
+    std::exception_ptr error;
+    try {
+      (*job)();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    std::lock_guard<std::mutex> lock(m_);
+    if (error && !error_) error_ = error;
+    if (--running_ == 0) finished_.notify_all();
+  }
+}
+
+void WorkerPool::run(int threads, const std::function<void()>& fn) {
+  std::lock_guard<std::mutex> one_run(run_mutex_);
+  const int helpers = threads > 1 ? threads - 1 : 0;
+  {
+    std::lock_guard<std::mutex> lock(m_);
+    while (static_cast<int>(threads_.size()) < helpers) {
+      const int index = static_cast<int>(threads_.size());
+      threads_.emplace_back([this, index] { work(index); });
+    }
+    job_ = &fn;
+    active_ = helpers;
+    running_ = helpers;
+    error_ = nullptr;
+    ++generation_;
+  }
+  start_.notify_all();
+  std::exception_ptr mine;
+  try {
+    fn();
+  } catch (...) {
+    mine = std::current_exception();
+  }
+  std::unique_lock<std::mutex> lock(m_);
+  finished_.wait(lock, [&] { return running_ == 0; });
+  active_ = 0;
+  job_ = nullptr;
+  if (mine) std::rethrow_exception(mine);
+  if (error_) std::rethrow_exception(error_);
+}
+
+}  // namespace trainsim
