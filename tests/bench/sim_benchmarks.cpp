@@ -13,11 +13,13 @@ namespace {
 
 const std::string kProfiles = TRAINSIM_PROFILES;
 
-Scenario gpt3_scenario(int nodes) {
+// GPT-3 175B with tp 8, pp 8, micro-batch 1 and a global batch of 1,536: the interleaved
+// schedule over 3 virtual stages, or 1F1B.
+Scenario gpt3_scenario(int nodes, bool interleaved = true) {
   const std::string text = R"({ "name": "bench", "model": "gpt3-175b", "training": { "global_batch": 1536 },
     "hardware": "a100-80g-sxm", "cluster": { "nodes": )" + std::to_string(nodes) + R"(, "gpus_per_node": 8 },
-    "layout": { "tp": 8, "pp": 8, "vpp": 3, "micro_batch": 1, "sequence_parallel": true, "recompute": "selective",
-                "zero": 1, "schedule": "interleaved" } })";
+    "layout": { "tp": 8, "pp": 8, "vpp": )" + (interleaved ? "3" : "1") + R"(, "micro_batch": 1, "sequence_parallel": true,
+                "recompute": "selective", "zero": 1, "schedule": ")" + (interleaved ? "interleaved" : "1f1b") + R"(" } })";
   return parse_scenario(text, "bench", kProfiles);
 }
 
@@ -45,9 +47,10 @@ static void BM_EngineEvents(benchmark::State& st) {
 }
 BENCHMARK(BM_EngineEvents)->Unit(benchmark::kMillisecond);
 
-// One symmetric-mode step: GPT-3 175B on 1,024 GPUs (tp 8, pp 8, dp 16, interleaved, 96 micro-batches).
+// One symmetric-mode step: GPT-3 175B on 1,024 GPUs (tp 8, pp 8, dp 16, 96 micro-batches),
+// interleaved over 3 virtual stages (range 1) or 1F1B (range 0).
 static void BM_SimulateSymmetric175B(benchmark::State& st) {
-  const Scenario s = gpt3_scenario(128);
+  const Scenario s = gpt3_scenario(128, st.range(0) == 1);
   const Layout l = resolve_layout(s, s.layout, false, 128);
   sim::StepResult last;
   for (auto _ : st) {
@@ -58,7 +61,7 @@ static void BM_SimulateSymmetric175B(benchmark::State& st) {
   st.counters["events"] = static_cast<double>(last.events);
   st.counters["microbatches_simulated"] = last.simulated_microbatches;
 }
-BENCHMARK(BM_SimulateSymmetric175B)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_SimulateSymmetric175B)->ArgName("interleaved")->Arg(1)->Arg(0)->Unit(benchmark::kMicrosecond);
 
 // The same step with every one of the 1,024 GPUs simulated on the full topology.
 static void BM_SimulateFull175B(benchmark::State& st) {
