@@ -376,6 +376,7 @@ class Builder {
   std::vector<TaskId> gpu0_comm_;
   double dp_bytes_gpu0_ = 0, tp_bytes_gpu0_ = 0;
   std::vector<LinkId> scratch_;
+  std::vector<std::int32_t> plan_flows_scratch_;
   const int period_;
   Periodicity periodicity_;
   // GPU 0's byte counts as its first forward of the second-to-last and of the last period is built.
@@ -561,32 +562,50 @@ const Builder::CachedPlan& Builder::unit_plan(const std::vector<int>& group, Col
   if (it != plan_cache_.end()) return it->second;
   for (std::size_t i = 1; i < group.size(); ++i)
     if (group[i] - group[i - 1] != stride) throw std::logic_error("collective group is not evenly strided");
-  const PlanShapeCache::Key skey{{key[0], key[1], key[2], key[3], key[4], place_.gpus_per_node},
+  const PlanShapeCache::Key skey{{key[0], key[1], key[2], key[3], key[4], place_.gpus_per_node, in_.net.shape.nodes_per_leaf()},
                                   {place_.intra_alpha_s, place_.inter_alpha_s, place_.intra_Bps, place_.inter_Bps}};
   auto shape = shapes_->shapes.find(skey);
   if (shape == shapes_->shapes.end()) {
     PlanShapeCache::Shape ps;
     ps.plan = plan_collective(kind, algo, 1.0, group, place_);
-    for (const Phase& ph : ps.plan.phases) ps.idle_latency_s += ph.latency_s;
+    for (const Phase& ph : ps.plan.phases) {
+      ps.idle_latency_s += ph.latency_s;
+      std::vector<std::int32_t> order(ph.flows.size());
+      for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::int32_t>(i);
+      std::stable_sort(order.begin(), order.end(), [&](std::int32_t a, std::int32_t b) { return ph.flows[a].src < ph.flows[b].src; });
+      ps.by_source.push_back(std::move(order));
+    }
     ps.idle_per_byte_s = idle_time_s(ps.plan, place_) - ps.idle_latency_s;
+    ps.leaf_share = group_nodes_per_leaf(group);
     shape = shapes_->shapes.emplace(skey, std::move(ps)).first;
   }
-  const CollectivePlan& plan = shape->second.plan;
+  const PlanShapeCache::Shape& sh = shape->second;
+  const CollectivePlan& plan = sh.plan;
   CachedPlan c;
   if (place_.node_of(group.front()) == place_.node_of(group.back()))
     c.measured = find_measured(in_.net.intra_measured, kind, static_cast<int>(group.size()));
   else if (one_per_node(group))
     c.measured = find_measured(in_.net.inter_measured, kind, static_cast<int>(group.size()));
-  c.idle_latency_s = shape->second.idle_latency_s;
-  c.idle_per_byte_s = shape->second.idle_per_byte_s;
+  c.idle_latency_s = sh.idle_latency_s;
+  c.idle_per_byte_s = sh.idle_per_byte_s;
   c.members = sim_members(group);
-  const int leaf_share = group_nodes_per_leaf(group);
-  for (const Phase& ph : plan.phases) {
+  const int leaf_share = sh.leaf_share;
+  std::vector<std::int32_t>& mine = plan_flows_scratch_;
+  for (std::size_t pi = 0; pi < plan.phases.size(); ++pi) {
+    const Phase& ph = plan.phases[pi];
     CachedPhase cp;
     cp.latency_s = ph.latency_s;
     cp.flow_begin = static_cast<std::int32_t>(c.flows.size());
-    for (const auto& f : ph.flows) {
-      if (!is_sim_[f.src]) continue;
+    // The flows leaving the simulated members, in the plan's order.
+    const std::vector<std::int32_t>& by_src = sh.by_source[pi];
+    mine.clear();
+    for (int g : c.members) {
+      auto lo = std::lower_bound(by_src.begin(), by_src.end(), g, [&](std::int32_t i, int v) { return ph.flows[i].src < v; });
+      for (; lo != by_src.end() && ph.flows[*lo].src == g; ++lo) mine.push_back(*lo);
+    }
+    std::sort(mine.begin(), mine.end());
+    for (std::int32_t fi : mine) {
+      const FlowSpec& f = ph.flows[fi];
       if (!c.members.empty() && f.src == c.members.front()) c.sent_by_first += f.bytes;
       paths_->path(f.src, f.dst, place_.node_of(f.src) != place_.node_of(f.dst) ? leaf_share : 0, scratch_);
       bool merged = false;
@@ -1147,6 +1166,13 @@ void Builder::measure_periodicity() {
 }
 
 }  // namespace
+
+std::size_t PlanShapeCache::KeyHash::operator()(const Key& k) const noexcept {
+  std::size_t h = 0;
+  for (int x : k.ints) h = h * 1000003u + static_cast<std::size_t>(static_cast<unsigned>(x));
+  for (double x : k.reals) h = h * 1000003u ^ std::hash<double>{}(x);
+  return h;
+}
 
 int microbatches_per_step(const StepInput& in) {
   return std::max(1, in.global_batch / (in.layout.dp * in.layout.micro_batch));

@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <unordered_map>
 #include <string>
 #include <vector>
 
@@ -46,11 +47,22 @@ struct PlanShapeCache {
   struct Shape {
     CollectivePlan plan;
     double idle_latency_s = 0, idle_per_byte_s = 0;
+    // Per phase, the indices of its flows ordered by source GPU (then by position), so that a
+    // simulation finds the flows of the members it simulates without scanning the others.
+    std::vector<std::vector<std::int32_t>> by_source;
+    int leaf_share = 0;  // the group's nodes per leaf switch when it spans several, else 0
   };
-  // kind, algorithm, first member, stride, size, GPUs per node; then alpha inside and across
-  // nodes, bandwidth inside and across nodes.
-  using Key = std::pair<std::array<int, 6>, std::array<double, 4>>;
-  std::map<Key, Shape> shapes;
+  // kind, algorithm, first member, stride, size, GPUs per node, nodes per leaf; then alpha inside
+  // and across nodes, bandwidth inside and across nodes.
+  struct Key {
+    std::array<int, 7> ints{};
+    std::array<double, 4> reals{};
+    bool operator==(const Key& o) const { return ints == o.ints && reals == o.reals; }
+  };
+  struct KeyHash {
+    std::size_t operator()(const Key& k) const noexcept;
+  };
+  std::unordered_map<Key, Shape, KeyHash> shapes;
 };
 
 struct StepInput {

@@ -134,9 +134,12 @@ SearchResult search_layouts(const Scenario& s, const std::vector<Candidate>& can
   EvalOptions eo;
   eo.simulate_if_oom = false;
   auto worker = [&]() {
-    // One per thread: both memoise what every layout of the scenario asks again.
+    // One per thread: both memoise what every layout of the scenario asks again. The collective
+    // plans depend only on their key (group, placement, latencies, bandwidths), so each pool
+    // thread keeps its own across searches, dropped when it grows large.
     const CostModel cost(s.hardware, s.training.precision);
-    sim::PlanShapeCache plans;
+    thread_local sim::PlanShapeCache plans;
+    if (plans.shapes.size() > 4096) plans.shapes.clear();
     EvalOptions mine_eo = eo;
     mine_eo.cost = &cost;
     mine_eo.plan_cache = &plans;
