@@ -25,8 +25,13 @@ CostModel::CostModel(const HardwareProfile& hw, Precision p) : hw_(hw), precisio
     table_ = &b->second;
     if (hw_.peak(want) > 0 && hw_.peak("bf16") > 0) table_scale_ = hw_.peak(want) / hw_.peak("bf16");
   }
-  if (table_)
-    for (const auto& g : *table_) log_table_.push_back({std::log(g.m), std::log(g.n), std::log(g.k), misaligned(g.m, g.n, g.k)});
+  if (table_) {
+    for (std::size_t i = 0; i < table_->size(); ++i) {
+      const GemmPoint& g = (*table_)[i];
+      log_table_.push_back({std::log(g.m), std::log(g.n), std::log(g.k), misaligned(g.m, g.n, g.k), i});
+    }
+    std::stable_sort(log_table_.begin(), log_table_.end(), [](const LogShape& a, const LogShape& b) { return a.lm < b.lm; });
+  }
 }
 
 double CostModel::peak_flops() const {
@@ -43,28 +48,38 @@ double CostModel::gemm_rate_tflops(double m, double n, double k) const {
   }
   const bool want = misaligned(m, n, k);
   const double lm = std::log(m), ln = std::log(n), lk = std::log(k);
-  // Nearest measured shape; shapes equally near (a power of two between two measured ones, up to the
-  // last bits of the logarithms) share the query: their times are averaged, i.e. the harmonic mean
-  // of their rates, rather than letting rounding pick one.
+  // Nearest measured shape (L1 distance in log space); shapes equally near (a power of two between
+  // two measured ones, up to the last bits of the logarithms) share the query: their times are
+  // averaged, i.e. the harmonic mean of their rates, rather than letting rounding pick one. The
+  // rows are ordered by log m, and |log m - p.lm| alone bounds the distance from below, so each
+  // scan walks outwards from log m and stops once that bound passes what it is looking for.
   constexpr double kTie = 1e-9;
+  const std::size_t n_rows = log_table_.size();
+  const std::size_t mid = static_cast<std::size_t>(
+      std::lower_bound(log_table_.begin(), log_table_.end(), lm, [](const LogShape& p, double v) { return p.lm < v; }) - log_table_.begin());
+  auto dist = [&](const LogShape& p) { return std::fabs(lm - p.lm) + std::fabs(ln - p.ln) + std::fabs(lk - p.lk); };
+  // Calls visit(p) for every row eligible in this pass whose log m is within `reach` of lm(); the
+  // reach may shrink as it goes.
+  auto scan = [&](bool aligned_only, double& reach, auto&& visit) {
+    for (std::size_t i = mid; i < n_rows && log_table_[i].lm - lm <= reach; ++i)
+      if (!aligned_only || log_table_[i].misaligned == want) visit(log_table_[i]);
+    for (std::size_t i = mid; i-- > 0 && lm - log_table_[i].lm <= reach;)
+      if (!aligned_only || log_table_[i].misaligned == want) visit(log_table_[i]);
+  };
+  std::vector<std::size_t>& rows = tie_rows_;
   for (int pass = 0; pass < 2; ++pass) {
     double best_d = 1e300;
-    for (const LogShape& p : log_table_) {
-      if (pass == 0 && p.misaligned != want) continue;
-      best_d = std::min(best_d, std::fabs(lm - p.lm) + std::fabs(ln - p.ln) + std::fabs(lk - p.lk));
-    }
+    scan(pass == 0, best_d, [&](const LogShape& p) { best_d = std::min(best_d, dist(p)); });
     if (best_d == 1e300) continue;
+    double reach = best_d + kTie;
+    rows.clear();
+    scan(pass == 0, reach, [&](const LogShape& p) {
+      if (dist(p) <= best_d + kTie) rows.push_back(p.row);
+    });
+    std::sort(rows.begin(), rows.end());  // sum in table order
     double inv = 0;
-    int ties = 0;
-    for (std::size_t i = 0; i < log_table_.size(); ++i) {
-      const LogShape& p = log_table_[i];
-      if (pass == 0 && p.misaligned != want) continue;
-      if (std::fabs(lm - p.lm) + std::fabs(ln - p.ln) + std::fabs(lk - p.lk) <= best_d + kTie) {
-        inv += 1.0 / (*table_)[i].tflops;
-        ++ties;
-      }
-    }
-    return ties / inv * table_scale_;
+    for (std::size_t r : rows) inv += 1.0 / (*table_)[r].tflops;
+    return static_cast<double>(rows.size()) / inv * table_scale_;
   }
   TRAINSIM_ASSERT(false, "GEMM table is empty");
   return 0.0;

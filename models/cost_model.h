@@ -41,12 +41,16 @@ class CostModel {
   Precision precision_;
   const std::vector<GemmPoint>* table_ = nullptr;
   double table_scale_ = 1.0;  // fp8 without an fp8 table: bf16 table times the peak ratio
-  // The table's shapes in log space, and whether each is misaligned, computed once.
+  // The table's shapes in log space, whether each is misaligned, and its row in the table;
+  // computed once and ordered by log m, so that a nearest-shape search can stop scanning once m
+  // alone is farther than the best match.
   struct LogShape {
     double lm, ln, lk;
     bool misaligned;
+    std::size_t row;
   };
   std::vector<LogShape> log_table_;
+  mutable std::vector<std::size_t> tie_rows_;  // scratch for gemm_rate_tflops
   // GEMM times already looked up, by shape: a step asks for the same few shapes many times. Makes
   // a CostModel unsafe to share between threads; use one per thread.
   struct ShapeHash {

@@ -357,6 +357,11 @@ class Builder {
     for (int g : gpus)
       if (proc_[g] >= 0) e_.add_interference(t, proc_[g], interference_);
   }
+  void interfere(TaskId t, int a, int b = -1) {
+    if (interference_ <= 0) return;
+    for (int g : {a, b})
+      if (g >= 0 && proc_[g] >= 0) e_.add_interference(t, proc_[g], interference_);
+  }
   // Scratch for run_parts: the fused task's flows, one per distinct path.
   std::vector<CachedFlow> fused_flows_;
   std::vector<LinkId> fused_paths_;
@@ -961,51 +966,58 @@ StepResult Builder::run() {
     build_stage(s, gpus);
   }
 
+  // A transfer's task and flow depend only on its two GPUs: worked out once per pair.
+  struct TransferKind {
+    double latency_s = 0, bytes = 0;
+    std::vector<LinkId> path;
+    bool dst_simulated = false;
+  };
+  std::map<std::pair<int, int>, TransferKind> transfer_kinds;
+  auto transfer_kind = [&](int g, int dst) -> const TransferKind& {
+    auto it = transfer_kinds.find({g, dst});
+    if (it != transfer_kinds.end()) return it->second;
+    TransferKind k;
+    const bool inside = place_.node_of(g) == place_.node_of(dst);
+    // A point-to-point transfer inside a node, where the profile measured one: its time on an idle
+    // NVLink port (alpha + S / port rate) rescaled to the measurement.
+    PlanScale sc;
+    if (inside && pp_measured)
+      sc = measured_scale(*pp_measured, act_bytes, place_.intra_alpha_s, place_.intra_Bps > 0 ? 1.0 / place_.intra_Bps : 0.0);
+    else if (!inside && pp_measured_inter)
+      sc = measured_scale(*pp_measured_inter, act_bytes, place_.inter_alpha_s, place_.inter_Bps > 0 ? 1.0 / place_.inter_Bps : 0.0);
+    k.latency_s = (inside ? place_.intra_alpha_s : place_.inter_alpha_s) * sc.latency;
+    k.bytes = act_bytes * sc.bytes;
+    if (dst != g) paths_->path(g, dst, 0, k.path);
+    k.dst_simulated = paths_->simulated(dst);
+    return transfer_kinds.emplace(std::make_pair(g, dst), std::move(k)).first->second;
+  };
+  auto transfer = [&](int g, int dst, TaskId from, TaskId to, const std::string& name) {
+    const TransferKind& k = transfer_kind(g, dst);
+    TaskSpec spec;
+    spec.lane = g;
+    spec.category = kPpComm;
+    spec.label = label(name);
+    spec.duration_s = k.latency_s;
+    const TaskId t = e_.add_task(spec);
+    lane_stream_.push_back(2);
+    if (dst != g) e_.add_flow(t, k.bytes, k.path.data(), static_cast<int>(k.path.size()));
+    interfere(t, g, k.dst_simulated && dst != g ? dst : -1);
+    e_.add_dependency(from, t);
+    e_.add_dependency(t, to);
+  };
   for (int g : sim_gpus_) {
     const int stage = g / (L_.tp * L_.dp);
     for (int c = 0; c < vpp_; ++c) {
       const int vs = c * pp + stage;
+      const int next = vs < V - 1 ? g + ((vs + 1) % pp - stage) * L_.tp * L_.dp : -1;
+      const int prev = vs > 0 ? g + ((vs - 1) % pp - stage) * L_.tp * L_.dp : -1;
       for (int mb = 0; mb < microbatches_; ++mb) {
-        auto transfer = [&](int dst_vs, TaskId from, TaskId to, const std::string& name) {
-          const int dst_stage = dst_vs % pp;
-          const int dst = g + (dst_stage - stage) * L_.tp * L_.dp;
-          TaskSpec spec;
-          spec.lane = g;
-          spec.category = kPpComm;
-          spec.label = label(name);
-          const bool inside = place_.node_of(g) == place_.node_of(dst);
-          spec.duration_s = inside ? place_.intra_alpha_s : place_.inter_alpha_s;
-          // A point-to-point transfer inside a node, where the profile measured one: its time on
-          // an idle NVLink port (alpha + S / port rate) rescaled to the measurement.
-          PlanScale k;
-          if (inside && pp_measured)
-            k = measured_scale(*pp_measured, act_bytes, place_.intra_alpha_s, place_.intra_Bps > 0 ? 1.0 / place_.intra_Bps : 0.0);
-          else if (!inside && pp_measured_inter)
-            k = measured_scale(*pp_measured_inter, act_bytes, place_.inter_alpha_s, place_.inter_Bps > 0 ? 1.0 / place_.inter_Bps : 0.0);
-          spec.duration_s *= k.latency;
-          const TaskId t = e_.add_task(spec);
-          lane_stream_.push_back(2);
-          if (dst != g) {
-            paths_->path(g, dst, 0, scratch_);
-            e_.add_flow(t, act_bytes * k.bytes, scratch_.data(), static_cast<int>(scratch_.size()));
-          }
-          if (paths_->simulated(dst) && dst != g) interfere(t, {g, dst});
-          else interfere(t, {g});
-          e_.add_dependency(from, t);
-          e_.add_dependency(t, to);
-        };
-        if (vs < V - 1) {
-          const int dst_stage = (vs + 1) % pp;
-          const int dst = g + (dst_stage - stage) * L_.tp * L_.dp;
-          if (paths_->simulated(dst))
-            transfer(vs + 1, h_.fwd_done[hidx(g, vs, mb)], h_.fwd_start[hidx(dst, vs + 1, mb)], "PP send F mb" + std::to_string(mb));
-        }
-        if (vs > 0) {
-          const int dst_stage = (vs - 1) % pp;
-          const int dst = g + (dst_stage - stage) * L_.tp * L_.dp;
-          if (paths_->simulated(dst))
-            transfer(vs - 1, h_.bwd_done[hidx(g, vs, mb)], h_.bwd_start[hidx(dst, vs - 1, mb)], "PP send B mb" + std::to_string(mb));
-        }
+        if (next >= 0 && paths_->simulated(next))
+          transfer(g, next, h_.fwd_done[hidx(g, vs, mb)], h_.fwd_start[hidx(next, vs + 1, mb)],
+                   in_.record_timeline ? "PP send F mb" + std::to_string(mb) : std::string());
+        if (prev >= 0 && paths_->simulated(prev))
+          transfer(g, prev, h_.bwd_done[hidx(g, vs, mb)], h_.bwd_start[hidx(prev, vs - 1, mb)],
+                   in_.record_timeline ? "PP send B mb" + std::to_string(mb) : std::string());
       }
     }
   }
