@@ -73,30 +73,48 @@ static void BM_SimulateFull175B(benchmark::State& st) {
 }
 BENCHMARK(BM_SimulateFull175B)->Unit(benchmark::kSecond)->Iterations(1);
 
-// Layouts evaluated per second by the search over MT-NLG 530B, two threads. `nodes` is the
-// scenario's node list: 640 nodes (5,120 GPUs) admit only pp 5 of the pp values below; 560 and 700
-// nodes add pp 7 and 35, whose long pipelines (up to 120 micro-batches) dominate the time.
-static void search_530b(benchmark::State& st, const std::string& nodes) {
-  const std::string text = R"({ "name": "bench", "model": "mt-nlg-530b", "training": { "global_batch": 1920 },
-    "hardware": "a100-80g-sxm", "cluster": { "nodes": 640, "gpus_per_node": 8 },
-    "search": { "tp": [4, 8], "pp": [5, 7, 15, 21, 35], "vpp": [1, 3], "micro_batch": [1, 2, 4], "recompute": ["selective", "full"],
-                "zero": [0, 1], "bucket_MB": [25, 100], "sequence_parallel": [true], "nodes": )" + nodes + " } }";
+// A search of the scenario's space on two threads: layouts evaluated per second (each is checked
+// against the memory model; those that fit are simulated in symmetric mode), and how many of them
+// were simulated.
+static void search_bench(benchmark::State& st, const std::string& text) {
   const Scenario s = parse_scenario(text, "bench", kProfiles);
   const auto cands = enumerate_layouts(s);
   SearchOptions opt;
   opt.threads = 2;
-  std::size_t n = 0;
+  std::size_t n = 0, simulated = 0;
   for (auto _ : st) {
     const auto r = search_layouts(s, cands, opt);
     n += r.evaluated;
+    simulated = r.ranked.size();
     benchmark::DoNotOptimize(r.ranked.size());
   }
   st.counters["layouts"] = static_cast<double>(cands.size());
+  st.counters["simulated"] = static_cast<double>(simulated);
   st.counters["layouts_per_s"] = benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsRate);
+}
+
+// MT-NLG 530B. `nodes` is the scenario's node list: 640 nodes (5,120 GPUs) admit only pp 5 of the
+// pp values below; 560 and 700 nodes add pp 7 and 35, whose long pipelines (up to 120
+// micro-batches) dominate the time.
+static void search_530b(benchmark::State& st, const std::string& nodes) {
+  search_bench(st, R"({ "name": "bench", "model": "mt-nlg-530b", "training": { "global_batch": 1920 },
+    "hardware": "a100-80g-sxm", "cluster": { "nodes": 640, "gpus_per_node": 8 },
+    "search": { "tp": [4, 8], "pp": [5, 7, 15, 21, 35], "vpp": [1, 3], "micro_batch": [1, 2, 4], "recompute": ["selective", "full"],
+                "zero": [0, 1], "bucket_MB": [25, 100], "sequence_parallel": [true], "nodes": )" + nodes + " } }");
 }
 static void BM_Search530B_5120Gpus(benchmark::State& st) { search_530b(st, "[640]"); }
 BENCHMARK(BM_Search530B_5120Gpus)->Unit(benchmark::kMillisecond)->UseRealTime();
 static void BM_Search530B_4480To5600Gpus(benchmark::State& st) { search_530b(st, "[560, 640, 700]"); }
 BENCHMARK(BM_Search530B_4480To5600Gpus)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// GPT-3 175B on 1,024 GPUs: tp 4 or 8, pp 4, 8 or 16, 1F1B or interleaved over 2 or 3 virtual
+// stages, micro-batch 1 or 2, selective or full recompute, ZeRO 0 or 1, two bucket sizes.
+static void BM_Search175B_1024Gpus(benchmark::State& st) {
+  search_bench(st, R"({ "name": "bench", "model": "gpt3-175b", "training": { "global_batch": 1536 },
+    "hardware": "a100-80g-sxm", "cluster": { "nodes": 128, "gpus_per_node": 8 },
+    "search": { "tp": [4, 8], "pp": [4, 8, 16], "vpp": [1, 2, 3], "micro_batch": [1, 2], "recompute": ["selective", "full"],
+                "zero": [0, 1], "bucket_MB": [25, 100], "sequence_parallel": [true] } })");
+}
+BENCHMARK(BM_Search175B_1024Gpus)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 BENCHMARK_MAIN();
