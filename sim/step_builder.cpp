@@ -1207,9 +1207,11 @@ StepResult simulate_step(const StepInput& in) {
   // communication queued by each of those backwards ends, one period after the same event P
   // micro-batches earlier, to 1e-9 of the step. (Once the whole state of a schedule of fixed
   // durations repeats shifted by the period, everything after it does: it is a max-plus linear
-  // system.) M is at least 2 pp + 2P - 1: the pipeline takes pp micro-batches to fill (2 pp for
-  // the interleaved schedule, which runs every forward first at pp), and about pp more before a
-  // slower stage (the one with the head) has throttled every stage above it to its pace.
+  // system.) M is at least pp + 2P + 1, and at least 3P: the pipeline takes pp micro-batches to
+  // fill, and the first backwards to reach a stage leave the last stage before it has settled
+  // into its period (two more micro-batches); one period is compared with the one before. For the
+  // interleaved schedule (P a multiple of pp, m too) that makes M = 4 pp, past the 2 pp where it
+  // stops running every forward first.
   // With the measured comm-compute interference a stage's lag can build up slowly, so a drift is
   // accepted when, kept up over every remaining period, it would move the step by under 1e-3.
   // P = 2q is tried when P = q does not repeat; when neither does, or M would not be shorter
@@ -1227,7 +1229,7 @@ StepResult simulate_step(const StepInput& in) {
   Builder::RoutedPlans routed;
   const int pp = in.layout.pp;
   const bool interleaved = in.layout.schedule == Schedule::interleaved;
-  const int m0 = 2 * pp, q = interleaved ? pp : 1;  // see above
+  const int m0 = pp + 2, q = interleaved ? pp : 1;  // see above
   int simulated = 0;
   if (in.mode == SimMode::symmetric && !in.record_timeline && in.steady_state && in.layout.schedule != Schedule::gpipe) {
     for (int P = q; P <= 2 * q; P *= 2) {
