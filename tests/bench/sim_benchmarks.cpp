@@ -1,6 +1,7 @@
 // Speed of the engine, of one simulated step, and of the layout search.
 #include <benchmark/benchmark.h>
 
+#include "cost_model.h"
 #include "engine.h"
 #include "evaluation.h"
 #include "layout_search.h"
@@ -48,20 +49,33 @@ static void BM_EngineEvents(benchmark::State& st) {
 BENCHMARK(BM_EngineEvents)->Unit(benchmark::kMillisecond);
 
 // One symmetric-mode step: GPT-3 175B on 1,024 GPUs (tp 8, pp 8, dp 16, 96 micro-batches),
-// interleaved over 3 virtual stages (range 1) or 1F1B (range 0).
+// interleaved over 3 virtual stages or 1F1B. Cold: every call builds its own cost model and
+// collective plans, as a lone `planner simulate` does. Warm: they are kept across calls, as a
+// search thread keeps them across the layouts it evaluates.
 static void BM_SimulateSymmetric175B(benchmark::State& st) {
   const Scenario s = gpt3_scenario(128, st.range(0) == 1);
   const Layout l = resolve_layout(s, s.layout, false, 128);
+  const bool warm = st.range(1) == 1;
+  const CostModel cost(s.hardware, s.training.precision);
+  sim::PlanShapeCache plans;
+  EvalOptions opt;
+  if (warm) opt.cost = &cost, opt.plan_cache = &plans;
   sim::StepResult last;
   for (auto _ : st) {
-    last = evaluate(s, l, 128, EvalOptions{}).step;
+    last = evaluate(s, l, 128, opt).step;
     benchmark::DoNotOptimize(last.step_time_s);
   }
   st.counters["tasks"] = static_cast<double>(last.tasks);
   st.counters["events"] = static_cast<double>(last.events);
   st.counters["microbatches_simulated"] = last.simulated_microbatches;
 }
-BENCHMARK(BM_SimulateSymmetric175B)->ArgName("interleaved")->Arg(1)->Arg(0)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_SimulateSymmetric175B)
+    ->ArgNames({"interleaved", "warm"})
+    ->Args({1, 0})
+    ->Args({0, 0})
+    ->Args({1, 1})
+    ->Args({0, 1})
+    ->Unit(benchmark::kMicrosecond);
 
 // The same step with every one of the 1,024 GPUs simulated on the full topology.
 static void BM_SimulateFull175B(benchmark::State& st) {
