@@ -266,8 +266,11 @@ class Builder {
   // member per TP group the parts become one task per GPU whose flows are the TP traffic; otherwise a
   // compute task per part and GPU, then the part's TP collectives over whole groups. `first[i]` gets
   // the first task of gpus[i], where a pipeline hand-off or a ZeRO-3 gather attaches.
+  // `recurs` (a PassKind) with `chunk`: these parts recur unchanged on this chunk, so their fused
+  // task is worked out once per GPU and reused.
   void run_parts(const std::vector<int>& gpus, std::initializer_list<Part> parts, const std::string& name,
-                 std::vector<TaskId>& first);
+                 std::vector<TaskId>& first, int recurs = -1, int chunk = 0);
+  enum PassKind { kForwardPass, kBackwardPass, kLaterLayerForward, kLaterLayerBackward, kPassKinds };
   // A collective (one task per phase) over `members`; it waits for `triggers` and the members'
   // previous task on the chosen queue, and becomes the new tail of that queue for each member.
   TaskId collective(const std::vector<int>& members, CollectiveKind kind, Algorithm algo, double bytes, int count,
@@ -280,7 +283,11 @@ class Builder {
   // are one task chain whose latencies and kernel times add up (equal to `count` separate ones on
   // idle links, since each phase's time is its latency plus bytes over bandwidth).
   void grad_collective(int gpu, double bytes, int count, int bucket_index);
-  std::vector<TaskId> compute_tails(const std::vector<int>& group);
+  // The compute queue tails of the simulated members of `gpu`'s data-parallel group, in a
+  // scratch vector valid until the next call.
+  const std::vector<TaskId>& compute_tails(int gpu);
+  std::vector<TaskId> tails_scratch_;
+  std::vector<std::vector<int>> dp_sim_members_;  // per simulated GPU: its DP group's simulated members
   // The group's members this run simulates, cached by group.
   const std::vector<int>& sim_members(const std::vector<int>& group);
   std::map<std::array<int, 3>, std::vector<int>> sim_members_;
@@ -346,6 +353,17 @@ class Builder {
     double tp_idle_s = 0;  // the fused TP traffic's time on idle links
   };
   std::vector<Gpu0Task> gpu0_tasks_;
+  struct FusedPass {
+    bool set = false;
+    TaskSpec spec;
+    Gpu0Task rec;
+    double tp_bytes = 0;
+    std::vector<CachedFlow> flows;
+    std::vector<LinkId> paths;
+  };
+  std::vector<FusedPass> fused_memo_;  // [simulated GPU][chunk][PassKind]
+  void add_fused_task(int g, const TaskSpec& spec, Gpu0Task rec, const std::vector<CachedFlow>& flows,
+                      const std::vector<LinkId>& paths, TaskId& first);
   bool fuse_tp_ = false;  // one simulated member per TP group: TP traffic rides on the compute task
   // Comm/compute interference: one processor per simulated GPU runs its compute queue's fixed work,
   // slowed by the profile's measured GEMM slowdown while that GPU's communication tasks run. Without
@@ -481,7 +499,7 @@ TaskId Builder::compute_task(int gpu, double dur, int cat, const std::string& na
 }
 
 void Builder::run_parts(const std::vector<int>& gpus, std::initializer_list<Part> parts, const std::string& name,
-                        std::vector<TaskId>& first) {
+                        std::vector<TaskId>& first, int recurs, int chunk) {
   first.assign(gpus.size(), -1);
   if (!fuse_tp_) {
     bool head = true;
@@ -498,6 +516,14 @@ void Builder::run_parts(const std::vector<int>& gpus, std::initializer_list<Part
   static const CollectiveKind kinds[3] = {CollectiveKind::all_reduce, CollectiveKind::all_gather, CollectiveKind::reduce_scatter};
   for (std::size_t i = 0; i < gpus.size(); ++i) {
     const int g = gpus[i];
+    FusedPass* memo = recurs >= 0 ? &fused_memo_[(static_cast<std::size_t>(sim_index_[g]) * vpp_ + chunk) * kPassKinds + recurs] : nullptr;
+    if (memo && memo->set) {
+      TaskSpec spec = memo->spec;
+      spec.label = label(name);
+      if (g == 0) tp_bytes_gpu0_ += memo->tp_bytes;
+      add_fused_task(g, spec, memo->rec, memo->flows, memo->paths, first[i]);
+      continue;
+    }
     TaskSpec spec;
     spec.category = static_cast<std::int16_t>(parts.begin()->cat);
     spec.lane = g;
@@ -505,6 +531,7 @@ void Builder::run_parts(const std::vector<int>& gpus, std::initializer_list<Part
     spec.processor = proc_[g];
     Gpu0Task rec;
     rec.nparts = 0;
+    double tp_bytes = 0;
     fused_flows_.clear();
     fused_paths_.clear();
     for (const Part& p : parts) {
@@ -515,7 +542,7 @@ void Builder::run_parts(const std::vector<int>& gpus, std::initializer_list<Part
       for (int k = 0; k < 3; ++k) {
         if (p.tp->count[k] == 0) continue;
         const CachedPlan& plan = cached_plan(tp_group_of(g), kinds[k], Algorithm::ring, p.tp->bytes[k]);
-        if (g == 0) tp_bytes_gpu0_ += plan.sent_by_first * p.tp->bytes[k];
+        tp_bytes += plan.sent_by_first * p.tp->bytes[k];
         const PlanScale sc = plan.scale(p.tp->bytes[k], p.tp->count[k]);
         rec.tp_idle_s += plan.idle_latency_s * sc.latency * p.tp->count[k] + p.tp->bytes[k] * plan.idle_per_byte_s * sc.bytes;
         for (const CachedPhase& ph : plan.phases) {
@@ -524,14 +551,29 @@ void Builder::run_parts(const std::vector<int>& gpus, std::initializer_list<Part
         }
       }
     }
+    if (g == 0) tp_bytes_gpu0_ += tp_bytes;
+    if (memo) {
+      memo->set = true;
+      memo->spec = spec;
+      memo->rec = rec;
+      memo->tp_bytes = tp_bytes;
+      memo->flows = fused_flows_;
+      memo->paths = fused_paths_;
+    }
+    add_fused_task(g, spec, rec, fused_flows_, fused_paths_, first[i]);
+  }
+}
+
+void Builder::add_fused_task(int g, const TaskSpec& spec, Gpu0Task rec, const std::vector<CachedFlow>& flows,
+                             const std::vector<LinkId>& paths, TaskId& first) {
+  {
     const TaskId t = e_.add_task(spec);
     lane_stream_.push_back(0);
-    for (const CachedFlow& f : fused_flows_)
-      e_.add_flow(t, f.bytes, fused_paths_.data() + f.path_begin, f.path_end - f.path_begin);
+    for (const CachedFlow& f : flows) e_.add_flow(t, f.bytes, paths.data() + f.path_begin, f.path_end - f.path_begin);
     RankQueues& q = q_[g];
     if (q.compute >= 0) e_.add_dependency(q.compute, t);
     q.compute = t;
-    first[i] = t;
+    first = t;
     if (g == 0) {
       rec.id = t;
       gpu0_tasks_.push_back(rec);
@@ -732,15 +774,15 @@ void Builder::grad_collective(int gpu, double bytes, int count, int bucket_index
     name.append("DP ").append(to_string(kind)).append(" bucket ").append(std::to_string(bucket_index));
     if (count > 1) name.append("-").append(std::to_string(bucket_index + count - 1));
   }
-  collective(group, kind, in_.net.dp_algorithm, wire * count, count, kernel_s * count, kDpComm, false, compute_tails(group),
+  collective(group, kind, in_.net.dp_algorithm, wire * count, count, kernel_s * count, kDpComm, false, compute_tails(gpu),
              name, gpu == 0 ? &sent : nullptr);
   if (gpu == 0) dp_bytes_gpu0_ += sent;
 }
 
-std::vector<TaskId> Builder::compute_tails(const std::vector<int>& group) {
-  std::vector<TaskId> out;
-  for (int g : sim_members(group)) out.push_back(q_[g].compute);
-  return out;
+const std::vector<TaskId>& Builder::compute_tails(int gpu) {
+  tails_scratch_.clear();
+  for (int g : dp_sim_members_[sim_index_[gpu]]) tails_scratch_.push_back(q_[g].compute);
+  return tails_scratch_;
 }
 
 const std::vector<int>& Builder::sim_members(const std::vector<int>& group) {
@@ -815,7 +857,7 @@ void Builder::build_stage(int stage, const std::vector<int>& gpus) {
       double sent = 0;
       const auto& group = dp_group_of(g);
       const TaskId t = collective(group, CollectiveKind::all_gather, Algorithm::ring, 2.0 * params, 1, 0.0, kDpComm, false,
-                                  compute_tails(group), name, g == 0 ? &sent : nullptr);
+                                  compute_tails(g), name, g == 0 ? &sent : nullptr);
       if (g == 0) dp_bytes_gpu0_ += sent;
       for (std::size_t i = 0; i < gpus.size(); ++i)
         if (std::find(group.begin(), group.end(), gpus[i]) != group.end()) out[i] = t;
@@ -850,7 +892,7 @@ void Builder::build_stage(int stage, const std::vector<int>& gpus) {
     }
     if (op.forward) {
       if (!zero3) {
-        run_parts(gpus, {Part{w.fwd_s, kCompute, &w.tp_fwd}}, "F" + tag, first);
+        run_parts(gpus, {Part{w.fwd_s, kCompute, &w.tp_fwd}}, "F" + tag, first, kForwardPass, op.chunk);
       } else {
         // Layer by layer, each after its gather (the embedding and head with the first).
         std::vector<TaskId> op_first;
@@ -860,7 +902,7 @@ void Builder::build_stage(int stage, const std::vector<int>& gpus) {
           if (l == 0)
             for (int i = 0; i < 3; ++i) t.bytes[i] += w.tp_extra_fwd.bytes[i], t.count[i] += w.tp_extra_fwd.count[i];
           const double dur = (w.layers > 0 ? w.layer_fwd_s : 0.0) + (l == 0 ? w.extra_fwd_s : 0.0);
-          run_parts(gpus, {Part{dur, kCompute, &t}}, "F" + tag + " L" + std::to_string(l), first);
+          run_parts(gpus, {Part{dur, kCompute, &t}}, "F" + tag + " L" + std::to_string(l), first, l > 0 ? kLaterLayerForward : -1, op.chunk);
           wait_for(cur, first);
           if (l == 0) op_first = first;
           cur = next;
@@ -887,7 +929,7 @@ void Builder::build_stage(int stage, const std::vector<int>& gpus) {
         const Part layer{dur, kCompute, &t};
         const std::string name = "B" + tag + " L" + std::to_string(l);
         if (l == 0 && has_recompute) run_parts(gpus, {recompute, layer}, name, first);
-        else run_parts(gpus, {layer}, name, first);
+        else run_parts(gpus, {layer}, name, first, l > 0 ? kLaterLayerBackward : -1, op.chunk);
         if (zero3) wait_for(cur, first);
         cur = next;
         if (l == 0) {
@@ -901,8 +943,8 @@ void Builder::build_stage(int stage, const std::vector<int>& gpus) {
       if (reduce_every_microbatch) flush(true);
     } else {
       const Part backward{w.bwd_s, kCompute, &w.tp_bwd};
-      if (has_recompute) run_parts(gpus, {recompute, backward}, "B" + tag, first);
-      else run_parts(gpus, {backward}, "B" + tag, first);
+      if (has_recompute) run_parts(gpus, {recompute, backward}, "B" + tag, first, kBackwardPass, op.chunk);
+      else run_parts(gpus, {backward}, "B" + tag, first, kBackwardPass, op.chunk);
       for (std::size_t i = 0; i < gpus.size(); ++i) h_.bwd_start[hidx(gpus[i], vs, op.microbatch)] = first[i];
     }
     for (int g : gpus) h_.bwd_done[hidx(g, vs, op.microbatch)] = q_[g].compute;
@@ -943,12 +985,19 @@ StepResult Builder::run() {
     tp_groups_.push_back(tp_group(sim_gpus_[i]));
     dp_groups_.push_back(dp_group(sim_gpus_[i]));
   }
+  for (std::size_t i = 0; i < sim_gpus_.size(); ++i) {
+    std::vector<int> members;
+    for (int g : dp_groups_[i])
+      if (is_sim_[g]) members.push_back(g);
+    dp_sim_members_.push_back(std::move(members));
+  }
   const std::size_t slots = sim_gpus_.size() * L_.pp * vpp_ * microbatches_;
   h_.fwd_done.assign(slots, -1);
   h_.bwd_done.assign(slots, -1);
   h_.fwd_start.assign(slots, -1);
   h_.bwd_start.assign(slots, -1);
   h_.comm_after_bwd.assign(period_ > 0 ? slots : 0, -1);
+  fused_memo_.assign(sim_gpus_.size() * vpp_ * kPassKinds, FusedPass{});
   e_.reserve(sim_gpus_.size() * microbatches_ * vpp_ * 4, sim_gpus_.size() * microbatches_ * vpp_ * 8);
 
   // Activation and gradient transfers between consecutive virtual stages are added once every
