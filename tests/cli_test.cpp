@@ -128,6 +128,36 @@ TEST(Cli, EveryExampleScenarioSimulates) {
   }
 }
 
+TEST(Cli, EveryPlanningCommandRunsOnEveryExampleScenario) {
+  // sweep, export and report on every scenario in scenarios/; search on those that have a search
+  // space, and on the others (the validate inputs) an exit status of 2 that names the missing block.
+  for (const auto& e : std::filesystem::directory_iterator(kScenarios)) {
+    if (e.path().extension() != ".json") continue;
+    const std::string f = e.path().string();
+    std::ifstream in(f);
+    const bool has_search = nlohmann::json::parse(in).contains("search");
+    const Outcome search = run("search " + f + " --top 3");
+    if (has_search) {
+      ASSERT_EQ(search.status, 0) << f << ": " << search.err;
+      EXPECT_NE(search.out.find("simulated"), std::string::npos) << f;
+    } else {
+      EXPECT_EQ(search.status, 2) << f;
+      EXPECT_NE(search.err.find("no \"search\" block"), std::string::npos) << f << ": " << search.err;
+    }
+    const Outcome sweep = run("sweep " + f + " --json");
+    ASSERT_EQ(sweep.status, 0) << f << ": " << sweep.err;
+    EXPECT_FALSE(nlohmann::json::parse(sweep.out).empty()) << f;
+    const Outcome exported = run("export " + f);
+    ASSERT_EQ(exported.status, 0) << f << ": " << exported.err;
+    EXPECT_NE(exported.out.find("--tensor-model-parallel-size"), std::string::npos) << f;
+    const std::string html = write_temp("every_example.html", "");
+    const Outcome report = run("report " + f + " -o " + html);
+    ASSERT_EQ(report.status, 0) << f << ": " << report.err;
+    EXPECT_GT(std::filesystem::file_size(html), 1000u) << f;
+    std::filesystem::remove(html);
+  }
+}
+
 TEST(Cli, CalibrateImportsNcclTestsLogs) {
   const std::string out = (std::filesystem::temp_directory_path() / (std::to_string(getpid()) + "_links.json")).string();
   std::filesystem::remove(out);
