@@ -335,6 +335,11 @@ int validate_parallel(const Scenario& s, const PlannerOptions& opt, std::ostream
           sh.all_reduce_sum(loss, 3);
           std::vector<double> sums(world);
           sh.all_gather(&rr.param_checksum, sums.data(), sizeof(double));
+          // Every rank's device memory in use and the part of it the runner's arena holds: what
+          // lies outside the arena (CUDA context, cuBLAS and NCCL buffers) by layout.
+          const double mine[2] = {rr.device_used_bytes, rr.allocated_bytes};
+          std::vector<double> per_rank(2 * static_cast<std::size_t>(world));
+          sh.all_gather(mine, per_rank.data(), sizeof mine);
           bool agree = true;
           for (int w = 0; w < world; ++w)
             agree = agree && sums[w] == sums[w % tp + tp * g.dp * (w / (tp * g.dp))];  // replica 0 of its stage and tp rank
@@ -437,6 +442,10 @@ int validate_parallel(const Scenario& s, const PlannerOptions& opt, std::ostream
                                                  {"optimizer", rr.optimizer_ms * 1e-3}}},
                              {"replicas_agree", agree}, {"global_first_loss", loss[0]}, {"global_last_loss", loss[1]},
                              {"timed_steps", rc.timed_steps}};
+          json used = json::array(), arena = json::array();
+          for (int w = 0; w < world; ++w) used.push_back(per_rank[2 * w]), arena.push_back(per_rank[2 * w + 1]);
+          rec["measured"]["per_rank_device_used_bytes"] = used;
+          rec["measured"]["per_rank_allocated_bytes"] = arena;
           if (ref[3] > 0 && !shared)
             rec["one_gpu"] = {{"predicted_step_time_s", pred1}, {"measured_step_time_s", ref[3]},
                               {"scaling_efficiency", {{"predicted", eff_pred}, {"measured", eff_meas}}}};
