@@ -231,20 +231,24 @@ TEST(Validation, H200TwoGpuRunsWithinFivePercentMedian) {
   // Issue #8's target over every timed two-GPU layout recorded (one GPU per rank over NVLink):
   // data parallel with two bucket sizes, INT8, Top-K and ZeRO-1; TP 2 and PP 2 of GPT and Llama;
   // ZeRO-1/2/3; 1F1B and interleaved pipelines. Median |error| of step time and of memory peak at
-  // most 5% each.
-  std::vector<DpRun> all;
-  for (auto [scenario, record] : {std::pair{"validate-data-parallel.json", "h200-dp2-nvlink.json"},
-                                  std::pair{"validate-model-parallel.json", "h200-tp-pp-2gpu-nvlink.json"},
-                                  std::pair{"validate-llama-model-parallel.json", "h200-llama-tp-pp-2gpu-nvlink.json"},
-                                  std::pair{"validate-zero.json", "h200-zero-2gpu-nvlink.json"},
-                                  std::pair{"validate-interleaved.json", "h200-interleaved-2gpu-nvlink.json"}})
-    for (const auto& r : repredict(scenario, record, 1, 2)) all.push_back(r);
-  ASSERT_GE(all.size(), 40u);
-  std::vector<double> t, m;
-  for (const auto& r : all) t.push_back(r.time_err), m.push_back(r.mem_err);
-  std::printf("[ info ] %zu two-GPU runs: median |error| step time %.2f%%, memory peak %.2f%%\n", t.size(), 100 * median(t), 100 * median(m));
-  EXPECT_LE(median(t), 0.05);
-  EXPECT_LE(median(m), 0.05);
+  // most 5% each, over the first measurement of the 40 layouts and, separately, over their second
+  // (`-rerun`: the same scenarios on another two-GPU machine, hours later).
+  for (const char* suffix : {".json", "-rerun.json"}) {
+    std::vector<DpRun> all;
+    for (auto [scenario, record] : {std::pair{"validate-data-parallel.json", "h200-dp2-nvlink"},
+                                    std::pair{"validate-model-parallel.json", "h200-tp-pp-2gpu-nvlink"},
+                                    std::pair{"validate-llama-model-parallel.json", "h200-llama-tp-pp-2gpu-nvlink"},
+                                    std::pair{"validate-zero.json", "h200-zero-2gpu-nvlink"},
+                                    std::pair{"validate-interleaved.json", "h200-interleaved-2gpu-nvlink"}})
+      for (const auto& r : repredict(scenario, std::string(record) + suffix, 1, 2)) all.push_back(r);
+    ASSERT_GE(all.size(), 40u) << suffix;
+    std::vector<double> t, m;
+    for (const auto& r : all) t.push_back(r.time_err), m.push_back(r.mem_err);
+    std::printf("[ info ] %zu two-GPU runs (%s): median |error| step time %.2f%%, memory peak %.2f%%\n", t.size(), suffix,
+                100 * median(t), 100 * median(m));
+    EXPECT_LE(median(t), 0.05) << suffix;
+    EXPECT_LE(median(m), 0.05) << suffix;
+  }
 }
 
 TEST(Validation, H200FourGpuRunsWithinFivePercentMedian) {
