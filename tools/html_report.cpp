@@ -104,31 +104,42 @@ std::string memory_chart(const Evaluation& ev) {
   return o.str();
 }
 
-// Tokens/s against GPU count, with ideal linear scaling from the smallest size.
+// Tokens/s against GPU count on a log axis, with gridlines, ideal linear scaling from the smallest
+// size, and each size's scaling efficiency against the smallest written above its point.
 std::string scaling_chart(const std::vector<Evaluation>& evs) {
-  const int W = 860, H = 260, left = 70, bottom = 220;
+  const int W = 860, H = 270, left = 80, bottom = 225, top = 24;
   double gmax = 0, tmax = 0, gmin = 1e300;
   for (const auto& e : evs) {
     gmax = std::max<double>(gmax, e.gpus);
     gmin = std::min<double>(gmin, e.gpus);
     tmax = std::max(tmax, e.tokens_per_s);
   }
-  const double ideal_max = evs.front().tokens_per_s / evs.front().gpus * gmax;
-  tmax = std::max(tmax, ideal_max) * 1.05;
-  auto X = [&](double g) { return left + (W - left - 30) * std::log2(g / gmin) / std::max(1.0, std::log2(gmax / gmin)); };
-  auto Y = [&](double t) { return bottom - (bottom - 10) * t / tmax; };
+  const double per_gpu0 = evs.front().tokens_per_s / evs.front().gpus;
+  const double ideal_max = per_gpu0 * gmax;
+  tmax = std::max(tmax, ideal_max) * 1.08;
+  auto X = [&](double g) { return left + (W - left - 40) * std::log2(g / gmin) / std::max(1.0, std::log2(gmax / gmin)); };
+  auto Y = [&](double t) { return bottom - (bottom - top) * t / tmax; };
   std::ostringstream o;
   o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='" << H << "' role='img' aria-label='scaling'>";
+  for (int i = 0; i <= 4; ++i) {
+    const double t = tmax / 1.08 * i / 4;
+    o << "<line x1='" << left << "' y1='" << Y(t) << "' x2='" << W - 30 << "' y2='" << Y(t) << "' stroke='#eee'/><text x='" << left - 6
+      << "' y='" << Y(t) + 4 << "' font-size='11' text-anchor='end'>" << fmt("%.3g", t) << "</text>";
+  }
   o << "<line x1='" << X(evs.front().gpus) << "' y1='" << Y(evs.front().tokens_per_s) << "' x2='" << X(gmax) << "' y2='" << Y(ideal_max)
     << "' stroke='#bbb' stroke-dasharray='4 3'/><polyline fill='none' stroke='#4e79a7' stroke-width='2' points='";
   for (const auto& e : evs) o << X(e.gpus) << "," << Y(e.tokens_per_s) << " ";
   o << "'/>";
-  for (const auto& e : evs)
+  for (const auto& e : evs) {
+    const double eff = e.tokens_per_s / e.gpus / per_gpu0;
     o << "<circle cx='" << X(e.gpus) << "' cy='" << Y(e.tokens_per_s) << "' r='4' fill='#4e79a7'><title>" << e.gpus << " GPUs: "
-      << fmt("%.0f", e.tokens_per_s) << " tokens/s</title></circle><text x='" << X(e.gpus) - 10 << "' y='" << bottom + 16
-      << "' font-size='11'>" << e.gpus << "</text>";
-  o << "<text x='4' y='20' font-size='11'>" << fmt("%.3g", tmax / 1.05) << " tok/s</text><text x='" << W / 2 << "' y='" << H - 4
-    << "' font-size='11'>GPUs (log scale); dashed: linear scaling</text></svg>";
+      << fmt("%.0f", e.tokens_per_s) << " tokens/s</title></circle><text x='" << X(e.gpus) << "' y='" << Y(e.tokens_per_s) - 9
+      << "' font-size='11' text-anchor='middle'>" << fmt("%.0f%%", 100 * eff) << "</text><text x='" << X(e.gpus) << "' y='" << bottom + 16
+      << "' font-size='11' text-anchor='middle'>" << e.gpus << "</text>";
+  }
+  o << "<text x='4' y='14' font-size='11'>tokens/s</text><text x='" << W / 2 << "' y='" << H - 6
+    << "' font-size='11' text-anchor='middle'>GPUs (log scale); dashed: linear scaling; % : scaling efficiency against " << evs.front().gpus
+    << " GPUs</text></svg>";
   return o.str();
 }
 
