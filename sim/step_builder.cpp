@@ -276,13 +276,25 @@ class Builder {
   TaskId collective(const std::vector<int>& members, CollectiveKind kind, Algorithm algo, double bytes, int count,
                     double extra_latency_s, int cat, bool on_compute_queue, const std::vector<TaskId>& triggers,
                     const std::string& name, double* bytes_sent_by_first = nullptr);
+  // Calls of one collective released together and run back to back on the same queue: `count`
+  // calls of `bytes` each.
+  struct Calls {
+    double bytes = 0;
+    int count = 1;
+  };
+  // The same for a chain of calls of different sizes: one task per phase, whose latencies are the
+  // calls' latencies summed and whose flows carry the calls' bytes summed (each call rescaled to
+  // the measured curve at its own size), as the chain takes on idle links.
+  TaskId collective(const std::vector<int>& members, CollectiveKind kind, Algorithm algo, const std::vector<Calls>& calls,
+                    double extra_latency_s, int cat, bool on_compute_queue, const std::vector<TaskId>& triggers,
+                    const std::string& name, double* bytes_sent_by_first = nullptr);
   // The TP collectives of `t` over every TP group of the stage being built (issued by its leaders).
   void tp_all(const CommTotals& t, const std::string& name);
   std::vector<int> tp_leaders_;
-  // `count` buckets of `bytes` released together go back to back on the communication queue; they
-  // are one task chain whose latencies and kernel times add up (equal to `count` separate ones on
-  // idle links, since each phase's time is its latency plus bytes over bandwidth).
-  void grad_collective(int gpu, double bytes, int count, int bucket_index);
+  // Buckets released together (by one layer's backward) go back to back on the communication
+  // queue: one task chain whose latencies and kernel times add up (equal to separate ones on idle
+  // links, since each phase's time is its latency plus bytes over bandwidth).
+  void grad_collective(int gpu, const std::vector<Calls>& buckets, int bucket_index);
   // The compute queue tails of the simulated members of `gpu`'s data-parallel group, in a
   // scratch vector valid until the next call.
   const std::vector<TaskId>& compute_tails(int gpu);
@@ -400,6 +412,7 @@ class Builder {
   double dp_bytes_gpu0_ = 0, tp_bytes_gpu0_ = 0;
   std::vector<LinkId> scratch_;
   std::vector<std::int32_t> plan_flows_scratch_;
+  std::vector<Calls> calls_scratch_, grad_calls_scratch_;
   const int period_;
   Periodicity periodicity_;
   // GPU 0's byte counts as its first forward of the second-to-last and of the last period is built.
@@ -679,10 +692,25 @@ const Builder::CachedPlan& Builder::unit_plan(const std::vector<int>& group, Col
 TaskId Builder::collective(const std::vector<int>& group, CollectiveKind kind, Algorithm algo, double bytes, int count,
                            double extra_latency_s, int cat, bool on_compute_queue, const std::vector<TaskId>& triggers,
                            const std::string& name, double* sent_by_first) {
+  calls_scratch_.assign(1, Calls{bytes / std::max(1, count), std::max(1, count)});
+  return collective(group, kind, algo, calls_scratch_, extra_latency_s, cat, on_compute_queue, triggers, name, sent_by_first);
+}
+
+TaskId Builder::collective(const std::vector<int>& group, CollectiveKind kind, Algorithm algo, const std::vector<Calls>& calls,
+                           double extra_latency_s, int cat, bool on_compute_queue, const std::vector<TaskId>& triggers,
+                           const std::string& name, double* sent_by_first) {
+  double bytes = 0;
+  for (const Calls& c : calls) bytes += c.bytes * c.count;
   const CachedPlan& plan = cached_plan(group, kind, algo, bytes);
   const std::vector<int>& members = plan.members;
   if (sent_by_first) *sent_by_first += plan.sent_by_first * bytes;
-  const PlanScale k = plan.scale(bytes, count);
+  // Latency multiplier (calls x measured latency factor) and rescaled bytes, summed over the calls.
+  double latency_factor = 0, scaled_bytes = 0;
+  for (const Calls& c : calls) {
+    const PlanScale k = plan.scale(c.bytes * c.count, c.count);
+    latency_factor += k.latency * c.count;
+    scaled_bytes += c.bytes * c.count * k.bytes;
+  }
   TaskId prev = -1;
   const std::size_t nphases = std::max<std::size_t>(1, plan.phases.size());
   for (std::size_t pi = 0; pi < nphases; ++pi) {
@@ -691,15 +719,14 @@ TaskId Builder::collective(const std::vector<int>& group, CollectiveKind kind, A
     spec.lane = members.front();
     spec.label = label(name);
     const CachedPhase* ph = pi < plan.phases.size() ? &plan.phases[pi] : nullptr;
-    // `count` calls of the same collective share one task: their latencies add up, their bytes are
-    // already summed in `bytes`.
-    spec.duration_s = (ph ? ph->latency_s * k.latency * std::max(1, count) : 0.0) + (pi == 0 ? extra_latency_s : 0.0);
+    // The calls share one task: their latencies add up, and so do their bytes.
+    spec.duration_s = (ph ? ph->latency_s * latency_factor : 0.0) + (pi == 0 ? extra_latency_s : 0.0);
     const TaskId t = e_.add_task(spec);
     lane_stream_.push_back(on_compute_queue ? 0 : 1);
     if (ph)
       for (std::int32_t f = ph->flow_begin; f < ph->flow_end; ++f) {
         const CachedFlow& cf = plan.flows[f];
-        e_.add_flow(t, cf.bytes * bytes * k.bytes, plan.paths.data() + cf.path_begin, cf.path_end - cf.path_begin);
+        e_.add_flow(t, cf.bytes * scaled_bytes, plan.paths.data() + cf.path_begin, cf.path_end - cf.path_begin);
       }
     // Communication kernels beside the compute queue slow its GEMMs down.
     if (!on_compute_queue) interfere(t, members);
@@ -742,40 +769,50 @@ void Builder::tp_all(const CommTotals& t, const std::string& name) {
 
 // Gradient synchronisation of one bucket: all-reduce (ZeRO-0) or reduce-scatter (ZeRO 1-3), with
 // the chosen compression's bytes and kernel cost.
-void Builder::grad_collective(int gpu, double bytes, int count, int bucket_index) {
-  if (L_.dp == 1 || bytes <= 0) return;
+void Builder::grad_collective(int gpu, const std::vector<Calls>& buckets, int bucket_index) {
+  if (L_.dp == 1 || buckets.empty()) return;
   const std::vector<int>& group = dp_group_of(gpu);
   const int n = L_.dp;
-  CollectiveKind kind = L_.zero == 0 ? CollectiveKind::all_reduce : CollectiveKind::reduce_scatter;
-  double wire = bytes;
-  double kernel_s = 0;
   const Compression& c = L_.compression;
-  switch (c.kind) {
-    case Compression::Kind::none: break;
-    case Compression::Kind::fp16: wire = bytes / 2; kernel_s = cost_.compression_time_s(c, bytes); break;
-    case Compression::Kind::int8: wire = bytes / 4; kernel_s = cost_.compression_time_s(c, bytes); break;
-    case Compression::Kind::topk:
-      // Values (fp32) and int32 indices of the kept fraction, gathered from every rank.
-      kind = CollectiveKind::all_gather;
-      wire = n * c.topk_fraction * bytes * 2.0;
-      kernel_s = cost_.compression_time_s(c, bytes) + cost_.memory_time_s(n * c.topk_fraction * bytes * 2.0);
-      break;
-    case Compression::Kind::powersgd: {
-      const double side = std::sqrt(bytes / 4.0);
-      wire = 2.0 * side * c.powersgd_rank * 4.0;
-      kind = CollectiveKind::all_reduce;
-      kernel_s = cost_.compression_time_s(c, bytes);
-      break;
+  const CollectiveKind kind = c.kind == Compression::Kind::topk ? CollectiveKind::all_gather
+                              : (L_.zero == 0 || c.kind == Compression::Kind::powersgd) ? CollectiveKind::all_reduce
+                                                                                        : CollectiveKind::reduce_scatter;
+  // What each bucket puts on the wire, and the compression kernels it runs first.
+  std::vector<Calls>& wire = grad_calls_scratch_;
+  wire.clear();
+  double kernel_s = 0;
+  int count = 0;
+  for (const Calls& b : buckets) {
+    if (b.bytes <= 0) continue;
+    double w = b.bytes, k = 0;
+    switch (c.kind) {
+      case Compression::Kind::none: break;
+      case Compression::Kind::fp16: w = b.bytes / 2; k = cost_.compression_time_s(c, b.bytes); break;
+      case Compression::Kind::int8: w = b.bytes / 4; k = cost_.compression_time_s(c, b.bytes); break;
+      case Compression::Kind::topk:
+        // Values (fp32) and int32 indices of the kept fraction, gathered from every rank.
+        w = n * c.topk_fraction * b.bytes * 2.0;
+        k = cost_.compression_time_s(c, b.bytes) + cost_.memory_time_s(n * c.topk_fraction * b.bytes * 2.0);
+        break;
+      case Compression::Kind::powersgd: {
+        const double side = std::sqrt(b.bytes / 4.0);
+        w = 2.0 * side * c.powersgd_rank * 4.0;
+        k = cost_.compression_time_s(c, b.bytes);
+        break;
+      }
     }
+    wire.push_back({w, b.count});
+    kernel_s += k * b.count;
+    count += b.count;
   }
+  if (wire.empty()) return;
   double sent = 0;
   std::string name;
   if (in_.record_timeline) {
     name.append("DP ").append(to_string(kind)).append(" bucket ").append(std::to_string(bucket_index));
     if (count > 1) name.append("-").append(std::to_string(bucket_index + count - 1));
   }
-  collective(group, kind, in_.net.dp_algorithm, wire * count, count, kernel_s * count, kDpComm, false, compute_tails(gpu),
-             name, gpu == 0 ? &sent : nullptr);
+  collective(group, kind, in_.net.dp_algorithm, wire, kernel_s, kDpComm, false, compute_tails(gpu), name, gpu == 0 ? &sent : nullptr);
   if (gpu == 0) dp_bytes_gpu0_ += sent;
 }
 
@@ -831,20 +868,23 @@ void Builder::build_stage(int stage, const std::vector<int>& gpus) {
       fill = 0;
     }
   };
+  std::vector<Calls> calls;
   auto flush = [&](bool force) {
     if (force && fill > 1e-9) {
       closed.push_back(fill);
       fill = 0;
     }
-    // Equal buckets in a row go as one chain.
+    // The buckets closed together go as one chain (equal ones in a row as one entry).
+    calls.clear();
     for (std::size_t i = 0; i < closed.size();) {
       std::size_t j = i + 1;
       while (j < closed.size() && closed[j] == closed[i]) ++j;
-      const int count = static_cast<int>(j - i);
-      for (int g : dp_leaders) grad_collective(g, closed[i], count, buckets);
-      buckets += count;
+      calls.push_back({closed[i], static_cast<int>(j - i)});
       i = j;
     }
+    if (!calls.empty())
+      for (int g : dp_leaders) grad_collective(g, calls, buckets);
+    buckets += static_cast<int>(closed.size());
     closed.clear();
   };
   // ZeRO-3 gathers parameters on the communication queue: a layer's (into one of two buffers) once
