@@ -1,6 +1,7 @@
 #include "cost_model.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include "input_error.h"
@@ -18,6 +19,8 @@ bool misaligned(double a, double b, double c) { return misaligned(a) || misalign
 }  // namespace
 
 CostModel::CostModel(const HardwareProfile& hw, Precision p) : hw_(hw), precision_(p) {
+  static std::atomic<std::uint64_t> made{0};
+  instance_ = ++made;
   const std::string want = to_string(p);
   if (auto it = hw_.gemm.find(want); it != hw_.gemm.end() && !it->second.empty()) {
     table_ = &it->second;

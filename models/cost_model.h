@@ -1,5 +1,6 @@
 #pragma once
 #include <array>
+#include <cstdint>
 #include <unordered_map>
 #include <vector>
 
@@ -33,12 +34,16 @@ class CostModel {
   double gemm_rate_tflops(double m, double n, double k) const;
 
   const HardwareProfile& hardware() const { return hw_; }
+  // Distinct for every cost model the process builds: a cache of times worked out with one cost
+  // model keys on it.
+  std::uint64_t instance() const { return instance_; }
   double launch_s() const { return hw_.kernel_launch_us * 1e-6; }
   double peak_flops() const;  // dense peak of the training dtype, FLOP/s
 
  private:
   const HardwareProfile& hw_;
   Precision precision_;
+  std::uint64_t instance_ = 0;
   const std::vector<GemmPoint>* table_ = nullptr;
   double table_scale_ = 1.0;  // fp8 without an fp8 table: bf16 table times the peak ratio
   // The table's shapes in log space, whether each is misaligned, and its row in the table;

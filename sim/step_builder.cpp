@@ -117,6 +117,23 @@ void add_comm(CommTotals& t, const Op& op, double times) {
   t.count[k] += static_cast<int>(times);
 }
 
+void add_totals(CommTotals& t, const CommTotals& x) {
+  for (int k = 0; k < 3; ++k) t.bytes[k] += x.bytes[k], t.count[k] += x.count[k];
+}
+
+// A layer's, the embedding's and the head's compute time and TP traffic for one micro-batch on
+// one rank. They depend only on the model, the TP degree, sequence parallelism, recompute, the
+// micro-batch, the precision and the cost model, so the layouts of a search that share those
+// share them.
+struct LayerCosts {
+  double layer_fwd_s = 0, layer_bwd_s = 0, layer_recompute_s = 0;
+  CommTotals layer_fwd, layer_bwd, layer_recompute;
+  struct Part {
+    double fwd_s = 0, bwd_s = 0;
+    CommTotals fwd, bwd;
+  } embedding, head;
+};
+
 // Work of one model chunk (the layers of one virtual stage) for one micro-batch on one rank.
 struct ChunkWork {
   int layers = 0;
@@ -261,6 +278,8 @@ class Builder {
   };
 
   void prepare_chunks();
+  // This layout's LayerCosts, from a per-thread cache keyed by everything they depend on.
+  const LayerCosts& layer_costs();
   TaskId compute_task(int gpu, double dur, int cat, const std::string& name, TaskId extra_dep = -1);
   // Runs `parts` in order on every GPU of `gpus` (one stage, built in lockstep). With one simulated
   // member per TP group the parts become one task per GPU whose flows are the TP traffic; otherwise a
@@ -423,6 +442,43 @@ class Builder {
   void measure_periodicity();
 };
 
+const LayerCosts& Builder::layer_costs() {
+  // Cost model instance, model shape, TP, sequence parallelism, recompute, micro-batch, precision.
+  using Key = std::array<std::int64_t, 15>;
+  struct KeyHash {
+    std::size_t operator()(const Key& k) const noexcept {
+      std::size_t h = 0;
+      for (std::int64_t x : k) h = h * 1000003u + static_cast<std::size_t>(x);
+      return h;
+    }
+  };
+  thread_local std::unordered_map<Key, LayerCosts, KeyHash> cache;
+  const bool sp = L_.sequence_parallel && L_.tp > 1;
+  const Key key{static_cast<std::int64_t>(cost_.instance()), static_cast<int>(m_.family), m_.layers, m_.hidden, m_.heads, m_.kv_heads,
+                m_.ffn_hidden, m_.vocab, m_.seq_len, m_.tied_embeddings, L_.tp, sp, static_cast<int>(L_.recompute), L_.micro_batch,
+                static_cast<int>(in_.precision)};
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  if (cache.size() > 1024) cache.clear();
+  const OpContext ctx{m_, L_.tp, sp, L_.recompute, L_.micro_batch, in_.precision};
+  LayerCosts c;
+  const LayerOps layer = transformer_layer_ops(ctx);
+  c.layer_fwd_s = ops_time(cost_, layer.forward);
+  c.layer_bwd_s = ops_time(cost_, layer.backward);
+  c.layer_recompute_s = ops_time(cost_, layer.recompute);
+  for (const auto& op : layer.forward) add_comm(c.layer_fwd, op, 1);
+  for (const auto& op : layer.backward) add_comm(c.layer_bwd, op, 1);
+  for (const auto& op : layer.recompute) add_comm(c.layer_recompute, op, 1);
+  auto part = [&](const LayerOps& x, LayerCosts::Part& p) {
+    p.fwd_s = ops_time(cost_, x.forward);
+    p.bwd_s = ops_time(cost_, x.backward);
+    for (const auto& op : x.forward) add_comm(p.fwd, op, 1);
+    for (const auto& op : x.backward) add_comm(p.bwd, op, 1);
+  };
+  part(embedding_ops(ctx), c.embedding);
+  part(head_ops(ctx), c.head);
+  return cache.emplace(key, c).first->second;
+}
+
 void Builder::prepare_chunks() {
   const int pp = L_.pp;
   vpp_ = L_.schedule == Schedule::interleaved ? L_.vpp : 1;
@@ -430,15 +486,9 @@ void Builder::prepare_chunks() {
     chunks_ = *chunk_cache_;
     return;
   }
-  OpContext ctx{m_, L_.tp, L_.sequence_parallel && L_.tp > 1, L_.recompute, L_.micro_batch, in_.precision};
-  const LayerOps layer = transformer_layer_ops(ctx);
-  const LayerOps emb = embedding_ops(ctx);
-  const LayerOps head = head_ops(ctx);
-  const double lf = ops_time(cost_, layer.forward), lb = ops_time(cost_, layer.backward), lr = ops_time(cost_, layer.recompute);
-  CommTotals cf, cb, cr;
-  for (const auto& op : layer.forward) add_comm(cf, op, 1);
-  for (const auto& op : layer.backward) add_comm(cb, op, 1);
-  for (const auto& op : layer.recompute) add_comm(cr, op, 1);
+  const LayerCosts& lc = layer_costs();
+  const double lf = lc.layer_fwd_s, lb = lc.layer_bwd_s, lr = lc.layer_recompute_s;
+  const CommTotals &cf = lc.layer_fwd, &cb = lc.layer_bwd, &cr = lc.layer_recompute;
   const ParamCount pc = count_params(m_);
   const double h = m_.hidden;
   const double norm = m_.family == Family::gpt ? 6.0 * h : 2.0 * h;
@@ -472,23 +522,22 @@ void Builder::prepare_chunks() {
         w.layer_tensor_bytes.push_back(std::max(0.0, w.grad_bytes_per_layer - listed));
       }
       w.params_per_rank = layer_params * w.layers;
-      auto add_extra = [&](const LayerOps& x, double params) {
-        const double f = ops_time(cost_, x.forward), b = ops_time(cost_, x.backward);
-        w.fwd_s += f;
-        w.bwd_s += b;
-        w.extra_fwd_s += f;
-        w.extra_bwd_s += b;
-        for (const auto& op : x.forward) { add_comm(w.tp_fwd, op, 1); add_comm(w.tp_extra_fwd, op, 1); }
-        for (const auto& op : x.backward) { add_comm(w.tp_bwd, op, 1); add_comm(w.tp_extra_bwd, op, 1); }
+      auto add_extra = [&](const LayerCosts::Part& x, double params) {
+        w.fwd_s += x.fwd_s;
+        w.bwd_s += x.bwd_s;
+        w.extra_fwd_s += x.fwd_s;
+        w.extra_bwd_s += x.bwd_s;
+        for (CommTotals* t : {&w.tp_fwd, &w.tp_extra_fwd}) add_totals(*t, x.fwd);
+        for (CommTotals* t : {&w.tp_bwd, &w.tp_extra_bwd}) add_totals(*t, x.bwd);
         w.extra_grad_bytes += 4.0 * params;
         w.params_per_rank += params;
       };
-      if (vs == 0) add_extra(emb, static_cast<double>(pc.embedding) / L_.tp);
+      if (vs == 0) add_extra(lc.embedding, static_cast<double>(pc.embedding) / L_.tp);
       if (vs == pp * vpp_ - 1) {
         double head_params = static_cast<double>(pc.final_norm);
         if (!m_.tied_embeddings) head_params += static_cast<double>(pc.lm_head) / L_.tp;
         else if (pp > 1) head_params += static_cast<double>(m_.vocab) * m_.hidden / L_.tp;
-        add_extra(head, head_params);
+        add_extra(lc.head, head_params);
       }
     }
   if (chunk_cache_) *chunk_cache_ = chunks_;
