@@ -206,7 +206,7 @@ class Builder {
   // the others (it does not depend on the number of micro-batches); nullptr: computed here.
   // `routed`: plans shared with the step's other runs (nullptr: this run's own).
   // `period`: when positive, the run also measures its own periodicity (see Periodicity) over
-  // the last three groups of `period` micro-batches.
+  // its last two groups of `period` micro-batches.
   Builder(const StepInput& in, int microbatches, PlanShapeCache* shapes, std::vector<ChunkWork>* chunk_cache = nullptr,
           RoutedPlans* routed = nullptr, int period = 0)
       : in_(in), L_(in.layout), m_(*in.model), cost_(*in.cost), microbatches_(microbatches), e_(thread_engine()),
@@ -217,11 +217,13 @@ class Builder {
 
   StepResult run();
 
-  // How the run's last periods repeat. Every forward pass of the last `period` micro-batches, on
-  // every simulated GPU and model chunk, is compared with the same pass one and two periods
-  // earlier: in a periodic schedule each starts exactly `lambda_s` after its predecessor.
-  // `deviation_s` is the largest departure from that. The per-period increments of GPU 0's
-  // breakdown and byte counts are measured between its first forward of the last two periods.
+  // How the run's last period repeats the one before. Every forward of the last `period`
+  // micro-batches and the last `period` backwards of each chunk before the stage's last forward,
+  // on every simulated GPU, is compared with the same pass one period earlier, and so is the end
+  // of the communication each of those backwards queued: in a periodic schedule each comes exactly
+  // `lambda_s` after its predecessor. `deviation_s` is the largest departure from that. The
+  // per-period increments of GPU 0's breakdown and byte counts are measured between its first
+  // forward of the last two periods.
   struct Periodicity {
     bool measured = false;
     double lambda_s = 0, deviation_s = 0;
@@ -434,7 +436,6 @@ class Builder {
   std::vector<Calls> calls_scratch_, grad_calls_scratch_;
   const int period_;
   Periodicity periodicity_;
-  // GPU 0's byte counts as its first forward of the second-to-last and of the last period is built.
   // By period (second-to-last, last): GPU 0's byte counts as its first forward of the period is
   // built, and its breakdown as that forward starts.
   double marker_bytes_[2][2] = {};
@@ -628,18 +629,16 @@ void Builder::run_parts(const std::vector<int>& gpus, std::initializer_list<Part
 
 void Builder::add_fused_task(int g, const TaskSpec& spec, Gpu0Task rec, const std::vector<CachedFlow>& flows,
                              const std::vector<LinkId>& paths, TaskId& first) {
-  {
-    const TaskId t = e_.add_task(spec);
-    lane_stream_.push_back(0);
-    for (const CachedFlow& f : flows) e_.add_flow(t, f.bytes, paths.data() + f.path_begin, f.path_end - f.path_begin);
-    RankQueues& q = q_[g];
-    if (q.compute >= 0) e_.add_dependency(q.compute, t);
-    q.compute = t;
-    first = t;
-    if (g == 0) {
-      rec.id = t;
-      gpu0_tasks_.push_back(rec);
-    }
+  const TaskId t = e_.add_task(spec);
+  lane_stream_.push_back(0);
+  for (const CachedFlow& f : flows) e_.add_flow(t, f.bytes, paths.data() + f.path_begin, f.path_end - f.path_begin);
+  RankQueues& q = q_[g];
+  if (q.compute >= 0) e_.add_dependency(q.compute, t);
+  q.compute = t;
+  first = t;
+  if (g == 0) {
+    rec.id = t;
+    gpu0_tasks_.push_back(rec);
   }
 }
 
@@ -1346,10 +1345,12 @@ StepResult simulate_step(const StepInput& in) {
   // micro-batches earlier, to 1e-9 of the step. (Once the whole state of a schedule of fixed
   // durations repeats shifted by the period, everything after it does: it is a max-plus linear
   // system.) M is at least pp + 2P + 1, and at least 3P: the pipeline takes pp micro-batches to
-  // fill, and the first backwards to reach a stage leave the last stage before it has settled
-  // into its period (two more micro-batches); one period is compared with the one before. For the
-  // interleaved schedule (P a multiple of pp, m too) that makes M = 4 pp, past the 2 pp where it
-  // stops running every forward first.
+  // fill, and one period is compared with the one before. The two more are found, not derived: on
+  // every layout tried (1F1B up to 35 stages, interleaved, ZeRO-1/2/3) the first periods after
+  // the fill differ only in the first backwards to reach each stage, and two micro-batches more
+  // let them settle; where a schedule needs longer, the check fails and the next try or every
+  // micro-batch is simulated instead. For the interleaved schedule (P a multiple of pp, m too)
+  // that makes M = 4 pp, past the 2 pp where it stops running every forward first.
   // With the measured comm-compute interference a stage's lag can build up slowly, so a drift is
   // accepted when, kept up over every remaining period, it would move the step by under 1e-3.
   // P = 2q is tried when P = q does not repeat; when neither does, or M would not be shorter
@@ -1368,7 +1369,9 @@ StepResult simulate_step(const StepInput& in) {
   const int pp = in.layout.pp;
   const bool interleaved = in.layout.schedule == Schedule::interleaved;
   const int m0 = pp + 2, q = interleaved ? pp : 1;  // see above
-  int simulated = 0;
+  int simulated = 0;  // micro-batches per stage, tasks and events over every run
+  std::size_t tasks = 0;
+  std::uint64_t events = 0;
   if (in.mode == SimMode::symmetric && !in.record_timeline && in.steady_state && in.layout.schedule != Schedule::gpipe) {
     for (int P = q; P <= 2 * q; P *= 2) {
       int M = std::max(m0 + 2 * P - 1, 3 * P);
@@ -1378,6 +1381,8 @@ StepResult simulate_step(const StepInput& in) {
       Builder b(in, M, &shapes, &chunks, share_plans ? &routed : nullptr, P);
       StepResult r = b.run();
       simulated += M;
+      tasks += r.tasks;
+      events += r.events;
       const Builder::Periodicity& per = b.periodicity();
       const double periods = static_cast<double>(m - M) / P;
       const double T = r.step_time_s;
@@ -1390,12 +1395,16 @@ StepResult simulate_step(const StepInput& in) {
         r.dp_bytes_per_gpu += periods * per.dp_bytes;
         r.tp_bytes_per_gpu += periods * per.tp_bytes;
         r.simulated_microbatches = simulated;
+        r.tasks = tasks;
+        r.events = events;
         return r;
       }
     }
   }
   StepResult r = Builder(in, m, &shapes, &chunks, share_plans ? &routed : nullptr).run();
   r.simulated_microbatches = simulated + m;
+  r.tasks += tasks;
+  r.events += events;
   return r;
 }
 

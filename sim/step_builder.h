@@ -93,7 +93,7 @@ struct StepResult {
   double step_time_s = 0;
   double breakdown_s[kCategories] = {};  // exposed time of GPU 0 (first stage) by category
   int simulated_gpus = 0;
-  std::size_t tasks = 0;
+  std::size_t tasks = 0;  // over every run of the step (see simulated_microbatches)
   std::uint64_t events = 0;
   int simulated_microbatches = 0;  // per stage, over every run; fewer than the step's when read off the steady state
   double dp_bytes_per_gpu = 0;  // bytes each GPU sends for gradient/ZeRO collectives per step
