@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <limits>
-#include <queue>
 #include <stdexcept>
 
 namespace trainsim::sim {
@@ -10,13 +9,6 @@ namespace trainsim::sim {
 namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-struct Event {
-  double time;
-  std::uint64_t seq;
-  TaskId task;
-  std::uint32_t version;
-  bool operator>(const Event& o) const { return time != o.time ? time > o.time : seq > o.seq; }
-};
 }  // namespace
 
 void Engine::reserve(std::size_t tasks, std::size_t edges) {
@@ -192,10 +184,11 @@ void Engine::recompute_rates() {
 }
 
 void Engine::run() {
-  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> heap;
-  std::uint64_t seq = 0;
+  EventQueue& heap = queue_;
+  heap.clear(tasks_.size());
   double now = 0;
-  std::vector<TaskId> ready;
+  std::vector<TaskId>& ready = ready_;
+  ready.clear();
   std::size_t done = 0;
   bool rates_dirty = false;
   // Active flows keep their bytes left as of `since_` and their rate; both change only when rates
@@ -217,7 +210,7 @@ void Engine::run() {
       t.work_left = std::max(0.0, t.work_left - t.work_rate * (now - t.work_since));
       t.work_since = now;
       t.work_rate = rate;
-      heap.push({now + t.work_left / rate, seq++, id, ++t.version});
+      heap.schedule(id, now + t.work_left / rate);
     }
   };
   auto interfere = [&](const Task& t, bool on) {
@@ -243,9 +236,9 @@ void Engine::run() {
       t.work_rate = pr.speed();
       t.proc_slot = static_cast<std::int32_t>(pr.running.size());
       pr.running.push_back(id);
-      heap.push({now + t.work_left / t.work_rate, seq++, id, t.version});
+      heap.schedule(id, now + t.work_left / t.work_rate);
     } else if (t.spec.duration_s > 0) {
-      heap.push({now + t.spec.duration_s, seq++, id, t.version});
+      heap.schedule(id, now + t.spec.duration_s);
     } else {
       ready.push_back(id);  // latency phase is empty: go straight to flows or completion
     }
@@ -289,7 +282,8 @@ void Engine::run() {
     }
   };
 
-  std::vector<TaskId> completed;
+  std::vector<TaskId>& completed = completed_;
+  completed.clear();
   auto finish_task = [&](TaskId id) {
     Task& t = tasks_[id];
     t.finish = now;
@@ -335,15 +329,13 @@ void Engine::run() {
       flow_next = kInf;
       for (std::size_t ai = 0; ai < active_.size(); ++ai) flow_next = std::min(flow_next, finish_time(ai));
     }
-    const double next = std::min(heap.empty() ? kInf : heap.top().time, flow_next);
+    const double next = std::min(heap.empty() ? kInf : heap.top_time(), flow_next);
     if (next == kInf) break;
     now = next;
-    while (!heap.empty() && heap.top().time <= now) {
-      const Event ev = heap.top();
-      heap.pop();
-      if (ev.version != tasks_[ev.task].version) continue;  // rescheduled by a speed change
-      leave_processor(ev.task);
-      after_fixed(ev.task, completed);
+    while (!heap.empty() && heap.top_time() <= now) {
+      const TaskId id = heap.pop();
+      leave_processor(id);
+      after_fixed(id, completed);
     }
     if (now < flow_next) continue;
     // Flows that have delivered their bytes (relative tolerance against rounding), or whose rest

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "event_queue.h"
+
 namespace trainsim::sim {
 
 using TaskId = std::int32_t;
@@ -77,10 +79,9 @@ class Engine {
     double ready_at = 0;
     double start = -1, finish = -1;
     std::int32_t interf_begin = 0, interf_end = 0;  // range in interf_
-    // Fixed work on a processor: what is left as of work_since, at work_rate; events carry the
-    // version they were scheduled under, and a speed change makes older ones stale.
+    // Fixed work on a processor: what is left as of work_since, at work_rate; a speed change
+    // re-keys the task's completion in the event queue.
     double work_left = 0, work_since = 0, work_rate = 1;
-    std::uint32_t version = 0;
     std::int32_t proc_slot = -1;
   };
   struct Interference {
@@ -125,6 +126,8 @@ class Engine {
     double speed() const;
   };
   std::vector<Processor> processors_;
+  EventQueue queue_;
+  std::vector<TaskId> ready_, completed_;  // run()'s scratch: tasks past their latency, tasks done
 };
 
 }  // namespace trainsim::sim

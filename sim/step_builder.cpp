@@ -23,6 +23,17 @@ const char* category_name(int c) {
 
 namespace {
 
+// The pass order of one stage. A search's layouts share a few (pp, vpp, micro-batch count)
+// combinations, so each thread keeps the orders it has built.
+const std::vector<PipeOp>& stage_order(PipelineKind kind, int pp, int vpp, int m, int stage) {
+  using Key = std::array<int, 5>;
+  thread_local std::map<Key, std::vector<PipeOp>> cache;
+  const Key key{static_cast<int>(kind), pp, vpp, m, stage};
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  if (cache.size() > 4096) cache.clear();
+  return cache.emplace(key, pipeline_order(kind, pp, vpp, m, stage)).first->second;
+}
+
 // Maps a flow between GPUs to the engine links it crosses.
 class PathProvider {
  public:
@@ -184,11 +195,11 @@ class Builder {
     std::vector<int> members;  // the group's simulated GPUs
     double sent_by_first = 0;  // bytes the first simulated member sends, per byte of buffer
     double idle_latency_s = 0, idle_per_byte_s = 0;  // idle-network time: latency + S * per_byte
-    const MeasuredCollective* measured = nullptr;    // inside one node, where the profile measured it
-    // The factors that give the measured time for `bytes` summed over `count` calls.
-    PlanScale scale(double bytes, int count) const {
-      return measured ? measured_scale(*measured, bytes / std::max(1, count), idle_latency_s, idle_per_byte_s) : PlanScale{};
-    }
+    // Where the profile measured this collective: 0 nowhere, 1 inside a node, 2 one GPU per node
+    // (looked up in the step's network at each use: plans outlive a step's NetworkParams).
+    int measured_in = 0;
+    CollectiveKind kind = CollectiveKind::all_reduce;
+    int group_size = 0;
   };
   using PlanKey = std::array<int, 5>;  // kind, algorithm, first member, stride, size
   struct PlanKeyHash {
@@ -369,6 +380,14 @@ class Builder {
   // idle-network time at this size, as plan_collective chooses.
   const CachedPlan& cached_plan(const std::vector<int>& group, CollectiveKind kind, Algorithm algo, double bytes);
   const CachedPlan& unit_plan(const std::vector<int>& group, CollectiveKind kind, Algorithm algo);
+  // The factors that give the profile's measured time for `bytes` summed over `count` calls of the
+  // plan's collective (none where it was not measured).
+  PlanScale plan_scale(const CachedPlan& plan, double bytes, int count) const {
+    if (plan.measured_in == 0) return {};
+    const MeasuredCollective* m =
+        find_measured(plan.measured_in == 1 ? in_.net.intra_measured : in_.net.inter_measured, plan.kind, plan.group_size);
+    return m ? measured_scale(*m, bytes / std::max(1, count), plan.idle_latency_s, plan.idle_per_byte_s) : PlanScale{};
+  }
   // Every member on its own node (groups are evenly strided, so neighbours tell).
   bool one_per_node(const std::vector<int>& group) const;
   RoutedPlans own_plans_;
@@ -606,7 +625,7 @@ void Builder::run_parts(const std::vector<int>& gpus, std::initializer_list<Part
         if (p.tp->count[k] == 0) continue;
         const CachedPlan& plan = cached_plan(tp_group_of(g), kinds[k], Algorithm::ring, p.tp->bytes[k]);
         tp_bytes += plan.sent_by_first * p.tp->bytes[k];
-        const PlanScale sc = plan.scale(p.tp->bytes[k], p.tp->count[k]);
+        const PlanScale sc = plan_scale(plan, p.tp->bytes[k], p.tp->count[k]);
         rec.tp_idle_s += plan.idle_latency_s * sc.latency * p.tp->count[k] + p.tp->bytes[k] * plan.idle_per_byte_s * sc.bytes;
         for (const CachedPhase& ph : plan.phases) {
           spec.duration_s += ph.latency_s * sc.latency * p.tp->count[k];
@@ -690,10 +709,10 @@ const Builder::CachedPlan& Builder::unit_plan(const std::vector<int>& group, Col
   const PlanShapeCache::Shape& sh = shape->second;
   const CollectivePlan& plan = sh.plan;
   CachedPlan c;
-  if (place_.node_of(group.front()) == place_.node_of(group.back()))
-    c.measured = find_measured(in_.net.intra_measured, kind, static_cast<int>(group.size()));
-  else if (one_per_node(group))
-    c.measured = find_measured(in_.net.inter_measured, kind, static_cast<int>(group.size()));
+  if (place_.node_of(group.front()) == place_.node_of(group.back())) c.measured_in = 1;
+  else if (one_per_node(group)) c.measured_in = 2;
+  c.kind = kind;
+  c.group_size = static_cast<int>(group.size());
   c.idle_latency_s = sh.idle_latency_s;
   c.idle_per_byte_s = sh.idle_per_byte_s;
   c.members = sim_members(group);
@@ -755,7 +774,7 @@ TaskId Builder::collective(const std::vector<int>& group, CollectiveKind kind, A
   // Latency multiplier (calls x measured latency factor) and rescaled bytes, summed over the calls.
   double latency_factor = 0, scaled_bytes = 0;
   for (const Calls& c : calls) {
-    const PlanScale k = plan.scale(c.bytes * c.count, c.count);
+    const PlanScale k = plan_scale(plan, c.bytes * c.count, c.count);
     latency_factor += k.latency * c.count;
     scaled_bytes += c.bytes * c.count * k.bytes;
   }
@@ -888,7 +907,7 @@ void Builder::build_stage(int stage, const std::vector<int>& gpus) {
   const PipelineKind pk = L_.schedule == Schedule::gpipe ? PipelineKind::gpipe
                           : L_.schedule == Schedule::interleaved ? PipelineKind::interleaved
                                                                  : PipelineKind::one_f_one_b;
-  const auto order = pipeline_order(pk, pp, vpp_, microbatches_, stage);
+  const std::vector<PipeOp>& order = stage_order(pk, pp, vpp_, microbatches_, stage);
   const double bucket_bytes = L_.bucket_MB * 1e6;
   const bool zero3 = L_.zero >= 3 && L_.dp > 1;
   const bool reduce_every_microbatch = L_.zero >= 2;
@@ -968,6 +987,11 @@ void Builder::build_stage(int stage, const std::vector<int>& gpus) {
     const std::string tag = !in_.record_timeline ? std::string()
                             : " mb" + std::to_string(op.microbatch) + (vpp_ > 1 ? " c" + std::to_string(op.chunk) : "");
     const int units = std::max(1, w.layers);
+    // Task names, built only for a recorded timeline.
+    auto named = [&](const char* pass, int layer = -1) {
+      if (!in_.record_timeline) return std::string();
+      return pass + tag + (layer >= 0 ? " L" + std::to_string(layer) : std::string());
+    };
     Gathers cur;
     auto gather_layer = [&](int l, bool with_extras) {
       const double params = (w.layers > 0 ? w.layer_params_per_rank : 0.0) +
@@ -980,7 +1004,7 @@ void Builder::build_stage(int stage, const std::vector<int>& gpus) {
     }
     if (op.forward) {
       if (!zero3) {
-        run_parts(gpus, {Part{w.fwd_s, kCompute, &w.tp_fwd}}, "F" + tag, first, kForwardPass, op.chunk);
+        run_parts(gpus, {Part{w.fwd_s, kCompute, &w.tp_fwd}}, named("F"), first, kForwardPass, op.chunk);
       } else {
         // Layer by layer, each after its gather (the embedding and head with the first).
         std::vector<TaskId> op_first;
@@ -990,7 +1014,7 @@ void Builder::build_stage(int stage, const std::vector<int>& gpus) {
           if (l == 0)
             for (int i = 0; i < 3; ++i) t.bytes[i] += w.tp_extra_fwd.bytes[i], t.count[i] += w.tp_extra_fwd.count[i];
           const double dur = (w.layers > 0 ? w.layer_fwd_s : 0.0) + (l == 0 ? w.extra_fwd_s : 0.0);
-          run_parts(gpus, {Part{dur, kCompute, &t}}, "F" + tag + " L" + std::to_string(l), first, l > 0 ? kLaterLayerForward : -1, op.chunk);
+          run_parts(gpus, {Part{dur, kCompute, &t}}, named("F", l), first, l > 0 ? kLaterLayerForward : -1, op.chunk);
           wait_for(cur, first);
           if (l == 0) op_first = first;
           cur = next;
@@ -1015,7 +1039,7 @@ void Builder::build_stage(int stage, const std::vector<int>& gpus) {
         if (l == 0)
           for (int i = 0; i < 3; ++i) t.bytes[i] += w.tp_extra_bwd.bytes[i], t.count[i] += w.tp_extra_bwd.count[i];
         const Part layer{dur, kCompute, &t};
-        const std::string name = "B" + tag + " L" + std::to_string(l);
+        const std::string name = named("B", l);
         if (l == 0 && has_recompute) run_parts(gpus, {recompute, layer}, name, first);
         else run_parts(gpus, {layer}, name, first, l > 0 ? kLaterLayerBackward : -1, op.chunk);
         if (zero3) wait_for(cur, first);
@@ -1031,8 +1055,8 @@ void Builder::build_stage(int stage, const std::vector<int>& gpus) {
       if (reduce_every_microbatch) flush(true);
     } else {
       const Part backward{w.bwd_s, kCompute, &w.tp_bwd};
-      if (has_recompute) run_parts(gpus, {recompute, backward}, "B" + tag, first, kBackwardPass, op.chunk);
-      else run_parts(gpus, {backward}, "B" + tag, first, kBackwardPass, op.chunk);
+      if (has_recompute) run_parts(gpus, {recompute, backward}, named("B"), first, kBackwardPass, op.chunk);
+      else run_parts(gpus, {backward}, named("B"), first, kBackwardPass, op.chunk);
       for (std::size_t i = 0; i < gpus.size(); ++i) h_.bwd_start[hidx(gpus[i], vs, op.microbatch)] = first[i];
     }
     for (int g : gpus) h_.bwd_done[hidx(g, vs, op.microbatch)] = q_[g].compute;
@@ -1287,7 +1311,7 @@ void Builder::measure_periodicity() {
   auto repeats = [&](double now, double before) { dev = std::max(dev, std::abs(now - before - p.lambda_s)); };
   for (int g : sim_gpus_) {
     const int stage = g / (L_.tp * L_.dp);
-    const auto order = pipeline_order(pk, L_.pp, vpp_, M, stage);
+    const std::vector<PipeOp>& order = stage_order(pk, L_.pp, vpp_, M, stage);
     std::size_t last_forward = 0;
     for (std::size_t i = 0; i < order.size(); ++i)
       if (order[i].forward) last_forward = i;
@@ -1315,6 +1339,13 @@ void Builder::measure_periodicity() {
 }
 
 }  // namespace
+
+struct PlanShapeCache::RoutedStore {
+  // TP, DP, PP, nodes, GPUs per node, NICs per node, fabric, NICs per leaf; NVLink and NIC rate,
+  // oversubscription, alpha inside and across nodes, per-GPU rate inside and across nodes.
+  using Key = std::pair<std::array<int, 8>, std::array<double, 7>>;
+  std::map<Key, Builder::RoutedPlans> by_context;
+};
 
 std::size_t PlanShapeCache::KeyHash::operator()(const Key& k) const noexcept {
   std::size_t h = 0;
@@ -1365,7 +1396,21 @@ StepResult simulate_step(const StepInput& in) {
   // wider than a leaf): then each run routes its own plans.
   const ClusterShape& cs = in.net.shape;
   const bool share_plans = in.mode == SimMode::full || !(cs.oversubscription > 1.0 && cs.nodes > cs.nodes_per_leaf());
-  Builder::RoutedPlans routed;
+  Builder::RoutedPlans step_plans;
+  Builder::RoutedPlans* routed = share_plans ? &step_plans : nullptr;
+  // A symmetric-mode run creates its links in a fixed order from the layout's degrees and the
+  // cluster alone, so its routed plans serve every later step with the same ones (the layouts of a
+  // search that differ in micro-batch, schedule, ZeRO or buckets).
+  if (share_plans && in.mode == SimMode::symmetric) {
+    const Layout& L = in.layout;
+    const PlanShapeCache::RoutedStore::Key key{
+        {L.tp, L.dp, L.pp, cs.nodes, cs.gpus_per_node, cs.nics_per_node, static_cast<int>(cs.fabric), cs.nics_per_leaf},
+        {cs.nvlink_Bps, cs.nic_Bps, cs.oversubscription, in.net.intra_alpha_s, in.net.inter_alpha_s, cs.nvlink_Bps, cs.nic_share_Bps()}};
+    if (!shapes.routed) shapes.routed = std::make_shared<PlanShapeCache::RoutedStore>();
+    auto& store = shapes.routed->by_context;
+    if (store.size() > 256 && store.find(key) == store.end()) store.clear();
+    routed = &store[key];
+  }
   const int pp = in.layout.pp;
   const bool interleaved = in.layout.schedule == Schedule::interleaved;
   const int m0 = pp + 2, q = interleaved ? pp : 1;  // see above
@@ -1378,7 +1423,7 @@ StepResult simulate_step(const StepInput& in) {
       M += ((m - M) % P + P) % P;
       // Only worth it while the runs cost fewer micro-batches than the step itself.
       if (simulated + M >= m) break;
-      Builder b(in, M, &shapes, &chunks, share_plans ? &routed : nullptr, P);
+      Builder b(in, M, &shapes, &chunks, routed, P);
       StepResult r = b.run();
       simulated += M;
       tasks += r.tasks;
@@ -1401,7 +1446,7 @@ StepResult simulate_step(const StepInput& in) {
       }
     }
   }
-  StepResult r = Builder(in, m, &shapes, &chunks, share_plans ? &routed : nullptr).run();
+  StepResult r = Builder(in, m, &shapes, &chunks, routed).run();
   r.simulated_microbatches = simulated + m;
   r.tasks += tasks;
   r.events += events;

@@ -9,6 +9,7 @@
 #include <map>
 #include <unordered_map>
 #include <string>
+#include <memory>
 #include <vector>
 
 #include "collective.h"
@@ -63,6 +64,10 @@ struct PlanShapeCache {
     std::size_t operator()(const Key& k) const noexcept;
   };
   std::unordered_map<Key, Shape, KeyHash> shapes;
+  // Plans routed onto a symmetric-mode engine's links, by what fixes those links and routes: the
+  // layout's TP, DP and PP degrees, the cluster and the network's alphas (step_builder.cpp).
+  struct RoutedStore;
+  std::shared_ptr<RoutedStore> routed;
 };
 
 struct StepInput {
