@@ -333,6 +333,57 @@ TEST(Step, SteadyStateMatchesSimulatingEveryMicroBatch) {
               worst_with_interference);
 }
 
+TEST(Step, PlansKeptAcrossStepsGiveTheSameStep) {
+  // A search thread keeps one plan cache across the layouts it evaluates: plan shapes, and plans
+  // routed onto a symmetric-mode engine's links by TP, DP, PP and cluster. Every result must be
+  // the one a fresh cache gives, whatever was evaluated before: layouts that share the degrees and
+  // differ in schedule, ZeRO or buckets, other degrees, other clusters (an oversubscribed fabric
+  // wider than a leaf, whose uplinks are created as routes need them), and profiles with and
+  // without measured collectives.
+  struct Case {
+    const char* hardware;
+    int nodes, tp, pp, vpp, zero, bucket_MB;
+    const char* schedule;
+    const char* network;
+  };
+  const char* const fat = R"(, "network": { "fabric": "fat-tree", "oversubscription": 2 })";
+  const Case cases[] = {
+      {"h100-sxm", 16, 8, 4, 1, 1, 25, "1f1b", ""},
+      {"h100-sxm", 16, 8, 4, 2, 0, 100, "interleaved", ""},
+      {"h100-sxm", 16, 4, 8, 1, 1, 25, "1f1b", ""},
+      {"h200-sxm", 16, 8, 4, 1, 1, 25, "1f1b", ""},
+      {"h200-socket-loopback", 16, 8, 4, 1, 1, 25, "1f1b", ""},
+      {"h100-sxm", 16, 8, 4, 1, 1, 25, "1f1b", fat},
+      {"h100-sxm", 16, 8, 4, 1, 0, 25, "gpipe", fat},
+      {"a100-80g-sxm", 16, 8, 4, 1, 0, 50, "1f1b", ""},
+      {"a100-80g-sxm", 16, 8, 1, 1, 2, 50, "1f1b", ""},
+      {"h100-sxm", 16, 8, 4, 1, 1, 25, "1f1b", R"(, "network": { "nic_Gbps": 100, "nics_per_node": 2 })"},
+  };
+  std::vector<Scenario> scenarios;
+  for (const Case& c : cases) {
+    char text[2048];
+    std::snprintf(text, sizeof text, R"({ "name": "plans", "model": "llama2-13b", "training": { "global_batch": 512 },
+      "hardware": "%s", "cluster": { "nodes": %d, "gpus_per_node": 8 %s },
+      "layout": { "tp": %d, "pp": %d, "vpp": %d, "micro_batch": 1, "sequence_parallel": true, "recompute": "selective",
+                  "zero": %d, "schedule": "%s", "bucket_MB": %d } })",
+                  c.hardware, c.nodes, c.network, c.tp, c.pp, c.vpp, c.zero, c.schedule, c.bucket_MB);
+    scenarios.push_back(parse_scenario(text, "plans", kProfiles));
+  }
+  sim::PlanShapeCache kept;
+  // Forwards, then backwards, so that each layout follows others that filled the cache.
+  for (int pass = 0; pass < 2; ++pass)
+    for (std::size_t k = 0; k < scenarios.size(); ++k) {
+      const Scenario& s = scenarios[pass == 0 ? k : scenarios.size() - 1 - k];
+      const int nodes = s.cluster.nodes.front();
+      const Layout l = resolve_layout(s, s.layout, false, nodes);
+      EvalOptions with_kept, fresh;
+      with_kept.plan_cache = &kept;
+      const std::string a = result_to_json(s, evaluate(s, l, nodes, with_kept)).dump();
+      const std::string b = result_to_json(s, evaluate(s, l, nodes, fresh)).dump();
+      EXPECT_EQ(a, b) << s.hardware.name << " " << describe(l);
+    }
+}
+
 TEST(Step, CommComputeInterferenceSlowsOverlappedCompute) {
   // With a measured GEMM slowdown f while NCCL runs beside it, the backward that overlaps the
   // data-parallel buckets runs slower: the step grows, but by no more than f times the compute of
