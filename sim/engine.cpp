@@ -29,6 +29,7 @@ void Engine::reset() {
   remaining_.clear();
   rate_.clear();
   since_.clear();
+  finish_.clear();
   makespan_ = 0;
   events_ = rate_updates_ = 0;
   pending_flow_tasks_.clear();
@@ -42,7 +43,7 @@ void Engine::reset() {
   touched_.clear();
   link_flows_.clear();
   interf_.clear();
-  processors_.clear();
+  processor_count_ = 0;
 }
 
 StreamId Engine::add_stream() {
@@ -57,8 +58,12 @@ LinkId Engine::add_link(double capacity_Bps) {
 }
 
 ProcessorId Engine::add_processor() {
-  processors_.emplace_back();
-  return static_cast<ProcessorId>(processors_.size() - 1);
+  // Slots of earlier runs are reused with their vectors' memory.
+  if (processor_count_ == processors_.size()) processors_.emplace_back();
+  Processor& p = processors_[processor_count_];
+  p.active_slowdowns.clear();
+  p.running.clear();
+  return static_cast<ProcessorId>(processor_count_++);
 }
 
 double Engine::Processor::speed() const {
@@ -68,7 +73,7 @@ double Engine::Processor::speed() const {
 }
 
 void Engine::add_interference(TaskId task, ProcessorId p, double slowdown) {
-  if (p < 0 || p >= static_cast<ProcessorId>(processors_.size())) throw std::invalid_argument("unknown processor");
+  if (p < 0 || p >= static_cast<ProcessorId>(processor_count_)) throw std::invalid_argument("unknown processor");
   if (!(slowdown >= 0)) throw std::invalid_argument("slowdown must not be negative");
   Task& t = tasks_[task];
   if (t.interf_end != static_cast<std::int32_t>(interf_.size()))
@@ -79,7 +84,7 @@ void Engine::add_interference(TaskId task, ProcessorId p, double slowdown) {
 
 TaskId Engine::add_task(const TaskSpec& spec) {
   if (spec.duration_s < 0) throw std::invalid_argument("task duration must not be negative");
-  if (spec.processor >= static_cast<ProcessorId>(processors_.size())) throw std::invalid_argument("unknown processor");
+  if (spec.processor >= static_cast<ProcessorId>(processor_count_)) throw std::invalid_argument("unknown processor");
   Task t;
   t.spec = spec;
   t.flows_begin = t.flows_end = static_cast<std::int32_t>(flows_.size());
@@ -274,8 +279,9 @@ void Engine::run() {
           rate = std::min(rate, link_capacity_[paths_[p]]);
         }
         rate_.push_back(alone ? rate : 0.0);
+        finish_.push_back(finish_time(rate_.size() - 1));
         if (!alone) rates_dirty = true;
-        else flow_next = std::min(flow_next, finish_time(rate_.size() - 1));
+        else flow_next = std::min(flow_next, finish_.back());
       }
     } else {
       completed.push_back(id);
@@ -327,7 +333,10 @@ void Engine::run() {
       recompute_rates();
       rates_dirty = false;
       flow_next = kInf;
-      for (std::size_t ai = 0; ai < active_.size(); ++ai) flow_next = std::min(flow_next, finish_time(ai));
+      for (std::size_t ai = 0; ai < active_.size(); ++ai) {
+        finish_[ai] = finish_time(ai);
+        flow_next = std::min(flow_next, finish_[ai]);
+      }
     }
     const double next = std::min(heap.empty() ? kInf : heap.top_time(), flow_next);
     if (next == kInf) break;
@@ -345,7 +354,7 @@ void Engine::run() {
     for (std::size_t ai = 0; ai < active_.size(); ++ai) {
       const std::int32_t f = active_[ai];
       const double left = rate_[ai] == kInf ? 0.0 : remaining_[ai] - rate_[ai] * (now - since_[ai]);
-      if (left <= 1e-9 * flows_[f].bytes + 1e-9 || finish_time(ai) <= now) {
+      if (left <= 1e-9 * flows_[f].bytes + 1e-9 || finish_[ai] <= now) {
         Task& t = tasks_[flow_task_[f]];
         if (--t.flows_left == 0) completed.push_back(flow_task_[f]);
         // Others speed up only if they shared a link with this flow.
@@ -356,7 +365,8 @@ void Engine::run() {
         remaining_[w] = remaining_[ai];
         since_[w] = since_[ai];
         rate_[w] = rate_[ai];
-        flow_next = std::min(flow_next, finish_time(w));
+        finish_[w] = finish_[ai];
+        flow_next = std::min(flow_next, finish_[w]);
         ++w;
       }
     }
@@ -364,6 +374,7 @@ void Engine::run() {
     remaining_.resize(w);
     since_.resize(w);
     rate_.resize(w);
+    finish_.resize(w);
   }
   if (done != tasks_.size()) throw std::logic_error("task graph has a dependency cycle or an unreachable task");
 }

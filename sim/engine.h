@@ -109,6 +109,7 @@ class Engine {
   // Active flows and their state.
   std::vector<std::int32_t> active_;    // flow indices
   std::vector<double> remaining_, rate_, since_;  // bytes left as of time since_, current rate
+  std::vector<double> finish_;                    // when each ends at its current rate
   double makespan_ = 0;
   std::uint64_t events_ = 0, rate_updates_ = 0;
   std::vector<std::int32_t> pending_flow_tasks_;  // tasks whose flows start after their latency
@@ -125,7 +126,8 @@ class Engine {
     std::vector<TaskId> running;           // tasks whose fixed work runs on it now
     double speed() const;
   };
-  std::vector<Processor> processors_;
+  std::vector<Processor> processors_;  // the first processor_count_ are this run's
+  std::size_t processor_count_ = 0;
   EventQueue queue_;
   std::vector<TaskId> ready_, completed_;  // run()'s scratch: tasks past their latency, tasks done
 };

@@ -174,16 +174,79 @@ double ops_time(const CostModel& c, const std::vector<Op>& ops) {
   return t;
 }
 
+// A flow of a cached collective plan: bytes per byte of buffer over a path (a range of links).
+struct CachedFlow {
+  double bytes = 0;
+  std::int32_t path_begin = 0, path_end = 0;
+};
+
+struct RankQueues {
+  TaskId compute = -1;
+  TaskId comm = -1;
+};
+
+// GPU 0's compute queue in order, with the fixed compute time of each task by category; the rest
+// of a task's time is the tensor-parallel communication fused into it.
+struct Gpu0Task {
+  TaskId id = -1;
+  int nparts = 0;
+  int cat[2] = {0, 0};
+  double seconds[2] = {0, 0};
+  double tp_idle_s = 0;  // the fused TP traffic's time on idle links
+};
+
+// A pass whose fused task recurs unchanged on one GPU (same chunk, same kind): worked out once.
+struct FusedPass {
+  bool set = false;
+  TaskSpec spec;
+  Gpu0Task rec;
+  double tp_bytes = 0;
+  std::vector<CachedFlow> flows;
+  std::vector<LinkId> paths;
+};
+
+// Cross-stage hand-offs, indexed by (simulated GPU, virtual stage, micro-batch).
+struct Handoffs {
+  std::vector<TaskId> fwd_done, bwd_done, fwd_start, bwd_start;
+  // The last task on the GPU's communication queue once a backward pass is built (only recorded
+  // in runs that measure their periodicity).
+  std::vector<TaskId> comm_after_bwd;
+};
+
+// A Builder's per-run vectors. One per thread (its Builders run one at a time), so that the runs
+// of a search reuse their memory instead of allocating it again.
+struct BuilderWorkspace {
+  std::vector<int> tp_leaders, dp_leaders, sim_gpus, lane_stream, sim_index, stage_gpus;
+  std::vector<TaskId> first;           // build_stage: the first task of the pass just built, per GPU
+  std::vector<double> closed_buckets;  // build_stage: buckets closed by the layer just built
+  std::vector<TaskId> tails, gpu0_comm;
+  std::vector<std::vector<int>> tp_groups, dp_groups, dp_sim_members;  // per simulated GPU
+  std::vector<std::pair<std::array<int, 3>, std::vector<int>>> sim_members;
+  std::size_t sim_members_used = 0;
+  std::vector<ChunkWork> chunks;
+  std::vector<RankQueues> q;
+  std::vector<Gpu0Task> gpu0_tasks;
+  std::vector<FusedPass> fused_memo;
+  std::vector<ProcessorId> proc;
+  std::vector<char> is_sim;
+  Handoffs h;
+};
+
+BuilderWorkspace& thread_workspace() {
+  thread_local BuilderWorkspace w;
+  return w;
+}
+
+// Inner vectors of `v` for n entries, each emptied, keeping their memory.
+void reuse_rows(std::vector<std::vector<int>>& v, std::size_t n) {
+  v.resize(n);
+  for (auto& row : v) row.clear();
+}
+
 class Builder {
+  BuilderWorkspace& ws_ = thread_workspace();
+
  public:
-  // A collective's plan for a one-byte buffer with the flows of its simulated members already
-  // routed (flows of one phase over the same path are one transfer). Every algorithm's flow bytes
-  // scale with the buffer and its latencies do not, so one plan serves every size: the flows of a
-  // collective of S bytes carry S times the cached bytes.
-  struct CachedFlow {
-    double bytes = 0;
-    std::int32_t path_begin = 0, path_end = 0;
-  };
   struct CachedPhase {
     double latency_s = 0;
     std::int32_t flow_begin = 0, flow_end = 0;
@@ -224,6 +287,10 @@ class Builder {
         plan_cache_(routed ? *routed : own_plans_), shapes_(shapes), chunk_cache_(chunk_cache),
         period_(period > 0 && microbatches >= 3 * period ? period : 0) {
     e_.reset();
+    for (auto* v : {&ws_.sim_gpus, &ws_.lane_stream}) v->clear();
+    ws_.gpu0_tasks.clear();
+    ws_.gpu0_comm.clear();
+    ws_.sim_members_used = 0;
   }
 
   StepResult run();
@@ -244,23 +311,17 @@ class Builder {
   const Periodicity& periodicity() const { return periodicity_; }
 
  private:
-  struct RankQueues {
-    TaskId compute = -1;
-    TaskId comm = -1;
-  };
-
   int gpu_of(int t, int d, int s) const { return t + L_.tp * (d + L_.dp * s); }
-  std::vector<int> tp_group(int gpu) const {
+  // `gpu`'s TP and DP groups, into `g`.
+  void tp_group(int gpu, std::vector<int>& g) const {
     const int d = (gpu / L_.tp) % L_.dp, s = gpu / (L_.tp * L_.dp);
-    std::vector<int> g;
+    g.clear();
     for (int t = 0; t < L_.tp; ++t) g.push_back(gpu_of(t, d, s));
-    return g;
   }
-  std::vector<int> dp_group(int gpu) const {
+  void dp_group(int gpu, std::vector<int>& g) const {
     const int t = gpu % L_.tp, s = gpu / (L_.tp * L_.dp);
-    std::vector<int> g;
+    g.clear();
     for (int d = 0; d < L_.dp; ++d) g.push_back(gpu_of(t, d, s));
-    return g;
   }
   // Nodes of the group per leaf switch when the group spans several leaves, else 0.
   int group_nodes_per_leaf(const std::vector<int>& g) const {
@@ -322,7 +383,7 @@ class Builder {
                     const std::string& name, double* bytes_sent_by_first = nullptr);
   // The TP collectives of `t` over every TP group of the stage being built (issued by its leaders).
   void tp_all(const CommTotals& t, const std::string& name);
-  std::vector<int> tp_leaders_;
+  std::vector<int>& tp_leaders_ = ws_.tp_leaders;
   // Buckets released together (by one layer's backward) go back to back on the communication
   // queue: one task chain whose latencies and kernel times add up (equal to separate ones on idle
   // links, since each phase's time is its latency plus bytes over bandwidth).
@@ -330,11 +391,10 @@ class Builder {
   // The compute queue tails of the simulated members of `gpu`'s data-parallel group, in a
   // scratch vector valid until the next call.
   const std::vector<TaskId>& compute_tails(int gpu);
-  std::vector<TaskId> tails_scratch_;
-  std::vector<std::vector<int>> dp_sim_members_;  // per simulated GPU: its DP group's simulated members
+  std::vector<TaskId>& tails_scratch_ = ws_.tails;
+  std::vector<std::vector<int>>& dp_sim_members_ = ws_.dp_sim_members;  // per simulated GPU: its DP group's simulated members
   // The group's members this run simulates, cached by group.
   const std::vector<int>& sim_members(const std::vector<int>& group);
-  std::map<std::array<int, 3>, std::vector<int>> sim_members_;
   void build_stage(int stage, const std::vector<int>& gpus);
   void breakdown(StepResult& r);
 
@@ -353,25 +413,19 @@ class Builder {
   Engine& e_;
   std::unique_ptr<PathProvider> paths_;
   PlacementInfo place_;
-  std::vector<ChunkWork> chunks_;  // [stage * vpp + chunk]
-  std::vector<int> sim_gpus_;
-  std::vector<RankQueues> q_;  // by GPU id
+  std::vector<ChunkWork>& chunks_ = ws_.chunks;  // [stage * vpp + chunk]
+  std::vector<int>& sim_gpus_ = ws_.sim_gpus;
+  std::vector<RankQueues>& q_ = ws_.q;  // by GPU id
   std::vector<std::string> labels_;
-  std::vector<int> lane_stream_;  // per task: stream kind
+  std::vector<int>& lane_stream_ = ws_.lane_stream;  // per task: stream kind
   int vpp_ = 1;
-  // Cross-rank hand-offs: the task that delivers activation / gradient of (virtual stage, mb).
-  // Cross-stage hand-offs, indexed by (simulated GPU, virtual stage, micro-batch).
-  struct Handoffs {
-    std::vector<TaskId> fwd_done, bwd_done, fwd_start, bwd_start;
-    // The last task on the GPU's communication queue once a backward pass is built (only
-    // recorded in runs that measure their periodicity).
-    std::vector<TaskId> comm_after_bwd;
-  } h_;
-  std::vector<int> sim_index_;  // GPU id -> position in sim_gpus_ (-1 if not simulated)
+  Handoffs& h_ = ws_.h;
+  std::vector<int>& sim_index_ = ws_.sim_index;  // GPU id -> position in sim_gpus_ (-1 if not simulated)
   std::size_t hidx(int gpu, int vs, int mb) const {
     return (static_cast<std::size_t>(sim_index_[gpu]) * (L_.pp * vpp_) + vs) * microbatches_ + mb;
   }
-  std::vector<std::vector<int>> tp_groups_, dp_groups_;  // cached per simulated GPU
+  std::vector<std::vector<int>>& tp_groups_ = ws_.tp_groups;  // per simulated GPU
+  std::vector<std::vector<int>>& dp_groups_ = ws_.dp_groups;
   const std::vector<int>& tp_group_of(int gpu) const { return tp_groups_[sim_index_[gpu]]; }
   const std::vector<int>& dp_group_of(int gpu) const { return dp_groups_[sim_index_[gpu]]; }
 
@@ -394,26 +448,9 @@ class Builder {
   RoutedPlans& plan_cache_;
   PlanShapeCache* shapes_;
   std::vector<ChunkWork>* chunk_cache_;
-  std::vector<char> is_sim_;  // by GPU id: simulated in this run
-  // GPU 0's compute queue in order, with the fixed compute time of each task by category; the rest
-  // of a task's time is the tensor-parallel communication fused into it.
-  struct Gpu0Task {
-    TaskId id = -1;
-    int nparts = 0;
-    int cat[2] = {0, 0};
-    double seconds[2] = {0, 0};
-    double tp_idle_s = 0;  // the fused TP traffic's time on idle links
-  };
-  std::vector<Gpu0Task> gpu0_tasks_;
-  struct FusedPass {
-    bool set = false;
-    TaskSpec spec;
-    Gpu0Task rec;
-    double tp_bytes = 0;
-    std::vector<CachedFlow> flows;
-    std::vector<LinkId> paths;
-  };
-  std::vector<FusedPass> fused_memo_;  // [simulated GPU][chunk][PassKind]
+  std::vector<char>& is_sim_ = ws_.is_sim;  // by GPU id: simulated in this run
+  std::vector<Gpu0Task>& gpu0_tasks_ = ws_.gpu0_tasks;
+  std::vector<FusedPass>& fused_memo_ = ws_.fused_memo;  // [simulated GPU][chunk][PassKind]
   void add_fused_task(int g, const TaskSpec& spec, Gpu0Task rec, const std::vector<CachedFlow>& flows,
                       const std::vector<LinkId>& paths, TaskId& first);
   bool fuse_tp_ = false;  // one simulated member per TP group: TP traffic rides on the compute task
@@ -421,7 +458,7 @@ class Builder {
   // slowed by the profile's measured GEMM slowdown while that GPU's communication tasks run. Without
   // a measured slowdown there are no processors and compute runs at full speed.
   double interference_ = 0;
-  std::vector<ProcessorId> proc_;  // by GPU id, -1 if none
+  std::vector<ProcessorId>& proc_ = ws_.proc;  // by GPU id, -1 if none
   void interfere(TaskId t, const std::vector<int>& gpus) {
     if (interference_ <= 0) return;
     for (int g : gpus)
@@ -448,11 +485,11 @@ class Builder {
     f.path_end = static_cast<std::int32_t>(fused_paths_.size());
     fused_flows_.push_back(f);
   }
-  std::vector<TaskId> gpu0_comm_;
+  std::vector<TaskId>& gpu0_comm_ = ws_.gpu0_comm;
   double dp_bytes_gpu0_ = 0, tp_bytes_gpu0_ = 0;
   std::vector<LinkId> scratch_;
   std::vector<std::int32_t> plan_flows_scratch_;
-  std::vector<Calls> calls_scratch_, grad_calls_scratch_;
+  std::vector<Calls> calls_scratch_, grad_calls_scratch_, stage_calls_;
   const int period_;
   Periodicity periodicity_;
   // By period (second-to-last, last): GPU 0's byte counts as its first forward of the period is
@@ -892,12 +929,16 @@ const std::vector<TaskId>& Builder::compute_tails(int gpu) {
 const std::vector<int>& Builder::sim_members(const std::vector<int>& group) {
   // Groups are arithmetic progressions of GPU ids: the first member, the stride and the size name one.
   const std::array<int, 3> key{group.front(), group.size() > 1 ? group[1] - group[0] : 0, static_cast<int>(group.size())};
-  auto it = sim_members_.find(key);
-  if (it != sim_members_.end()) return it->second;
-  std::vector<int> v;
+  auto& cache = ws_.sim_members;
+  for (std::size_t i = 0; i < ws_.sim_members_used; ++i)
+    if (cache[i].first == key) return cache[i].second;
+  if (ws_.sim_members_used == cache.size()) cache.emplace_back();
+  auto& [k, v] = cache[ws_.sim_members_used++];
+  k = key;
+  v.clear();
   for (int g : group)
     if (is_sim_[g]) v.push_back(g);
-  return sim_members_.emplace(key, std::move(v)).first->second;
+  return v;
 }
 
 // Builds every simulated GPU of one pipeline stage in lockstep (they run the same order), so that
@@ -912,22 +953,23 @@ void Builder::build_stage(int stage, const std::vector<int>& gpus) {
   const bool zero3 = L_.zero >= 3 && L_.dp > 1;
   const bool reduce_every_microbatch = L_.zero >= 2;
   // Leaders: the first simulated member of each TP and DP group issues the group's collective.
-  auto leaders = [&](bool tp) {
-    std::vector<int> out;
+  auto leaders = [&](bool tp, std::vector<int>& out) {
+    out.clear();
     for (int g : gpus) {
       const auto& grp = tp ? tp_group_of(g) : dp_group_of(g);
       for (int x : grp)
         if (paths_->simulated(x)) { if (x == g) out.push_back(g); break; }
     }
-    return out;
   };
-  tp_leaders_ = leaders(true);
-  const std::vector<int> dp_leaders = leaders(false);
+  leaders(true, tp_leaders_);
+  std::vector<int>& dp_leaders = ws_.dp_leaders;
+  leaders(false, dp_leaders);
   // Buckets fill tensor by tensor and close once they hold bucket_MB (a tensor larger than that is
   // a bucket of its own); the buckets a layer closed start when its backward ends.
   double fill = 0;
   int buckets = 0;
-  std::vector<double> closed;
+  std::vector<double>& closed = ws_.closed_buckets;
+  closed.clear();
   auto add_tensor = [&](double bytes) {
     fill += bytes;
     if (fill >= bucket_bytes) {
@@ -935,7 +977,7 @@ void Builder::build_stage(int stage, const std::vector<int>& gpus) {
       fill = 0;
     }
   };
-  std::vector<Calls> calls;
+  std::vector<Calls>& calls = stage_calls_;
   auto flush = [&](bool force) {
     if (force && fill > 1e-9) {
       closed.push_back(fill);
@@ -975,7 +1017,7 @@ void Builder::build_stage(int stage, const std::vector<int>& gpus) {
     for (std::size_t i = 0; i < gpus.size(); ++i)
       if (gathers[i] >= 0) e_.add_dependency(gathers[i], first[i]);
   };
-  std::vector<TaskId> first;
+  std::vector<TaskId>& first = ws_.first;
   bool extras_gathered = false;
 
   for (const PipeOp& op : order) {
@@ -1092,16 +1134,15 @@ StepResult Builder::run() {
   sim_index_.assign(sh.gpus(), -1);
   is_sim_.assign(sh.gpus(), 0);
   for (int g : sim_gpus_) is_sim_[g] = 1;
+  reuse_rows(tp_groups_, sim_gpus_.size());
+  reuse_rows(dp_groups_, sim_gpus_.size());
+  reuse_rows(dp_sim_members_, sim_gpus_.size());
   for (std::size_t i = 0; i < sim_gpus_.size(); ++i) {
     sim_index_[sim_gpus_[i]] = static_cast<int>(i);
-    tp_groups_.push_back(tp_group(sim_gpus_[i]));
-    dp_groups_.push_back(dp_group(sim_gpus_[i]));
-  }
-  for (std::size_t i = 0; i < sim_gpus_.size(); ++i) {
-    std::vector<int> members;
+    tp_group(sim_gpus_[i], tp_groups_[i]);
+    dp_group(sim_gpus_[i], dp_groups_[i]);
     for (int g : dp_groups_[i])
-      if (is_sim_[g]) members.push_back(g);
-    dp_sim_members_.push_back(std::move(members));
+      if (is_sim_[g]) dp_sim_members_[i].push_back(g);
   }
   const std::size_t slots = sim_gpus_.size() * L_.pp * vpp_ * microbatches_;
   h_.fwd_done.assign(slots, -1);
@@ -1109,7 +1150,8 @@ StepResult Builder::run() {
   h_.fwd_start.assign(slots, -1);
   h_.bwd_start.assign(slots, -1);
   h_.comm_after_bwd.assign(period_ > 0 ? slots : 0, -1);
-  fused_memo_.assign(sim_gpus_.size() * vpp_ * kPassKinds, FusedPass{});
+  fused_memo_.resize(sim_gpus_.size() * vpp_ * kPassKinds);
+  for (FusedPass& f : fused_memo_) f.set = false;
   e_.reserve(sim_gpus_.size() * microbatches_ * vpp_ * 4, sim_gpus_.size() * microbatches_ * vpp_ * 8);
 
   // Activation and gradient transfers between consecutive virtual stages are added once every
@@ -1120,8 +1162,9 @@ StepResult Builder::run() {
   const int V = pp * vpp_;
   const MeasuredCollective* pp_measured = find_measured(in_.net.intra_measured, CollectiveKind::send_recv, 2);
   const MeasuredCollective* pp_measured_inter = find_measured(in_.net.inter_measured, CollectiveKind::send_recv, 2);
+  std::vector<int>& gpus = ws_.stage_gpus;
   for (int s = 0; s < pp; ++s) {
-    std::vector<int> gpus;
+    gpus.clear();
     for (int g : sim_gpus_)
       if (g / (L_.tp * L_.dp) == s) gpus.push_back(g);
     build_stage(s, gpus);
@@ -1133,10 +1176,12 @@ StepResult Builder::run() {
     std::vector<LinkId> path;
     bool dst_simulated = false;
   };
-  std::map<std::pair<int, int>, TransferKind> transfer_kinds;
+  // Few pairs (each stage with its neighbours): a list.
+  std::vector<std::pair<std::pair<int, int>, TransferKind>> transfer_kinds;
+  transfer_kinds.reserve(2 * sim_gpus_.size() * vpp_);
   auto transfer_kind = [&](int g, int dst) -> const TransferKind& {
-    auto it = transfer_kinds.find({g, dst});
-    if (it != transfer_kinds.end()) return it->second;
+    for (const auto& [pair, kind] : transfer_kinds)
+      if (pair.first == g && pair.second == dst) return kind;
     TransferKind k;
     const bool inside = place_.node_of(g) == place_.node_of(dst);
     // A point-to-point transfer inside a node, where the profile measured one: its time on an idle
@@ -1150,7 +1195,8 @@ StepResult Builder::run() {
     k.bytes = act_bytes * sc.bytes;
     if (dst != g) paths_->path(g, dst, 0, k.path);
     k.dst_simulated = paths_->simulated(dst);
-    return transfer_kinds.emplace(std::make_pair(g, dst), std::move(k)).first->second;
+    transfer_kinds.emplace_back(std::make_pair(g, dst), std::move(k));
+    return transfer_kinds.back().second;
   };
   auto transfer = [&](int g, int dst, TaskId from, TaskId to, const std::string& name) {
     const TransferKind& k = transfer_kind(g, dst);
@@ -1195,8 +1241,10 @@ StepResult Builder::run() {
       const std::vector<int>& group = dp_group_of(g);
       if (group.front() == g || !paths_->simulated(group.front())) {
         double sent = 0;
-        collective(group, CollectiveKind::all_gather, Algorithm::ring, 2.0 * params, 1, 0.0, kDpComm, false,
-                   {q_[g].compute}, "ZeRO param all_gather", g == 0 ? &sent : nullptr);
+        static const std::string name = "ZeRO param all_gather";
+        ws_.tails.assign(1, q_[g].compute);
+        collective(group, CollectiveKind::all_gather, Algorithm::ring, 2.0 * params, 1, 0.0, kDpComm, false, ws_.tails, name,
+                   g == 0 ? &sent : nullptr);
         if (g == 0) dp_bytes_gpu0_ += sent;
       }
     }
