@@ -63,6 +63,7 @@ ProcessorId Engine::add_processor() {
   Processor& p = processors_[processor_count_];
   p.active_slowdowns.clear();
   p.running.clear();
+  p.rate = 1.0;
   return static_cast<ProcessorId>(processor_count_++);
 }
 
@@ -205,13 +206,15 @@ void Engine::run() {
     return rate_[ai] > 0 ? since_[ai] + remaining_[ai] / rate_[ai] : kInf;
   };
 
-  // A processor's speed changed at `now`: every fixed phase running on it is rescheduled.
+  // The set of interferers on a processor changed at `now`: if its speed changed, every fixed
+  // phase running on it is rescheduled.
   auto respeed = [&](ProcessorId p) {
     Processor& pr = processors_[p];
     const double rate = pr.speed();
+    if (rate == pr.rate) return;
+    pr.rate = rate;
     for (TaskId id : pr.running) {
       Task& t = tasks_[id];
-      if (rate == t.work_rate) continue;
       t.work_left = std::max(0.0, t.work_left - t.work_rate * (now - t.work_since));
       t.work_since = now;
       t.work_rate = rate;
@@ -238,7 +241,7 @@ void Engine::run() {
       Processor& pr = processors_[t.spec.processor];
       t.work_left = t.spec.duration_s;
       t.work_since = now;
-      t.work_rate = pr.speed();
+      t.work_rate = pr.rate;
       t.proc_slot = static_cast<std::int32_t>(pr.running.size());
       pr.running.push_back(id);
       heap.schedule(id, now + t.work_left / t.work_rate);

@@ -124,6 +124,7 @@ class Engine {
   struct Processor {
     std::vector<double> active_slowdowns;  // of the interfering tasks running now
     std::vector<TaskId> running;           // tasks whose fixed work runs on it now
+    double rate = 1.0;                     // its speed now; every running task's work_rate
     double speed() const;
   };
   std::vector<Processor> processors_;  // the first processor_count_ are this run's

@@ -10,9 +10,12 @@ log "host: $(nproc) cores"
 nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1
 nvidia-smi topo -m > "$OUT/topo.txt" 2>&1
 log "$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1)"
-cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF -DTRAINSIM_BENCHMARKS=OFF > /tmp/cmake.log 2>&1 || { log "cmake failed"; tail -30 /tmp/cmake.log; exit 1; }
-cmake --build build-gpu -j"$(nproc)" > "$OUT/build.log" 2>&1 || { log "build failed"; grep -E "error" "$OUT/build.log" | head -30; exit 1; }
-log "built"
+# SKIP_BUILD=1: only steps that build what they need themselves (sim-bench).
+if [ -z "${SKIP_BUILD:-}" ]; then
+  cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF -DTRAINSIM_BENCHMARKS=OFF > /tmp/cmake.log 2>&1 || { log "cmake failed"; tail -30 /tmp/cmake.log; exit 1; }
+  cmake --build build-gpu -j"$(nproc)" > "$OUT/build.log" 2>&1 || { log "build failed"; grep -E "error" "$OUT/build.log" | head -30; exit 1; }
+  log "built"
+fi
 for step in "$@"; do
   case "$step" in
     calibrate)
@@ -78,6 +81,15 @@ for step in "$@"; do
       cmake -S . -B build-gpu -DBUILD_TESTING=ON > /dev/null 2>&1 && cmake --build build-gpu -j"$(nproc)" --target gpu_tests > "$OUT/build-tests.log" 2>&1
       ./build-gpu/gpu_tests 2>&1 | tail -25 | tee "$OUT/gpu-tests.log"
       log "gpu tests exit ${PIPESTATUS[0]}" ;;
+    sim-bench)
+      # The simulator's benchmarks on this host's CPU (no GPU involved): five repetitions each.
+      log "sim benchmarks: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
+      cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DTRAINSIM_CUDA=OFF -DBUILD_TESTING=ON -DTRAINSIM_BENCHMARKS=ON > /tmp/cmake-bench.log 2>&1 &&
+        cmake --build build-bench -j"$(nproc)" --target sim_benchmarks > "$OUT/build-bench.log" 2>&1 || { log "bench build failed"; tail -20 "$OUT/build-bench.log"; }
+      grep -m1 'model name' /proc/cpuinfo > "$OUT/cpu.txt"
+      ./build-bench/sim_benchmarks --benchmark_filter="${BENCH_FILTER:-Symmetric|Search|Full}" --benchmark_repetitions=5 \
+        --benchmark_out="$OUT/sim-benchmarks.json" --benchmark_out_format=json 2>&1 | tee "$OUT/sim-benchmarks.txt" | grep -E "median|Benchmark"
+      log "sim benchmarks exit ${PIPESTATUS[0]}" ;;
     validate)
       log "validate"
       ./build-gpu/planner validate scenarios/${VALIDATE:-validate-one-gpu}.json --json-out "$OUT/validation-h200.json" 2>&1 | tee "$OUT/validate.log"
