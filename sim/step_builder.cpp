@@ -247,6 +247,10 @@ class Builder {
   BuilderWorkspace& ws_ = thread_workspace();
 
  public:
+  // A collective's plan for a one-byte buffer with the flows of its simulated members already
+  // routed (flows of one phase over the same path are one transfer). Every algorithm's flow bytes
+  // scale with the buffer and its latencies do not, so one plan serves every size: the flows of a
+  // collective of S bytes carry S times the cached bytes.
   struct CachedPhase {
     double latency_s = 0;
     std::int32_t flow_begin = 0, flow_end = 0;
@@ -393,7 +397,7 @@ class Builder {
   const std::vector<TaskId>& compute_tails(int gpu);
   std::vector<TaskId>& tails_scratch_ = ws_.tails;
   std::vector<std::vector<int>>& dp_sim_members_ = ws_.dp_sim_members;  // per simulated GPU: its DP group's simulated members
-  // The group's members this run simulates, cached by group.
+  // The group's members this run simulates, cached by group (valid until the next call).
   const std::vector<int>& sim_members(const std::vector<int>& group);
   void build_stage(int stage, const std::vector<int>& gpus);
   void breakdown(StepResult& r);
