@@ -26,10 +26,6 @@ void Engine::reset() {
   flows_.clear();
   flow_task_.clear();
   active_.clear();
-  remaining_.clear();
-  rate_.clear();
-  since_.clear();
-  finish_.clear();
   makespan_ = 0;
   events_ = rate_updates_ = 0;
   pending_flow_tasks_.clear();
@@ -131,7 +127,8 @@ void Engine::recompute_rates() {
     link_slot_.assign(nl, -1);
   }
   touched_.clear();
-  for (std::int32_t f : active_) {
+  for (const ActiveFlow& a : active_) {
+    const std::int32_t f = a.flow;
     for (std::int32_t p = flows_[f].path_begin; p < flows_[f].path_end; ++p) {
       const LinkId l = paths_[p];
       if (unfrozen_on_link_[l]++ == 0) {
@@ -147,16 +144,16 @@ void Engine::recompute_rates() {
   fill_.assign(offset_.begin(), offset_.end() - 1);
   members_.resize(offset_.back());
   for (std::size_t ai = 0; ai < active_.size(); ++ai) {
-    const std::int32_t f = active_[ai];
+    const std::int32_t f = active_[ai].flow;
     for (std::int32_t p = flows_[f].path_begin; p < flows_[f].path_end; ++p)
       members_[fill_[link_slot_[paths_[p]]]++] = static_cast<std::int32_t>(ai);
   }
   frozen_.assign(active_.size(), 0);
   std::size_t left = 0;
   for (std::size_t ai = 0; ai < active_.size(); ++ai) {
-    const std::int32_t f = active_[ai];
+    const std::int32_t f = active_[ai].flow;
     if (flows_[f].path_begin == flows_[f].path_end) {
-      rate_[ai] = kInf;
+      active_[ai].rate = kInf;
       frozen_[ai] = 1;
     } else {
       ++left;
@@ -177,8 +174,8 @@ void Engine::recompute_rates() {
       if (frozen_[ai]) continue;
       frozen_[ai] = 1;
       --left;
-      rate_[ai] = std::max(best_share, 0.0);
-      const std::int32_t f = active_[ai];
+      active_[ai].rate = std::max(best_share, 0.0);
+      const std::int32_t f = active_[ai].flow;
       for (std::int32_t p = flows_[f].path_begin; p < flows_[f].path_end; ++p) {
         const LinkId l = paths_[p];
         cap_left_[l] -= best_share;
@@ -197,13 +194,14 @@ void Engine::run() {
   ready.clear();
   std::size_t done = 0;
   bool rates_dirty = false;
-  // Active flows keep their bytes left as of `since_` and their rate; both change only when rates
+  // Active flows keep their bytes left as of `since` and their rate; both change only when rates
   // are recomputed. `flow_next`, the earliest flow completion, is kept up to date as flows start,
   // finish and change rate, not rescanned at every event.
   double flow_next = kInf;
   auto finish_time = [&](std::size_t ai) {
-    if (rate_[ai] == kInf) return since_[ai];
-    return rate_[ai] > 0 ? since_[ai] + remaining_[ai] / rate_[ai] : kInf;
+    const ActiveFlow& a = active_[ai];
+    if (a.rate == kInf) return a.since;
+    return a.rate > 0 ? a.since + a.remaining / a.rate : kInf;
   };
 
   // The set of interferers on a processor changed at `now`: if its speed changed, every fixed
@@ -270,9 +268,10 @@ void Engine::run() {
       for (std::int32_t f = t.flows_begin; f < t.flows_end; ++f)
         for (std::int32_t p = flows_[f].path_begin; p < flows_[f].path_end; ++p) ++link_flows_[paths_[p]];
       for (std::int32_t f = t.flows_begin; f < t.flows_end; ++f) {
-        active_.push_back(f);
-        remaining_.push_back(flows_[f].bytes);
-        since_.push_back(now);
+        ActiveFlow a;
+        a.flow = f;
+        a.remaining = flows_[f].bytes;
+        a.since = now;
         // A flow alone on every link of its path runs at its bottleneck's capacity (max-min of one
         // flow); anything shared needs the full recomputation.
         double rate = kInf;
@@ -281,10 +280,11 @@ void Engine::run() {
           alone &= link_flows_[paths_[p]] == 1;
           rate = std::min(rate, link_capacity_[paths_[p]]);
         }
-        rate_.push_back(alone ? rate : 0.0);
-        finish_.push_back(finish_time(rate_.size() - 1));
+        a.rate = alone ? rate : 0.0;
+        active_.push_back(a);
+        active_.back().finish = finish_time(active_.size() - 1);
         if (!alone) rates_dirty = true;
-        else flow_next = std::min(flow_next, finish_.back());
+        else flow_next = std::min(flow_next, active_.back().finish);
       }
     } else {
       completed.push_back(id);
@@ -330,15 +330,16 @@ void Engine::run() {
     }
     if (rates_dirty) {
       for (std::size_t ai = 0; ai < active_.size(); ++ai) {
-        remaining_[ai] = rate_[ai] == kInf ? 0.0 : std::max(0.0, remaining_[ai] - rate_[ai] * (now - since_[ai]));
-        since_[ai] = now;
+        ActiveFlow& a = active_[ai];
+        a.remaining = a.rate == kInf ? 0.0 : std::max(0.0, a.remaining - a.rate * (now - a.since));
+        a.since = now;
       }
       recompute_rates();
       rates_dirty = false;
       flow_next = kInf;
       for (std::size_t ai = 0; ai < active_.size(); ++ai) {
-        finish_[ai] = finish_time(ai);
-        flow_next = std::min(flow_next, finish_[ai]);
+        active_[ai].finish = finish_time(ai);
+        flow_next = std::min(flow_next, active_[ai].finish);
       }
     }
     const double next = std::min(heap.empty() ? kInf : heap.top_time(), flow_next);
@@ -355,29 +356,22 @@ void Engine::run() {
     std::size_t w = 0;
     flow_next = kInf;
     for (std::size_t ai = 0; ai < active_.size(); ++ai) {
-      const std::int32_t f = active_[ai];
-      const double left = rate_[ai] == kInf ? 0.0 : remaining_[ai] - rate_[ai] * (now - since_[ai]);
-      if (left <= 1e-9 * flows_[f].bytes + 1e-9 || finish_[ai] <= now) {
+      const ActiveFlow& a = active_[ai];
+      const std::int32_t f = a.flow;
+      const double left = a.rate == kInf ? 0.0 : a.remaining - a.rate * (now - a.since);
+      if (left <= 1e-9 * flows_[f].bytes + 1e-9 || a.finish <= now) {
         Task& t = tasks_[flow_task_[f]];
         if (--t.flows_left == 0) completed.push_back(flow_task_[f]);
         // Others speed up only if they shared a link with this flow.
         for (std::int32_t p = flows_[f].path_begin; p < flows_[f].path_end; ++p)
           if (--link_flows_[paths_[p]] > 0) rates_dirty = true;
       } else {
-        active_[w] = f;
-        remaining_[w] = remaining_[ai];
-        since_[w] = since_[ai];
-        rate_[w] = rate_[ai];
-        finish_[w] = finish_[ai];
-        flow_next = std::min(flow_next, finish_[w]);
+        active_[w] = active_[ai];
+        flow_next = std::min(flow_next, active_[w].finish);
         ++w;
       }
     }
     active_.resize(w);
-    remaining_.resize(w);
-    since_.resize(w);
-    rate_.resize(w);
-    finish_.resize(w);
   }
   if (done != tasks_.size()) throw std::logic_error("task graph has a dependency cycle or an unreachable task");
 }

@@ -107,9 +107,13 @@ class Engine {
   std::vector<Flow> flows_;
   std::vector<TaskId> flow_task_;
   // Active flows and their state.
-  std::vector<std::int32_t> active_;    // flow indices
-  std::vector<double> remaining_, rate_, since_;  // bytes left as of time since_, current rate
-  std::vector<double> finish_;                    // when each ends at its current rate
+  struct ActiveFlow {
+    std::int32_t flow = 0;
+    double remaining = 0, since = 0;  // bytes left as of time `since`
+    double rate = 0;                  // current rate (infinite on an empty path)
+    double finish = 0;                // when it ends at that rate
+  };
+  std::vector<ActiveFlow> active_;
   double makespan_ = 0;
   std::uint64_t events_ = 0, rate_updates_ = 0;
   std::vector<std::int32_t> pending_flow_tasks_;  // tasks whose flows start after their latency
