@@ -9,6 +9,17 @@
 
 using trainsim::sim::EventQueue;
 
+namespace {
+
+// Pops everything, earliest first.
+std::vector<int> drain(EventQueue& q) {
+  std::vector<int> order;
+  while (!q.empty()) order.push_back(q.pop());
+  return order;
+}
+
+}  // namespace
+
 TEST(EventQueue, PopsEarliestFirstAndTiesInSchedulingOrder) {
   EventQueue q;
   q.clear(6);
@@ -17,9 +28,7 @@ TEST(EventQueue, PopsEarliestFirstAndTiesInSchedulingOrder) {
   q.schedule(4, 1.0);
   q.schedule(0, 3.0);
   q.schedule(2, 1.0);
-  std::vector<int> order;
-  while (!q.empty()) order.push_back(q.pop());
-  EXPECT_EQ(order, (std::vector<int>{1, 4, 2, 3, 0}));
+  EXPECT_EQ(drain(q), (std::vector<int>{1, 4, 2, 3, 0}));
 }
 
 TEST(EventQueue, RescheduledTaskMovesAndLeavesNoStaleEntry) {
@@ -32,9 +41,7 @@ TEST(EventQueue, RescheduledTaskMovesAndLeavesNoStaleEntry) {
   q.schedule(1, 4.0);  // later
   q.schedule(2, 3.0);  // same time, now scheduled after task 0's and 1's moves
   EXPECT_EQ(q.top_time(), 1.0);
-  std::vector<int> order;
-  while (!q.empty()) order.push_back(q.pop());
-  EXPECT_EQ(order, (std::vector<int>{0, 2, 1}));
+  EXPECT_EQ(drain(q), (std::vector<int>{0, 2, 1}));
 }
 
 TEST(EventQueue, MatchesASortedReferenceUnderRandomReschedules) {
