@@ -425,8 +425,10 @@ class Builder {
   int vpp_ = 1;
   Handoffs& h_ = ws_.h;
   std::vector<int>& sim_index_ = ws_.sim_index;  // GPU id -> position in sim_gpus_ (-1 if not simulated)
+  // Slot of (GPU, virtual stage, micro-batch); a GPU holds only the virtual stages vs with
+  // vs % pp equal to its stage, so vs / pp (its chunk) numbers them.
   std::size_t hidx(int gpu, int vs, int mb) const {
-    return (static_cast<std::size_t>(sim_index_[gpu]) * (L_.pp * vpp_) + vs) * microbatches_ + mb;
+    return (static_cast<std::size_t>(sim_index_[gpu]) * vpp_ + vs / L_.pp) * microbatches_ + mb;
   }
   std::vector<std::vector<int>>& tp_groups_ = ws_.tp_groups;  // per simulated GPU
   std::vector<std::vector<int>>& dp_groups_ = ws_.dp_groups;
@@ -1148,7 +1150,7 @@ StepResult Builder::run() {
     for (int g : dp_groups_[i])
       if (is_sim_[g]) dp_sim_members_[i].push_back(g);
   }
-  const std::size_t slots = sim_gpus_.size() * L_.pp * vpp_ * microbatches_;
+  const std::size_t slots = sim_gpus_.size() * vpp_ * microbatches_;
   h_.fwd_done.assign(slots, -1);
   h_.bwd_done.assign(slots, -1);
   h_.fwd_start.assign(slots, -1);
@@ -1202,8 +1204,7 @@ StepResult Builder::run() {
     transfer_kinds.emplace_back(std::make_pair(g, dst), std::move(k));
     return transfer_kinds.back().second;
   };
-  auto transfer = [&](int g, int dst, TaskId from, TaskId to, const std::string& name) {
-    const TransferKind& k = transfer_kind(g, dst);
+  auto transfer = [&](const TransferKind& k, int g, int dst, TaskId from, TaskId to, const std::string& name) {
     TaskSpec spec;
     spec.lane = g;
     spec.category = kPpComm;
@@ -1222,12 +1223,15 @@ StepResult Builder::run() {
       const int vs = c * pp + stage;
       const int next = vs < V - 1 ? g + ((vs + 1) % pp - stage) * L_.tp * L_.dp : -1;
       const int prev = vs > 0 ? g + ((vs - 1) % pp - stage) * L_.tp * L_.dp : -1;
+      // The kinds are looked up once per chunk: `transfer_kinds` only grows (reserved above).
+      const TransferKind* to_next = next >= 0 && paths_->simulated(next) ? &transfer_kind(g, next) : nullptr;
+      const TransferKind* to_prev = prev >= 0 && paths_->simulated(prev) ? &transfer_kind(g, prev) : nullptr;
       for (int mb = 0; mb < microbatches_; ++mb) {
-        if (next >= 0 && paths_->simulated(next))
-          transfer(g, next, h_.fwd_done[hidx(g, vs, mb)], h_.fwd_start[hidx(next, vs + 1, mb)],
+        if (to_next)
+          transfer(*to_next, g, next, h_.fwd_done[hidx(g, vs, mb)], h_.fwd_start[hidx(next, vs + 1, mb)],
                    in_.record_timeline ? "PP send F mb" + std::to_string(mb) : std::string());
-        if (prev >= 0 && paths_->simulated(prev))
-          transfer(g, prev, h_.bwd_done[hidx(g, vs, mb)], h_.bwd_start[hidx(prev, vs - 1, mb)],
+        if (to_prev)
+          transfer(*to_prev, g, prev, h_.bwd_done[hidx(g, vs, mb)], h_.bwd_start[hidx(prev, vs - 1, mb)],
                    in_.record_timeline ? "PP send B mb" + std::to_string(mb) : std::string());
       }
     }
