@@ -117,6 +117,35 @@ TEST(Cli, SweepShowsTheSlowdownAndItsReason) {
   EXPECT_NE(r.out.find("dp_comm"), std::string::npos) << r.out;
 }
 
+TEST(Cli, SweepCountsFailuresWhereTheScenarioGivesThem) {
+  const std::string f = kScenarios + "/llama3-405b-2k-to-16k-gpus.json";
+  const Outcome text = run("sweep " + f);
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_NE(text.out.find("failures and checkpoints included"), std::string::npos) << text.out;
+  const Outcome js = run("sweep " + f + " --json");
+  ASSERT_EQ(js.status, 0) << js.err;
+  const auto rows = nlohmann::json::parse(js.out)["sweep"];
+  ASSERT_GE(rows.size(), 2u);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const auto& r = rows[i]["reliability"];
+    EXPECT_GT(r["goodput"].get<double>(), 0.0);
+    EXPECT_LT(r["goodput"].get<double>(), 1.0);
+    // Each row's time to train is its token count at its throughput, over its goodput.
+    EXPECT_NEAR(rows[i]["time_to_train_s"].get<double>() * rows[i]["tokens_per_s"].get<double>() * r["goodput"].get<double>(),
+                1.5e13, 1e3);
+    if (i > 0) {
+      EXPECT_LT(r["goodput"].get<double>(), rows[i - 1]["reliability"]["goodput"].get<double>());
+    }
+  }
+  const std::string html = write_temp("capacity.html", "");
+  ASSERT_EQ(run("report " + f + " -o " + html).status, 0);
+  std::ifstream in(html);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_NE(ss.str().find("<th>goodput</th>"), std::string::npos);
+  std::filesystem::remove(html);
+}
+
 TEST(Cli, EveryExampleScenarioSimulates) {
   for (const auto& e : std::filesystem::directory_iterator(kScenarios)) {
     if (e.path().extension() != ".json") continue;

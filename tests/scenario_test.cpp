@@ -161,3 +161,30 @@ TEST(Scenario, ValidateParallelDegreesAreListsOfPositiveIntegers) {
   EXPECT_EQ(parse_scenario(base_with(R"("validate": { "vpp": [1, 2] })"), "s.json", kProfiles).validate.vpp, (std::vector<int>{1, 2}));
   EXPECT_NE(error_of(base_with(R"("validate": { "vpp": [0] })")).find("validate.vpp[0]"), std::string::npos);
 }
+
+TEST(Scenario, ReliabilityAndDataBlocksAreValidated) {
+  const Scenario s = parse_scenario(
+      base_with(R"("layout": { "tp": 2, "pp": 2, "micro_batch": 2 })",
+                R"(, "reliability": { "gpu_mtbf_hours": 50000, "checkpoint_GBps": 200, "restart_minutes": 10 },
+                   "data": { "storage_GBps": 5, "bytes_per_token": 2 })"),
+      "s.json", kProfiles);
+  EXPECT_TRUE(s.reliability.given);
+  EXPECT_EQ(s.reliability.node_mtbf_hours, 0);
+  EXPECT_EQ(s.reliability.checkpoint_GBps, 200);
+  EXPECT_TRUE(s.data.given);
+  EXPECT_EQ(s.data.loader_tokens_per_s_per_node, 0);
+  EXPECT_EQ(s.data.bytes_per_token, 2);
+  const auto with = [](const std::string& block) { return error_of(base_with(R"("layout": { "tp": 2 })", ", " + block)); };
+  std::string e = with(R"("reliability": { "gpu_mtbf_hours": 50000, "restart_minutes": 10 })");
+  EXPECT_NE(e.find("reliability.checkpoint_GBps: required key is missing"), std::string::npos) << e;
+  e = with(R"("reliability": { "checkpoint_GBps": 100, "restart_minutes": 10 })");
+  EXPECT_NE(e.find("reliability: needs \"gpu_mtbf_hours\" or \"node_mtbf_hours\""), std::string::npos) << e;
+  e = with(R"("reliability": { "gpu_mtbf_hours": -1, "checkpoint_GBps": 100, "restart_minutes": 10 })");
+  EXPECT_NE(e.find("reliability.gpu_mtbf_hours"), std::string::npos) << e;
+  e = with(R"("reliability": { "gpu_mtbf_hours": 1, "node_mtbf_hour": 9, "checkpoint_GBps": 100, "restart_minutes": 10 })");
+  EXPECT_NE(e.find("did you mean \"node_mtbf_hours\""), std::string::npos) << e;
+  e = with(R"("data": { "storage_GBps": 5 })");
+  EXPECT_NE(e.find("data.bytes_per_token: required with \"storage_GBps\""), std::string::npos) << e;
+  e = with(R"("data": { "bytes_per_token": 2 })");
+  EXPECT_NE(e.find("data: needs \"loader_tokens_per_s_per_node\" or \"storage_GBps\""), std::string::npos) << e;
+}

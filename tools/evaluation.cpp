@@ -1,5 +1,6 @@
 #include "evaluation.h"
 
+#include <algorithm>
 #include <optional>
 
 #include "cost_model.h"
@@ -70,14 +71,24 @@ Evaluation evaluate(const Scenario& s, const Layout& l, int nodes, const EvalOpt
   ev.step = sim::simulate_step(in);
   ev.simulated = true;
   const double tokens = static_cast<double>(s.training.global_batch) * s.model.seq_len;
+  if (s.data.given) {
+    // The loaders work while the step runs: only what they need beyond it is exposed.
+    ev.input = input_pipeline_time(s.data, tokens, l.tp * l.dp, s.cluster.gpus_per_node, l.pp);
+    const double wait = std::max(0.0, ev.input.per_step_s - ev.step.step_time_s);
+    ev.step.step_time_s += wait;
+    ev.step.breakdown_s[sim::kDataWait] += wait;
+  }
   ev.tokens_per_s = tokens / ev.step.step_time_s;
   ev.mfu = ev.tokens_per_s * ev.flops_per_token / (ev.gpus * cost.peak_flops());
+  if (s.reliability.given) ev.reliability = reliability_for(s.reliability, ev.gpus, nodes, ev.params, ev.step.step_time_s);
   if (s.training.tokens_total > 0) {
-    ev.time_to_train_s = s.training.tokens_total / ev.tokens_per_s;
+    ev.time_to_train_s = s.training.tokens_total / (ev.tokens_per_s * goodput(ev));
     ev.cost_usd = ev.time_to_train_s / 3600.0 * ev.gpus * s.cost.gpu_hour_usd;
   }
   return ev;
 }
+
+double goodput(const Evaluation& ev) { return ev.reliability.goodput > 0 ? ev.reliability.goodput : 1.0; }
 
 double single_gpu_tokens_per_s(const Scenario& s, int micro_batch) {
   Scenario one = s;

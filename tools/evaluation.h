@@ -23,6 +23,8 @@ struct Evaluation {
   double flops_per_token = 0;
   double time_to_train_s = 0;
   double cost_usd = 0;
+  InputPipelineResult input;        // when the scenario has a `data` block
+  ReliabilityResult reliability;    // when it has a `reliability` block: time to train and cost include it
   double scaling_efficiency_vs_1gpu = 0;  // filled by callers that know the single-GPU rate
 };
 
@@ -43,6 +45,9 @@ std::vector<sim::MeasuredCollective> measured_collectives(const std::vector<Coll
 sim::NetworkParams network_for(const Scenario& s, int nodes);
 MemoryResult memory_for(const Scenario& s, const Layout& l);
 Evaluation evaluate(const Scenario& s, const Layout& l, int nodes, const EvalOptions& opt);
+// The fraction of wall-clock time that is training: the reliability model's goodput, or 1 where the
+// scenario has no `reliability` block.
+double goodput(const Evaluation& ev);
 // Throughput of the same model on one GPU (micro-batch as given, memory ignored): the reference
 // for scaling efficiency.
 double single_gpu_tokens_per_s(const Scenario& s, int micro_batch);

@@ -167,6 +167,34 @@ std::string timeline_chart(const sim::StepResult& r) {
   return o.str();
 }
 
+// Time, GPU-hours and cost to train the scenario's tokens at each size, failures and checkpoints
+// included where the scenario gives a `reliability` block.
+std::string capacity_table(const Scenario& s, const std::vector<Evaluation>& evs) {
+  std::ostringstream o;
+  const bool rel = s.reliability.given;
+  o << "<h2>Training " << fmt("%.3g", s.training.tokens_total) << " tokens</h2><table><tr><th>nodes</th><th>GPUs</th><th>tokens/s</th>";
+  if (rel) o << "<th>failure every</th><th>checkpoint every</th><th>goodput</th>";
+  o << "<th>time to train</th><th>GPU-hours</th>" << (s.cost.gpu_hour_usd > 0 ? "<th>cost</th>" : "") << "</tr>";
+  for (const Evaluation& e : evs) {
+    const bool late = s.training.deadline_days > 0 && e.time_to_train_s > s.training.deadline_days * 86400.0;
+    o << "<tr><td>" << e.nodes << "</td><td>" << e.gpus << "</td><td>" << fmt("%.0f", e.tokens_per_s) << "</td>";
+    if (rel)
+      o << "<td>" << format_seconds(e.reliability.job_mtbf_s) << "</td><td>" << format_seconds(e.reliability.interval_s) << "</td><td>"
+        << fmt("%.1f%%", 100 * e.reliability.goodput) << "</td>";
+    o << "<td" << (late ? " style='color:#b00'" : "") << ">" << format_seconds(e.time_to_train_s) << "</td><td>"
+      << fmt("%.0f", e.time_to_train_s / 3600.0 * e.gpus) << "</td>";
+    if (s.cost.gpu_hour_usd > 0) o << "<td>" << fmt("$%.0f", e.cost_usd) << "</td>";
+    o << "</tr>";
+  }
+  o << "</table><p class='note'>";
+  if (rel)
+    o << "Any GPU or node failure stops the job, which restarts from its last checkpoint; checkpoints at Daly's optimum "
+         "interval. ";
+  if (s.training.deadline_days > 0) o << "In red: over the " << s.training.deadline_days << "-day deadline.";
+  o << "</p>";
+  return o.str();
+}
+
 }  // namespace
 
 std::string render_report(const Scenario& s, int top) {
@@ -215,8 +243,8 @@ std::string render_report(const Scenario& s, int top) {
   o << "</table><h2>Where the step goes (exposed time, first pipeline stage)</h2>" << breakdown_chart(ranked);
   const Evaluation& best = ranked.front();
   o << "<h2>Memory per pipeline stage, winner</h2>" << memory_chart(best);
+  std::vector<Evaluation> sweep;
   if (s.cluster.nodes.size() > 1 || (s.has_search && s.search.nodes.size() > 1)) {
-    std::vector<Evaluation> sweep;
     const auto nodes_list = s.search.nodes.size() > 1 ? s.search.nodes : s.cluster.nodes;
     for (int n : nodes_list) {
       Layout l = best.layout;
@@ -229,6 +257,7 @@ std::string render_report(const Scenario& s, int top) {
     }
     if (sweep.size() > 1) o << "<h2>Scaling of the winner's layout</h2>" << scaling_chart(sweep);
   }
+  if (s.training.tokens_total > 0) o << capacity_table(s, sweep.size() > 1 ? sweep : std::vector<Evaluation>{best});
   EvalOptions traced;
   traced.record_timeline = true;
   const Evaluation t = evaluate(s, best.layout, best.nodes, traced);

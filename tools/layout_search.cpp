@@ -75,11 +75,14 @@ std::vector<Candidate> enumerate_layouts(const Scenario& s) {
 }
 
 double objective_value(const Scenario& s, const Evaluation& ev) {
+  // Failures and checkpoints (the scenario's `reliability`) cost time to train and money, not step
+  // throughput: both count the training's wall-clock time, goodput included.
   if (s.search.objective == "cost") {
     // Cost per token: GPU-seconds per token (price is a constant factor).
-    return -static_cast<double>(ev.gpus) / ev.tokens_per_s;
+    return -static_cast<double>(ev.gpus) / (ev.tokens_per_s * goodput(ev));
   }
-  return ev.tokens_per_s;  // time_to_train orders the same way for a fixed token count
+  if (s.search.objective == "time_to_train") return ev.tokens_per_s * goodput(ev);  // for a fixed token count
+  return ev.tokens_per_s;
 }
 
 void rank_evaluations(const Scenario& s, std::vector<Evaluation>& evs) {

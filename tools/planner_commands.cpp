@@ -107,13 +107,18 @@ int run_sweep(const PlannerOptions& o, std::ostream& out) {
   }
   if (s.training.tokens_total > 0) {
     // Capacity: time, GPU-hours and cost to train the scenario's tokens at each size.
-    out << "\ntraining " << s.training.tokens_total << " tokens:\n";
+    out << "\ntraining " << s.training.tokens_total << " tokens" << (s.reliability.given ? ", failures and checkpoints included" : "") << ":\n";
     int smallest = 0;
     for (const auto& ev : evs) {
       const double days = ev.time_to_train_s / 86400.0;
       std::snprintf(line, sizeof line, "%6d nodes  %9s  %10.0f GPU-hours", ev.nodes, format_seconds(ev.time_to_train_s).c_str(),
                     ev.time_to_train_s / 3600.0 * ev.gpus);
       out << line;
+      if (s.reliability.given) {
+        std::snprintf(line, sizeof line, "  goodput %5.1f%% (a failure every %s, checkpoint every %s)", 100 * ev.reliability.goodput,
+                      format_seconds(ev.reliability.job_mtbf_s).c_str(), format_seconds(ev.reliability.interval_s).c_str());
+        out << line;
+      }
       if (s.cost.gpu_hour_usd > 0) {
         std::snprintf(line, sizeof line, "  $%.0f", ev.cost_usd);
         out << line;
@@ -122,6 +127,18 @@ int run_sweep(const PlannerOptions& o, std::ostream& out) {
       if (s.training.deadline_days > 0 && days <= s.training.deadline_days && !ev.memory.oom && (smallest == 0 || ev.nodes < smallest))
         smallest = ev.nodes;
       out << "\n";
+    }
+    for (std::size_t i = 1; i < evs.size() && s.reliability.given; ++i) {
+      const auto& a = evs[i - 1];
+      const auto& b = evs[i];
+      if (b.time_to_train_s > a.time_to_train_s && b.tokens_per_s >= a.tokens_per_s) {
+        std::snprintf(line, sizeof line,
+                      "longer to train on more GPUs: %d nodes step faster than %d (%.0f against %.0f tokens/s) but fail every %s "
+                      "(against %s), so they keep %.1f%% of their time for training (against %.1f%%)\n",
+                      b.nodes, a.nodes, b.tokens_per_s, a.tokens_per_s, format_seconds(b.reliability.job_mtbf_s).c_str(),
+                      format_seconds(a.reliability.job_mtbf_s).c_str(), 100 * b.reliability.goodput, 100 * a.reliability.goodput);
+        out << line;
+      }
     }
     if (s.training.deadline_days > 0) {
       if (smallest > 0) out << "smallest cluster that meets the " << s.training.deadline_days << "-day deadline: " << smallest << " nodes\n";

@@ -27,6 +27,16 @@ json result_to_json(const Scenario& s, const Evaluation& ev) {
     r["breakdown_s"] = b;
     r["comm_bytes_per_gpu"] = {{"tp", ev.step.tp_bytes_per_gpu}, {"dp", ev.step.dp_bytes_per_gpu}};
     if (ev.scaling_efficiency_vs_1gpu > 0) r["scaling_efficiency"] = ev.scaling_efficiency_vs_1gpu;
+    if (s.data.given)
+      r["data"] = {{"loading_nodes", ev.input.loading_nodes}, {"loader_s_per_step", ev.input.loader_s},
+                   {"storage_s_per_step", ev.input.storage_s}, {"input_s_per_step", ev.input.per_step_s}};
+    if (s.reliability.given) {
+      const ReliabilityResult& rr = ev.reliability;
+      r["reliability"] = {{"job_mtbf_s", rr.job_mtbf_s},       {"checkpoint_bytes", rr.checkpoint_bytes},
+                          {"checkpoint_write_s", rr.checkpoint_write_s}, {"restart_s", rr.restart_s},
+                          {"checkpoint_interval_steps", rr.interval_steps}, {"checkpoint_interval_s", rr.interval_s},
+                          {"goodput", rr.goodput}};
+    }
     if (s.training.tokens_total > 0) {
       r["time_to_train_s"] = ev.time_to_train_s;
       r["gpu_hours"] = ev.time_to_train_s / 3600.0 * ev.gpus;

@@ -9,4 +9,6 @@ build/planner simulate scenarios/gpt3-175b-1024-gpus.json
 echo
 build/planner sweep scenarios/slow-network-25gbe.json
 echo
+build/planner sweep scenarios/llama3-405b-2k-to-16k-gpus.json
+echo
 build/planner search scenarios/llama2-7b-one-node.json --top 5

@@ -242,6 +242,31 @@ Scenario parse_scenario(const std::string& text, const std::string& file, const 
       s.cost.budget_usd = cf.number("budget_usd", 0.0, 0.0, 1e15);
       cf.finish();
     }
+    if (top.has("reliability")) {
+      JsonFields rf = top.object("reliability");
+      ReliabilitySpec& r = s.reliability;
+      r.gpu_mtbf_hours = rf.number("gpu_mtbf_hours", 0.0, 0.0, 1e9);
+      r.node_mtbf_hours = rf.number("node_mtbf_hours", 0.0, 0.0, 1e9);
+      r.checkpoint_GBps = rf.number("checkpoint_GBps", std::nullopt, 1e-6, 1e9);
+      r.restart_minutes = rf.number("restart_minutes", std::nullopt, 0.0, 1e6);
+      if (r.gpu_mtbf_hours <= 0 && r.node_mtbf_hours <= 0)
+        throw InputError(rf.path(), "needs \"gpu_mtbf_hours\" or \"node_mtbf_hours\" (hours between failures of one GPU or one node)");
+      rf.finish();
+      r.given = true;
+    }
+    if (top.has("data")) {
+      JsonFields df = top.object("data");
+      DataSpec& d = s.data;
+      d.loader_tokens_per_s_per_node = df.number("loader_tokens_per_s_per_node", 0.0, 0.0, 1e15);
+      d.storage_GBps = df.number("storage_GBps", 0.0, 0.0, 1e9);
+      d.bytes_per_token = df.number("bytes_per_token", 0.0, 0.0, 1e3);
+      if (d.storage_GBps > 0 && d.bytes_per_token <= 0)
+        throw InputError(df.path("bytes_per_token"), "required with \"storage_GBps\": bytes per token on storage (2 for uint16 ids, 4 for uint32)");
+      if (d.loader_tokens_per_s_per_node <= 0 && d.storage_GBps <= 0)
+        throw InputError(df.path(), "needs \"loader_tokens_per_s_per_node\" or \"storage_GBps\" (with \"bytes_per_token\")");
+      df.finish();
+      d.given = true;
+    }
     top.finish();
     if (!s.has_layout && !s.has_search && !s.has_validate)
       throw InputError("layout", "a scenario needs a \"layout\" (simulate), a \"search\" (search) or a \"validate\" block");

@@ -4,9 +4,11 @@
 #include <vector>
 
 #include "hardware_profile.h"
+#include "input_pipeline.h"
 #include "layout.h"
 #include "model_config.h"
 #include "precision.h"
+#include "reliability.h"
 
 namespace trainsim {
 
@@ -92,6 +94,8 @@ struct Scenario {
   bool has_validate = false;
   ValidateSpec validate;
   CostSpec cost;
+  ReliabilitySpec reliability;
+  DataSpec data;
 };
 
 // Parses and validates a scenario (SCENARIO.md v1). Throws InputError naming the JSON path.

@@ -17,7 +17,8 @@ std::string format_seconds(double s) {
   char buf[64];
   if (s < 1e-3) std::snprintf(buf, sizeof buf, "%.1f us", s * 1e6);
   else if (s < 1.0) std::snprintf(buf, sizeof buf, "%.1f ms", s * 1e3);
-  else if (s < 3600.0) std::snprintf(buf, sizeof buf, "%.2f s", s);
+  else if (s < 100.0) std::snprintf(buf, sizeof buf, "%.2f s", s);
+  else if (s < 3600.0) std::snprintf(buf, sizeof buf, "%.1f min", s / 60.0);
   else if (s < 3 * 86400.0) std::snprintf(buf, sizeof buf, "%.1f h", s / 3600.0);
   else std::snprintf(buf, sizeof buf, "%.1f days", s / 86400.0);
   return buf;
@@ -49,8 +50,26 @@ void print_evaluation(std::ostream& os, const Scenario& s, const Evaluation& ev)
     if (ev.step.simulated_microbatches > 0 && ev.step.simulated_microbatches < m)
       os << "  (" << m << " micro-batches per step, read off the steady state of " << ev.step.simulated_microbatches
          << " simulated ones)\n";
+    if (s.data.given) {
+      std::snprintf(line, sizeof line, "\n  input pipeline: %s per step (loaders on %d node%s %s, storage %s)%s\n",
+                    format_seconds(ev.input.per_step_s).c_str(), ev.input.loading_nodes, ev.input.loading_nodes == 1 ? "" : "s",
+                    format_seconds(ev.input.loader_s).c_str(), format_seconds(ev.input.storage_s).c_str(),
+                    ev.step.breakdown_s[sim::kDataWait] > 0 ? ": the step waits for data" : ", hidden under the step");
+      os << line;
+    }
+    if (s.reliability.given) {
+      const ReliabilityResult& rr = ev.reliability;
+      std::snprintf(line, sizeof line,
+                    "\n  reliability: a failure every %s across %d GPUs; checkpoint of %s written in %s every %.0f steps (%s), "
+                    "restart %s: goodput %.1f%%\n",
+                    format_seconds(rr.job_mtbf_s).c_str(), ev.gpus, format_bytes(rr.checkpoint_bytes).c_str(),
+                    format_seconds(rr.checkpoint_write_s).c_str(), rr.interval_steps, format_seconds(rr.interval_s).c_str(),
+                    format_seconds(rr.restart_s).c_str(), 100 * rr.goodput);
+      os << line;
+    }
     if (s.training.tokens_total > 0) {
       os << "\n  time to train " << format_seconds(ev.time_to_train_s) << " for " << s.training.tokens_total << " tokens";
+      if (s.reliability.given) os << " (failures and checkpoints included)";
       std::snprintf(line, sizeof line, ", %.0f GPU-hours", ev.time_to_train_s / 3600.0 * ev.gpus);
       os << line;
       if (s.cost.gpu_hour_usd > 0) {
