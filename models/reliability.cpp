@@ -35,7 +35,10 @@ ReliabilityResult reliability_for(const ReliabilitySpec& spec, int gpus, int nod
   auto wall = [&](double steps) { return daly_wall_per_work(steps * step_s, r.checkpoint_write_s, r.restart_s, r.job_mtbf_s); };
   r.interval_steps = wall(lo) <= wall(hi) ? lo : hi;
   r.interval_s = r.interval_steps * step_s;
+  // Where failures come faster than a checkpoint and a restart, the wall time overflows: the job
+  // never finishes, goodput 0.
   r.goodput = 1.0 / wall(r.interval_steps);
+  r.computed = true;
   return r;
 }
 

@@ -26,7 +26,8 @@ struct ReliabilityResult {
   double restart_s = 0;           // R: restart plus reading the checkpoint back
   double interval_steps = 0;      // whole steps between checkpoints
   double interval_s = 0;          // tau: that many steps of work
-  double goodput = 0;             // fraction of wall-clock time that is useful work
+  double goodput = 0;             // fraction of wall-clock time that is useful work (0: never done)
+  bool computed = false;
 };
 
 // What a checkpoint holds: bf16 weights (2 bytes per parameter) and the fp32 master weights,

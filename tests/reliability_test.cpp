@@ -53,6 +53,12 @@ TEST(Reliability, ScenarioFiguresGiveTheClosedFormJob) {
   // Node failures add to GPU failures: 125 nodes failing every 1,250 h each double the rate.
   spec.node_mtbf_hours = 1250;
   EXPECT_NEAR(reliability_for(spec, 1000, 125, 1e11, 60.0).job_mtbf_s, 18000, 1e-6);
+  // Failures every 3.6 s against a 1,260 s restart: the job never gets anywhere.
+  spec.node_mtbf_hours = 0;
+  spec.gpu_mtbf_hours = 1;
+  const ReliabilityResult never = reliability_for(spec, 1000, 125, 1e11, 60.0);
+  EXPECT_TRUE(never.computed);
+  EXPECT_LT(never.goodput, 1e-100);
 }
 
 // On the 405B scenario's sweep the bigger clusters fail more often and keep less of their time for
@@ -75,4 +81,11 @@ TEST(Reliability, BiggerClustersKeepLessOfTheirTime) {
     by_cost.search.objective = "cost";
     EXPECT_NEAR(objective_value(by_cost, ev), -ev.gpus / (ev.tokens_per_s * ev.reliability.goodput), 1e-15);
   }
+  // A job that never finishes has no time to train (infinite, null in JSON), not the failure-free one.
+  Scenario fragile = s;
+  fragile.reliability.gpu_mtbf_hours = 0.5;
+  const int nodes = s.cluster.nodes.front();
+  const Evaluation ev = evaluate(fragile, resolve_layout(fragile, fragile.layout, false, nodes), nodes, EvalOptions{});
+  EXPECT_EQ(ev.reliability.goodput, 0.0);
+  EXPECT_TRUE(std::isinf(ev.time_to_train_s));
 }

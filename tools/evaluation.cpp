@@ -82,13 +82,14 @@ Evaluation evaluate(const Scenario& s, const Layout& l, int nodes, const EvalOpt
   ev.mfu = ev.tokens_per_s * ev.flops_per_token / (ev.gpus * cost.peak_flops());
   if (s.reliability.given) ev.reliability = reliability_for(s.reliability, ev.gpus, nodes, ev.params, ev.step.step_time_s);
   if (s.training.tokens_total > 0) {
+    // Infinite where the job never finishes (goodput 0).
     ev.time_to_train_s = s.training.tokens_total / (ev.tokens_per_s * goodput(ev));
     ev.cost_usd = ev.time_to_train_s / 3600.0 * ev.gpus * s.cost.gpu_hour_usd;
   }
   return ev;
 }
 
-double goodput(const Evaluation& ev) { return ev.reliability.goodput > 0 ? ev.reliability.goodput : 1.0; }
+double goodput(const Evaluation& ev) { return ev.reliability.computed ? ev.reliability.goodput : 1.0; }
 
 double single_gpu_tokens_per_s(const Scenario& s, int micro_batch) {
   Scenario one = s;

@@ -182,8 +182,8 @@ std::string capacity_table(const Scenario& s, const std::vector<Evaluation>& evs
       o << "<td>" << format_seconds(e.reliability.job_mtbf_s) << "</td><td>" << format_seconds(e.reliability.interval_s) << "</td><td>"
         << fmt("%.1f%%", 100 * e.reliability.goodput) << "</td>";
     o << "<td" << (late ? " style='color:#b00'" : "") << ">" << format_seconds(e.time_to_train_s) << "</td><td>"
-      << fmt("%.0f", e.time_to_train_s / 3600.0 * e.gpus) << "</td>";
-    if (s.cost.gpu_hour_usd > 0) o << "<td>" << fmt("$%.0f", e.cost_usd) << "</td>";
+      << format_count(e.time_to_train_s / 3600.0 * e.gpus) << "</td>";
+    if (s.cost.gpu_hour_usd > 0) o << "<td>$" << format_count(e.cost_usd) << "</td>";
     o << "</tr>";
   }
   o << "</table><p class='note'>";

@@ -111,8 +111,8 @@ int run_sweep(const PlannerOptions& o, std::ostream& out) {
     int smallest = 0;
     for (const auto& ev : evs) {
       const double days = ev.time_to_train_s / 86400.0;
-      std::snprintf(line, sizeof line, "%6d nodes  %9s  %10.0f GPU-hours", ev.nodes, format_seconds(ev.time_to_train_s).c_str(),
-                    ev.time_to_train_s / 3600.0 * ev.gpus);
+      std::snprintf(line, sizeof line, "%6d nodes  %9s  %10s GPU-hours", ev.nodes, format_seconds(ev.time_to_train_s).c_str(),
+                    format_count(ev.time_to_train_s / 3600.0 * ev.gpus).c_str());
       out << line;
       if (s.reliability.given) {
         std::snprintf(line, sizeof line, "  goodput %5.1f%% (a failure every %s, checkpoint every %s)", 100 * ev.reliability.goodput,
@@ -120,7 +120,7 @@ int run_sweep(const PlannerOptions& o, std::ostream& out) {
         out << line;
       }
       if (s.cost.gpu_hour_usd > 0) {
-        std::snprintf(line, sizeof line, "  $%.0f", ev.cost_usd);
+        std::snprintf(line, sizeof line, "  $%s", format_count(ev.cost_usd).c_str());
         out << line;
         if (s.cost.budget_usd > 0 && ev.cost_usd > s.cost.budget_usd) out << "  (over budget)";
       }

@@ -1,6 +1,7 @@
 #include "text_report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 namespace trainsim {
@@ -15,12 +16,20 @@ std::string format_bytes(double b) {
 
 std::string format_seconds(double s) {
   char buf[64];
+  if (!std::isfinite(s)) return "never";
   if (s < 1e-3) std::snprintf(buf, sizeof buf, "%.1f us", s * 1e6);
   else if (s < 1.0) std::snprintf(buf, sizeof buf, "%.1f ms", s * 1e3);
   else if (s < 100.0) std::snprintf(buf, sizeof buf, "%.2f s", s);
   else if (s < 3600.0) std::snprintf(buf, sizeof buf, "%.1f min", s / 60.0);
   else if (s < 3 * 86400.0) std::snprintf(buf, sizeof buf, "%.1f h", s / 3600.0);
   else std::snprintf(buf, sizeof buf, "%.1f days", s / 86400.0);
+  return buf;
+}
+
+std::string format_count(double x) {
+  if (!std::isfinite(x)) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.0f", x);
   return buf;
 }
 
@@ -70,10 +79,10 @@ void print_evaluation(std::ostream& os, const Scenario& s, const Evaluation& ev)
     if (s.training.tokens_total > 0) {
       os << "\n  time to train " << format_seconds(ev.time_to_train_s) << " for " << s.training.tokens_total << " tokens";
       if (s.reliability.given) os << " (failures and checkpoints included)";
-      std::snprintf(line, sizeof line, ", %.0f GPU-hours", ev.time_to_train_s / 3600.0 * ev.gpus);
+      std::snprintf(line, sizeof line, ", %s GPU-hours", format_count(ev.time_to_train_s / 3600.0 * ev.gpus).c_str());
       os << line;
       if (s.cost.gpu_hour_usd > 0) {
-        std::snprintf(line, sizeof line, ", $%.0f", ev.cost_usd);
+        std::snprintf(line, sizeof line, ", $%s", format_count(ev.cost_usd).c_str());
         os << line;
       }
       os << "\n";
