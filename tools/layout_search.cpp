@@ -85,6 +85,17 @@ double objective_value(const Scenario& s, const Evaluation& ev) {
   return ev.tokens_per_s;
 }
 
+std::vector<const Evaluation*> best_per_size(const std::vector<Evaluation>& ranked) {
+  std::vector<const Evaluation*> best;
+  for (const Evaluation& ev : ranked) {
+    bool seen = false;
+    for (const Evaluation* b : best) seen |= b->nodes == ev.nodes;
+    if (!seen) best.push_back(&ev);
+  }
+  std::sort(best.begin(), best.end(), [](const Evaluation* a, const Evaluation* b) { return a->nodes < b->nodes; });
+  return best;
+}
+
 void rank_evaluations(const Scenario& s, std::vector<Evaluation>& evs) {
   std::stable_sort(evs.begin(), evs.end(), [&](const Evaluation& a, const Evaluation& b) {
     const double va = objective_value(s, a), vb = objective_value(s, b);

@@ -36,6 +36,8 @@ SearchResult search_layouts(const Scenario& s, const std::vector<Candidate>& can
 // Orders by the scenario's objective, best first (ties broken by the layout description).
 void rank_evaluations(const Scenario& s, std::vector<Evaluation>& evs);
 double objective_value(const Scenario& s, const Evaluation& ev);  // larger is better
+// The best-ranked layout of each node count in `ranked` (best first), by node count.
+std::vector<const Evaluation*> best_per_size(const std::vector<Evaluation>& ranked);
 // One phrase saying why `loser` ranks below `winner`.
 std::string why_lost(const Scenario& s, const Evaluation& winner, const Evaluation& loser);
 std::string oom_phrase(const Evaluation& ev);

@@ -72,8 +72,16 @@ void gather(const Scenario& s, const std::vector<Candidate>& cands, SearchResult
   merged.pruned_oom = n_oom;
   EvalOptions eo;
   eo.simulate_if_oom = false;
-  for (std::size_t j = 0; j < ok.size() && static_cast<int>(j) < std::max(1, keep); ++j)
-    merged.ranked.push_back(evaluate(s, cands[ok[j].idx].layout, cands[ok[j].idx].nodes, eo));
+  // The `keep` best, and the best of every node count (for the search's per-size view), in rank
+  // order.
+  std::vector<int> sizes_seen;
+  for (std::size_t j = 0; j < ok.size(); ++j) {
+    const int nodes = cands[ok[j].idx].nodes;
+    const bool first_of_size = std::find(sizes_seen.begin(), sizes_seen.end(), nodes) == sizes_seen.end();
+    if (first_of_size) sizes_seen.push_back(nodes);
+    if (static_cast<int>(j) < std::max(1, keep) || first_of_size)
+      merged.ranked.push_back(evaluate(s, cands[ok[j].idx].layout, cands[ok[j].idx].nodes, eo));
+  }
   if (merged.ranked.empty() && first_oom < cands.size())
     merged.oom.push_back(evaluate(s, cands[first_oom].layout, cands[first_oom].nodes, eo));
   merged.wall_s = max_wall;

@@ -186,6 +186,10 @@ int run_search(const PlannerOptions& o, std::ostream& out, std::ostream& progres
   if (o.sharding.rank != 0) return 0;
   if (tty) progress << "\n";
   const int top = o.top > 0 ? o.top : s.search.top;
+  // With several node counts: the best layout at each, and how the sizes compare.
+  const std::vector<const Evaluation*> per_size = best_per_size(r.ranked);
+  const bool sizes = per_size.size() > 1;
+  const double smallest_per_gpu = sizes ? per_size.front()->tokens_per_s / per_size.front()->gpus : 0;
   if (o.json) {
     json arr = json::array();
     for (std::size_t i = 0; i < r.ranked.size() && static_cast<int>(i) < top; ++i) {
@@ -193,14 +197,23 @@ int run_search(const PlannerOptions& o, std::ostream& out, std::ostream& progres
       if (i > 0) j["why_not_first"] = why_lost(s, r.ranked.front(), r.ranked[i]);
       arr.push_back(j);
     }
-    out << json{{"scenario", s.name}, {"objective", s.search.objective}, {"candidates", arr},
-                {"evaluated", r.evaluated}, {"pruned_oom", r.pruned_oom}, {"wall_s", r.wall_s}}.dump(2)
-        << "\n";
+    json doc{{"scenario", s.name}, {"objective", s.search.objective}, {"candidates", arr},
+             {"evaluated", r.evaluated}, {"pruned_oom", r.pruned_oom}, {"wall_s", r.wall_s}};
+    if (sizes) {
+      json best = json::array();
+      for (const Evaluation* ev : per_size) {
+        json j = result_to_json(s, *ev);
+        j["scaling_efficiency_vs_smallest"] = ev->tokens_per_s / ev->gpus / smallest_per_gpu;
+        best.push_back(j);
+      }
+      doc["best_per_size"] = best;
+    }
+    out << doc.dump(2) << "\n";
     return 0;
   }
   char line[320];
   std::snprintf(line, sizeof line, "%s: %zu layouts, %zu pruned by memory, %zu simulated in %.2f s (objective %s)\n\n",
-                s.name.c_str(), r.evaluated, r.pruned_oom, r.ranked.size(), r.wall_s, s.search.objective.c_str());
+                s.name.c_str(), r.evaluated, r.pruned_oom, r.evaluated - r.pruned_oom, r.wall_s, s.search.objective.c_str());
   out << line;
   std::snprintf(line, sizeof line, "%3s %5s  %-44s %9s %11s %6s %9s  %s\n", "#", "nodes", "layout", "step", "tokens/s",
                 "MFU", "mem", "why not first");
@@ -212,6 +225,41 @@ int run_search(const PlannerOptions& o, std::ostream& out, std::ostream& progres
                   100 * ev.mfu, format_bytes(ev.memory.peak().peak_bytes).c_str(),
                   i == 0 ? "-" : why_lost(s, r.ranked.front(), ev).c_str());
     out << line;
+  }
+  if (sizes) {
+    out << "\nbest layout at each size" << (s.reliability.given && s.training.tokens_total > 0 ? " (failures and checkpoints included)" : "")
+        << ":\n";
+    std::snprintf(line, sizeof line, "%5s %6s  %-44s %9s %11s %6s %8s", "nodes", "GPUs", "layout", "step", "tokens/s", "MFU", "eff/min");
+    out << line << (s.training.tokens_total > 0 ? "  time to train" : "") << (s.reliability.given ? "  goodput" : "")
+        << (s.training.tokens_total > 0 && s.cost.gpu_hour_usd > 0 ? "        cost" : "") << "\n";
+    int smallest = 0;
+    for (const Evaluation* ev : per_size) {
+      std::snprintf(line, sizeof line, "%5d %6d  %-44s %9s %11.0f %5.1f%% %7.1f%%", ev->nodes, ev->gpus, describe_short(ev->layout).c_str(),
+                    format_seconds(ev->step.step_time_s).c_str(), ev->tokens_per_s, 100 * ev->mfu,
+                    100 * ev->tokens_per_s / ev->gpus / smallest_per_gpu);
+      out << line;
+      if (s.training.tokens_total > 0) {
+        std::snprintf(line, sizeof line, "  %13s", format_seconds(ev->time_to_train_s).c_str());
+        out << line;
+      }
+      if (s.reliability.given) {
+        std::snprintf(line, sizeof line, "  %6.1f%%", 100 * ev->reliability.goodput);
+        out << line;
+      }
+      if (s.training.tokens_total > 0 && s.cost.gpu_hour_usd > 0) {
+        std::string cost("$");
+        cost.append(format_count(ev->cost_usd));
+        std::snprintf(line, sizeof line, "  %10s", cost.c_str());
+        out << line;
+      }
+      out << "\n";
+      if (s.training.deadline_days > 0 && ev->time_to_train_s <= s.training.deadline_days * 86400.0 && smallest == 0)
+        smallest = ev->nodes;
+    }
+    if (s.training.tokens_total > 0 && s.training.deadline_days > 0) {
+      if (smallest > 0) out << "smallest cluster that meets the " << s.training.deadline_days << "-day deadline: " << smallest << " nodes\n";
+      else out << "no searched size meets the " << s.training.deadline_days << "-day deadline\n";
+    }
   }
   bool compressed = false;
   for (std::size_t i = 0; i < r.ranked.size() && static_cast<int>(i) < top; ++i)
