@@ -138,6 +138,16 @@ TEST(Cli, SweepCountsFailuresWhereTheScenarioGivesThem) {
       EXPECT_LT(r["goodput"].get<double>(), rows[i - 1]["reliability"]["goodput"].get<double>());
     }
   }
+  // Failures ten times as frequent per GPU (every 3,000 h here): from 1,024 to 2,048 nodes the job
+  // steps faster but takes longer to train, and the sweep says why.
+  std::ifstream scenario(f);
+  auto fragile = nlohmann::json::parse(scenario);
+  fragile["reliability"]["gpu_mtbf_hours"] = 3000;
+  const std::string ff = write_temp("fragile.json", fragile.dump());
+  const Outcome fr = run("sweep " + ff);
+  ASSERT_EQ(fr.status, 0) << fr.err;
+  EXPECT_NE(fr.out.find("longer to train on more GPUs: 2048 nodes step faster than 1024"), std::string::npos) << fr.out;
+  std::filesystem::remove(ff);
   const std::string html = write_temp("capacity.html", "");
   ASSERT_EQ(run("report " + f + " -o " + html).status, 0);
   std::ifstream in(html);
