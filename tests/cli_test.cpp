@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -138,6 +139,15 @@ TEST(Cli, SweepCountsFailuresWhereTheScenarioGivesThem) {
       EXPECT_LT(r["goodput"].get<double>(), rows[i - 1]["reliability"]["goodput"].get<double>());
     }
   }
+  // The export carries the interval as Megatron-LM's --save-interval, and the token budget as
+  // samples: 1.5e13 tokens / 8,192 per sequence = 1,831,054,687.5, rounded up.
+  const Outcome ex = run("export " + f + " --nodes 1024");
+  ASSERT_EQ(ex.status, 0) << ex.err;
+  EXPECT_NE(ex.out.find("--train-samples 1831054688"), std::string::npos) << ex.out;
+  const auto at_1024 = std::find_if(rows.begin(), rows.end(), [](const nlohmann::json& r) { return r["nodes"] == 1024; });
+  ASSERT_NE(at_1024, rows.end());
+  const long long steps = (*at_1024)["reliability"]["checkpoint_interval_steps"].get<long long>();
+  EXPECT_NE(ex.out.find("--save-interval " + std::to_string(steps) + "\n"), std::string::npos) << ex.out;
   // Failures ten times as frequent per GPU (every 3,000 h here): from 1,024 to 2,048 nodes the job
   // steps faster but takes longer to train, and the sweep says why.
   std::ifstream scenario(f);

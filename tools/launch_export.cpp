@@ -1,5 +1,8 @@
 #include "launch_export.h"
 
+#include <cmath>
+#include <cstdio>
+
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -7,7 +10,7 @@
 
 namespace trainsim {
 
-LaunchExport export_launch(const Scenario& s, const Layout& l, int nodes) {
+LaunchExport export_launch(const Scenario& s, const Layout& l, int nodes, const ReliabilityResult* reliability) {
   LaunchExport out;
   const ModelConfig& m = s.model;
   const int gb = s.training.global_batch;
@@ -48,6 +51,18 @@ LaunchExport export_launch(const Scenario& s, const Layout& l, int nodes) {
     case Precision::bf16: args.push_back("--bf16"); break;
     case Precision::fp16: args.push_back("--fp16"); break;
     case Precision::fp8: args.push_back("--bf16 --fp8-format hybrid"); break;
+  }
+  if (s.training.tokens_total > 0)
+    args.push_back("--train-samples " + std::to_string(static_cast<long long>(std::ceil(s.training.tokens_total / m.seq_len))));
+  if (reliability && reliability->computed) {
+    args.push_back("--save-interval " + std::to_string(static_cast<long long>(reliability->interval_steps)));
+    char note[240];
+    std::snprintf(note, sizeof note,
+                  "--save-interval: Daly's optimum for a failure every %.2f h across %d GPUs and a %.0f GB checkpoint written in "
+                  "%.1f s (goodput %.1f%%)",
+                  reliability->job_mtbf_s / 3600.0, nodes * G, reliability->checkpoint_bytes / 1e9, reliability->checkpoint_write_s,
+                  100 * reliability->goodput);
+    out.notes.push_back(note);
   }
   {
     std::ostringstream a;

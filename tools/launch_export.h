@@ -16,6 +16,8 @@ struct LaunchExport {
   std::vector<std::string> notes;  // what a framework cannot express
 };
 
-LaunchExport export_launch(const Scenario& s, const Layout& l, int nodes);
+// `reliability`, where the scenario has failure rates: the layout's checkpoint interval, exported
+// as Megatron-LM's --save-interval.
+LaunchExport export_launch(const Scenario& s, const Layout& l, int nodes, const ReliabilityResult* reliability = nullptr);
 
 }  // namespace trainsim

@@ -287,7 +287,10 @@ int run_export(const PlannerOptions& o, std::ostream& out) {
   const Scenario s = load_scenario(o.scenario, o.profile_dir);
   const int nodes = o.nodes > 0 ? o.nodes : s.cluster.nodes.front();
   const Layout l = chosen_layout(s, o, nodes);
-  const LaunchExport e = export_launch(s, l, nodes);
+  // The checkpoint interval depends on the step time: simulated where the scenario gives failure rates.
+  Evaluation ev;
+  if (s.reliability.given) ev = evaluate(s, l, nodes, EvalOptions{});
+  const LaunchExport e = export_launch(s, l, nodes, s.reliability.given ? &ev.reliability : nullptr);
   if (o.json) {
     out << json{{"layout", layout_to_json(l)}, {"nodes", nodes}, {"batch_arithmetic", e.batch_arithmetic},
                 {"megatron_args", e.megatron_args}, {"deepspeed_config", json::parse(e.deepspeed_config)},
