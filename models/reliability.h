@@ -8,6 +8,13 @@
 //     tau = sqrt(2 delta M) (1 + sqrt(delta/(2M))/3 + delta/(18M)) - delta   for delta < 2M, else M.
 // (J. T. Daly, "A higher order estimate of the optimum checkpoint interval for restart dumps",
 // Future Generation Computer Systems 22(3), 2006.) Goodput is T_work / T_wall.
+//
+// An asynchronous checkpoint (Megatron-LM's async save, PyTorch DCP's async_save) stops training
+// only while each GPU copies its share of the checkpoint to host memory (delta = the blocking copy);
+// the write to storage, W seconds, runs in the background, and a checkpoint counts once written.
+// A failure within W of a checkpoint's start rolls back to the one before, a whole interval more:
+// for failures spread evenly over the interval that is W more rework per failure, so the formula
+// above holds with R + W in place of R, and with tau >= W (a save starts once the last is written).
 
 namespace trainsim {
 
@@ -17,13 +24,16 @@ struct ReliabilitySpec {
   double node_mtbf_hours = 0;  // per node, failures not tied to one GPU; 0: not counted
   double checkpoint_GBps = 0;  // aggregate storage rate, for writing and reading checkpoints
   double restart_minutes = 0;  // detection, rescheduling and start-up, before the checkpoint is read
+  bool async_checkpoint = false;
 };
 
 struct ReliabilityResult {
   double job_mtbf_s = 0;
   double checkpoint_bytes = 0;
-  double checkpoint_write_s = 0;  // delta
-  double restart_s = 0;           // R: restart plus reading the checkpoint back
+  double checkpoint_write_s = 0;     // to storage
+  double checkpoint_blocking_s = 0;  // delta: training stopped (the write, or the copy to host memory)
+  double restart_s = 0;              // restart plus reading the checkpoint back
+  double rework_s = 0;               // R: restart_s, plus the write for an asynchronous checkpoint
   double interval_steps = 0;      // whole steps between checkpoints
   double interval_s = 0;          // tau: that many steps of work
   double goodput = 0;             // fraction of wall-clock time that is useful work (0: never done)
@@ -37,7 +47,10 @@ double checkpoint_bytes(double params);
 double daly_interval_s(double checkpoint_s, double mtbf_s);
 // Expected wall-clock seconds per second of work at interval `interval_s`.
 double daly_wall_per_work(double interval_s, double checkpoint_s, double restart_s, double mtbf_s);
-// The job's figures at `gpus` GPUs on `nodes` nodes, checkpointing at whole steps of `step_s`.
-ReliabilityResult reliability_for(const ReliabilitySpec& spec, int gpus, int nodes, double params, double step_s);
+// The job's figures at `gpus` GPUs on `nodes` nodes, checkpointing at whole steps of `step_s`;
+// `d2h_GBps`, one GPU's copy rate to host memory, times an asynchronous checkpoint's blocking copy
+// (each GPU copies an equal share, as fully parallel saving spreads it).
+ReliabilityResult reliability_for(const ReliabilitySpec& spec, int gpus, int nodes, double params, double step_s,
+                                  double d2h_GBps = 0);
 
 }  // namespace trainsim

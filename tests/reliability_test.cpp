@@ -61,6 +61,31 @@ TEST(Reliability, ScenarioFiguresGiveTheClosedFormJob) {
   EXPECT_LT(never.goodput, 1e-100);
 }
 
+// The same job checkpointing asynchronously: each of the 1,000 GPUs copies 1.4e12 / 1,000 bytes to
+// host memory at 2.8 GB/s, delta = 0.5 s; the 360 s write runs in the background and adds to the
+// rework, R = 1,260 + 360 = 1,620 s. Daly's interval for delta = 0.5 s is
+// sqrt(2 * 0.5 * 36,000) (1 + sqrt(0.5/72,000)/3 + 0.5/648,000) - 0.5 = 189.4 s, shorter than the
+// write, so tau = 360 s (6 steps of 60 s):
+//   wall per work = 36,000 e^(1,620/36,000) (e^(360.5/36,000) - 1) / 360 = 1.052743, goodput 0.949900.
+TEST(Reliability, AsynchronousCheckpointsBlockOnlyForTheCopy) {
+  ReliabilitySpec spec;
+  spec.given = true;
+  spec.gpu_mtbf_hours = 10000;
+  spec.checkpoint_GBps = 1.4e12 / 360 / 1e9;
+  spec.restart_minutes = 15;
+  spec.async_checkpoint = true;
+  const ReliabilityResult r = reliability_for(spec, 1000, 125, 1e11, 60.0, 2.8);
+  EXPECT_NEAR(r.checkpoint_blocking_s, 0.5, 1e-12);
+  EXPECT_NEAR(r.checkpoint_write_s, 360, 1e-9);
+  EXPECT_NEAR(r.rework_s, 1620, 1e-9);
+  EXPECT_NEAR(daly_interval_s(0.5, 36000), 189.4, 0.05);
+  EXPECT_EQ(r.interval_steps, 6);
+  EXPECT_NEAR(r.goodput, 0.949900, 2e-6);
+  // Synchronous, the same job keeps 0.835408 (above).
+  spec.async_checkpoint = false;
+  EXPECT_LT(reliability_for(spec, 1000, 125, 1e11, 60.0, 2.8).goodput, r.goodput);
+}
+
 // On the 405B scenario's sweep the bigger clusters fail more often and keep less of their time for
 // training; time to train divides by that goodput, and the time-to-train objective ranks by it.
 TEST(Reliability, BiggerClustersKeepLessOfTheirTime) {

@@ -183,6 +183,8 @@ TEST(Scenario, ReliabilityAndDataBlocksAreValidated) {
   EXPECT_NE(e.find("reliability.gpu_mtbf_hours"), std::string::npos) << e;
   e = with(R"("reliability": { "gpu_mtbf_hours": 1, "node_mtbf_hour": 9, "checkpoint_GBps": 100, "restart_minutes": 10 })");
   EXPECT_NE(e.find("did you mean \"node_mtbf_hours\""), std::string::npos) << e;
+  e = with(R"("reliability": { "gpu_mtbf_hours": 1, "checkpoint_GBps": 100, "restart_minutes": 10, "checkpoint": "later" })");
+  EXPECT_NE(e.find("reliability.checkpoint: expected \"sync\" or \"async\", found \"later\""), std::string::npos) << e;
   e = with(R"("data": { "storage_GBps": 5 })");
   EXPECT_NE(e.find("data.bytes_per_token: required with \"storage_GBps\""), std::string::npos) << e;
   e = with(R"("data": { "bytes_per_token": 2 })");

@@ -80,7 +80,8 @@ Evaluation evaluate(const Scenario& s, const Layout& l, int nodes, const EvalOpt
   }
   ev.tokens_per_s = tokens / ev.step.step_time_s;
   ev.mfu = ev.tokens_per_s * ev.flops_per_token / (ev.gpus * cost.peak_flops());
-  if (s.reliability.given) ev.reliability = reliability_for(s.reliability, ev.gpus, nodes, ev.params, ev.step.step_time_s);
+  if (s.reliability.given)
+    ev.reliability = reliability_for(s.reliability, ev.gpus, nodes, ev.params, ev.step.step_time_s, s.hardware.d2h_GBps);
   if (s.training.tokens_total > 0) {
     // Infinite where the job never finishes (goodput 0).
     ev.time_to_train_s = s.training.tokens_total / (ev.tokens_per_s * goodput(ev));

@@ -56,12 +56,14 @@ LaunchExport export_launch(const Scenario& s, const Layout& l, int nodes, const 
     args.push_back("--train-samples " + std::to_string(static_cast<long long>(std::ceil(s.training.tokens_total / m.seq_len))));
   if (reliability && reliability->computed) {
     args.push_back("--save-interval " + std::to_string(static_cast<long long>(reliability->interval_steps)));
-    char note[240];
+    // Megatron-LM saves asynchronously only in its distributed checkpoint format.
+    if (s.reliability.async_checkpoint) args.push_back("--ckpt-format torch_dist --async-save");
+    char note[280];
     std::snprintf(note, sizeof note,
                   "--save-interval: Daly's optimum for a failure every %.2f h across %d GPUs and a %.0f GB checkpoint written in "
-                  "%.1f s (goodput %.1f%%)",
+                  "%.1f s%s (goodput %.1f%%)",
                   reliability->job_mtbf_s / 3600.0, nodes * G, reliability->checkpoint_bytes / 1e9, reliability->checkpoint_write_s,
-                  100 * reliability->goodput);
+                  s.reliability.async_checkpoint ? " in the background" : "", 100 * reliability->goodput);
     out.notes.push_back(note);
   }
   {

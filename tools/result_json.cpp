@@ -33,7 +33,9 @@ json result_to_json(const Scenario& s, const Evaluation& ev) {
     if (s.reliability.given) {
       const ReliabilityResult& rr = ev.reliability;
       r["reliability"] = {{"job_mtbf_s", rr.job_mtbf_s},       {"checkpoint_bytes", rr.checkpoint_bytes},
-                          {"checkpoint_write_s", rr.checkpoint_write_s}, {"restart_s", rr.restart_s},
+                          {"checkpoint", s.reliability.async_checkpoint ? "async" : "sync"},
+                          {"checkpoint_write_s", rr.checkpoint_write_s}, {"checkpoint_blocking_s", rr.checkpoint_blocking_s},
+                          {"restart_s", rr.restart_s}, {"rework_s", rr.rework_s},
                           {"checkpoint_interval_steps", rr.interval_steps}, {"checkpoint_interval_s", rr.interval_s},
                           {"goodput", rr.goodput}};
     }

@@ -249,6 +249,12 @@ Scenario parse_scenario(const std::string& text, const std::string& file, const 
       r.node_mtbf_hours = rf.number("node_mtbf_hours", 0.0, 0.0, 1e9);
       r.checkpoint_GBps = rf.number("checkpoint_GBps", std::nullopt, 1e-6, 1e9);
       r.restart_minutes = rf.number("restart_minutes", std::nullopt, 0.0, 1e6);
+      const std::string mode = rf.string("checkpoint", std::string("sync"));
+      if (mode != "sync" && mode != "async")
+        throw InputError(rf.path("checkpoint"), "expected \"sync\" or \"async\", found \"" + mode + "\"");
+      r.async_checkpoint = mode == "async";
+      if (r.async_checkpoint && !(s.hardware.d2h_GBps > 0))
+        throw InputError(rf.path("checkpoint"), "\"async\" needs the hardware profile's device-to-host rate (host_link.d2h_GBps)");
       if (r.gpu_mtbf_hours <= 0 && r.node_mtbf_hours <= 0)
         throw InputError(rf.path(), "needs \"gpu_mtbf_hours\" or \"node_mtbf_hours\" (hours between failures of one GPU or one node)");
       rf.finish();

@@ -68,12 +68,13 @@ void print_evaluation(std::ostream& os, const Scenario& s, const Evaluation& ev)
     }
     if (s.reliability.given) {
       const ReliabilityResult& rr = ev.reliability;
+      std::string ckpt = format_seconds(rr.checkpoint_write_s);
+      if (s.reliability.async_checkpoint) ckpt += " in the background after a " + format_seconds(rr.checkpoint_blocking_s) + " copy";
       std::snprintf(line, sizeof line,
                     "\n  reliability: a failure every %s across %d GPUs; checkpoint of %s written in %s every %.0f steps (%s), "
                     "restart %s: goodput %.1f%%\n",
-                    format_seconds(rr.job_mtbf_s).c_str(), ev.gpus, format_bytes(rr.checkpoint_bytes).c_str(),
-                    format_seconds(rr.checkpoint_write_s).c_str(), rr.interval_steps, format_seconds(rr.interval_s).c_str(),
-                    format_seconds(rr.restart_s).c_str(), 100 * rr.goodput);
+                    format_seconds(rr.job_mtbf_s).c_str(), ev.gpus, format_bytes(rr.checkpoint_bytes).c_str(), ckpt.c_str(),
+                    rr.interval_steps, format_seconds(rr.interval_s).c_str(), format_seconds(rr.restart_s).c_str(), 100 * rr.goodput);
       os << line;
     }
     if (s.training.tokens_total > 0) {
