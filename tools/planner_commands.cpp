@@ -84,7 +84,7 @@ int run_sweep(const PlannerOptions& o, std::ostream& out) {
     out << json{{"scenario", s.name}, {"sweep", arr}}.dump(2) << "\n";
     return 0;
   }
-  char line[256];
+  char line[512];
   out << s.name << ": " << s.model.name << " on " << s.hardware.name << ", " << s.cluster.network.nic_Gbps
       << " Gb/s x " << s.cluster.network.nics_per_node << " NICs per node\n";
   std::snprintf(line, sizeof line, "%6s %6s  %-34s %10s %12s %6s %8s %8s  %s\n", "nodes", "GPUs", "layout", "step",

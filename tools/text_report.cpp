@@ -34,7 +34,7 @@ std::string format_count(double x) {
 }
 
 void print_evaluation(std::ostream& os, const Scenario& s, const Evaluation& ev) {
-  char line[256];
+  char line[512];  // the longest line (reliability, async) is about 250 characters
   os << s.name << ": " << s.model.name << " on " << ev.nodes << " x " << s.cluster.gpus_per_node << " "
      << s.hardware.name << " (" << ev.gpus << " GPUs)\n";
   os << "layout  " << describe(ev.layout) << "\n";
