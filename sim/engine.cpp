@@ -59,14 +59,9 @@ ProcessorId Engine::add_processor() {
   Processor& p = processors_[processor_count_];
   p.active_slowdowns.clear();
   p.running.clear();
+  p.max_slowdown = 0;
   p.rate = 1.0;
   return static_cast<ProcessorId>(processor_count_++);
-}
-
-double Engine::Processor::speed() const {
-  double s = 0;
-  for (double x : active_slowdowns) s = std::max(s, x);
-  return 1.0 / (1.0 + s);
 }
 
 void Engine::add_interference(TaskId task, ProcessorId p, double slowdown) {
@@ -204,11 +199,10 @@ void Engine::run() {
     return a.rate > 0 ? a.since + a.remaining / a.rate : kInf;
   };
 
-  // The set of interferers on a processor changed at `now`: if its speed changed, every fixed
-  // phase running on it is rescheduled.
-  auto respeed = [&](ProcessorId p) {
-    Processor& pr = processors_[p];
-    const double rate = pr.speed();
+  // The largest slowdown among a processor's interferers changed at `now`: if its speed changed,
+  // every fixed phase running on it is rescheduled.
+  auto respeed = [&](Processor& pr) {
+    const double rate = 1.0 / (1.0 + pr.max_slowdown);
     if (rate == pr.rate) return;
     pr.rate = rate;
     for (TaskId id : pr.running) {
@@ -222,13 +216,21 @@ void Engine::run() {
   auto interfere = [&](const Task& t, bool on) {
     for (std::int32_t i = t.interf_begin; i < t.interf_end; ++i) {
       Processor& pr = processors_[interf_[i].processor];
+      const double x = interf_[i].slowdown;
       if (on) {
-        pr.active_slowdowns.push_back(interf_[i].slowdown);
+        pr.active_slowdowns.push_back(x);
+        if (x <= pr.max_slowdown) continue;  // a slowdown no larger than one in force changes nothing
+        pr.max_slowdown = x;
       } else {
-        auto it = std::find(pr.active_slowdowns.begin(), pr.active_slowdowns.end(), interf_[i].slowdown);
+        auto it = std::find(pr.active_slowdowns.begin(), pr.active_slowdowns.end(), x);
         pr.active_slowdowns.erase(it);
+        if (x < pr.max_slowdown) continue;
+        double s = 0;
+        for (double y : pr.active_slowdowns) s = std::max(s, y);
+        if (s == pr.max_slowdown) continue;
+        pr.max_slowdown = s;
       }
-      respeed(interf_[i].processor);
+      respeed(pr);
     }
   };
   auto schedule_start = [&](TaskId id) {

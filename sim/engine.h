@@ -128,8 +128,8 @@ class Engine {
   struct Processor {
     std::vector<double> active_slowdowns;  // of the interfering tasks running now
     std::vector<TaskId> running;           // tasks whose fixed work runs on it now
-    double rate = 1.0;                     // its speed now; every running task's work_rate
-    double speed() const;
+    double max_slowdown = 0;               // the largest of active_slowdowns (0 if none)
+    double rate = 1.0;                     // its speed now, 1/(1 + max_slowdown); every running task's work_rate
   };
   std::vector<Processor> processors_;  // the first processor_count_ are this run's
   std::size_t processor_count_ = 0;

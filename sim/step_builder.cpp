@@ -229,6 +229,7 @@ struct BuilderWorkspace {
   std::vector<FusedPass> fused_memo;
   std::vector<ProcessorId> proc;
   std::vector<char> is_sim;
+  std::vector<double> speed;  // by GPU id: its compute speed in this run
   Handoffs h;
 };
 
@@ -465,6 +466,8 @@ class Builder {
   // a measured slowdown there are no processors and compute runs at full speed.
   double interference_ = 0;
   std::vector<ProcessorId>& proc_ = ws_.proc;  // by GPU id, -1 if none
+  // By GPU id: the fraction of the profile's speed its compute stream runs at (StepInput::gpu_speed).
+  std::vector<double>& speed_ = ws_.speed;
   void interfere(TaskId t, const std::vector<int>& gpus) {
     if (interference_ <= 0) return;
     for (int g : gpus)
@@ -608,6 +611,7 @@ void Builder::prepare_chunks() {
 
 TaskId Builder::compute_task(int gpu, double dur, int cat, const std::string& name, TaskId extra_dep) {
   TaskSpec spec;
+  dur /= speed_[gpu];
   spec.duration_s = dur;
   spec.category = static_cast<std::int16_t>(cat);
   spec.lane = gpu;
@@ -659,10 +663,12 @@ void Builder::run_parts(const std::vector<int>& gpus, std::initializer_list<Part
     double tp_bytes = 0;
     fused_flows_.clear();
     fused_paths_.clear();
+    const double speed = speed_[g];
     for (const Part& p : parts) {
-      spec.duration_s += p.seconds;
-      if (rec.nparts < 2) rec.cat[rec.nparts] = p.cat, rec.seconds[rec.nparts] = p.seconds, ++rec.nparts;
-      else rec.seconds[1] += p.seconds;
+      const double seconds = p.seconds / speed;
+      spec.duration_s += seconds;
+      if (rec.nparts < 2) rec.cat[rec.nparts] = p.cat, rec.seconds[rec.nparts] = seconds, ++rec.nparts;
+      else rec.seconds[1] += seconds;
       if (!p.tp || L_.tp == 1) continue;
       for (int k = 0; k < 3; ++k) {
         if (p.tp->count[k] == 0) continue;
@@ -1137,6 +1143,23 @@ StepResult Builder::run() {
   proc_.assign(sh.gpus(), -1);
   if (interference_ > 0)
     for (int g : sim_gpus_) proc_[g] = e_.add_processor();
+  speed_.assign(sh.gpus(), 1.0);
+  if (in_.gpu_speed) {
+    const std::vector<double>& given = *in_.gpu_speed;
+    if (static_cast<int>(given.size()) != sh.gpus()) throw std::invalid_argument("gpu_speed needs one speed per GPU");
+    for (double x : given)
+      if (!(x > 0)) throw std::invalid_argument("GPU speeds must be positive");
+    if (in_.mode == SimMode::full) {
+      speed_ = given;
+    } else {
+      for (int s = 0; s < L_.pp; ++s) {
+        double slowest = 1e300;
+        for (int d = 0; d < L_.dp; ++d)
+          for (int t = 0; t < L_.tp; ++t) slowest = std::min(slowest, given[gpu_of(t, d, s)]);
+        speed_[gpu_of(0, 0, s)] = slowest;
+      }
+    }
+  }
   sim_index_.assign(sh.gpus(), -1);
   is_sim_.assign(sh.gpus(), 0);
   for (int g : sim_gpus_) is_sim_[g] = 1;

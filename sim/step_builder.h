@@ -84,6 +84,11 @@ struct StepInput {
   bool steady_state = true;
   // Plans to reuse across calls (see PlanShapeCache); nullptr: one per call.
   PlanShapeCache* plan_cache = nullptr;
+  // Each GPU's sustained speed as a fraction of the profile's (by global GPU index); nullptr: all 1.
+  // A GPU's compute-stream work takes 1/speed as long. Symmetric mode gives each stage's
+  // representative the slowest speed among that stage's GPUs (as if the slowest GPUs of all stages
+  // sat in one pipeline replica, an upper bound on the step); full mode gives every GPU its own.
+  const std::vector<double>* gpu_speed = nullptr;
 };
 
 struct TimelineEntry {

@@ -167,6 +167,45 @@ TEST(Cli, SweepCountsFailuresWhereTheScenarioGivesThem) {
   std::filesystem::remove(html);
 }
 
+TEST(Cli, SweepShowsWhatStragglersCostAtEachSize) {
+  const std::string f = kScenarios + "/llama3-70b-stragglers.json";
+  const Outcome text = run("sweep " + f);
+  ASSERT_EQ(text.status, 0) << text.err;
+  const auto at = text.out.find("stragglers: the slowest GPU at each size");
+  ASSERT_NE(at, std::string::npos) << text.out;
+  const Outcome js = run("sweep " + f + " --json");
+  ASSERT_EQ(js.status, 0) << js.err;
+  const auto rows = nlohmann::json::parse(js.out)["sweep"];
+  ASSERT_EQ(rows.size(), 4u);
+  double last = 2;
+  for (const auto& r : rows) {
+    const auto& st = r["stragglers"];
+    // A GPU's speed does not change with the cluster's size: the slowest can only get slower.
+    EXPECT_LE(st["slowest_speed"].get<double>(), last);
+    last = st["slowest_speed"].get<double>();
+    EXPECT_GT(r["step_time_s"].get<double>(), st["step_time_at_nominal_speed_s"].get<double>());
+    char row[64];
+    std::snprintf(row, sizeof row, "slowest GPU %6d at %5.1f%%", st["slowest_gpu"].get<int>(), 100 * last);
+    EXPECT_NE(text.out.find(row, at), std::string::npos) << row << "\n" << text.out;
+  }
+  // One throttled GPU, named: the simulate output says what it costs, in both modes alike.
+  std::ifstream scenario(f);
+  auto one = nlohmann::json::parse(scenario);
+  one["stragglers"] = {{"gpus", {{{"gpu", 37}, {"speed", 0.85}}}}};
+  const std::string ff = write_temp("straggler.json", one.dump());
+  const Outcome sym = run("simulate " + ff + " --json");
+  ASSERT_EQ(sym.status, 0) << sym.err;
+  const auto a = nlohmann::json::parse(sym.out);
+  EXPECT_EQ(a["stragglers"]["slowest_gpu"], 37);
+  EXPECT_EQ(a["stragglers"]["named_gpus_in_cluster"], 1);
+  const double cost = a["step_time_s"].get<double>() / a["stragglers"]["step_time_at_nominal_speed_s"].get<double>() - 1;
+  EXPECT_GT(cost, 0.05);
+  EXPECT_LT(cost, 1 / 0.85 - 1);
+  const Outcome txt = run("simulate " + ff);
+  EXPECT_NE(txt.out.find("stragglers (1 named): slowest GPU 37 at 85.0% speed"), std::string::npos) << txt.out;
+  std::filesystem::remove(ff);
+}
+
 TEST(Cli, EveryExampleScenarioSimulates) {
   for (const auto& e : std::filesystem::directory_iterator(kScenarios)) {
     if (e.path().extension() != ".json") continue;

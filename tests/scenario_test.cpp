@@ -190,3 +190,39 @@ TEST(Scenario, ReliabilityAndDataBlocksAreValidated) {
   e = with(R"("data": { "bytes_per_token": 2 })");
   EXPECT_NE(e.find("data: needs \"loader_tokens_per_s_per_node\" or \"storage_GBps\""), std::string::npos) << e;
 }
+
+TEST(Scenario, StragglersBlockIsValidated) {
+  const Scenario s = parse_scenario(
+      base_with(R"("layout": { "tp": 2 })", R"(, "stragglers": { "gpus": [ { "gpu": 15, "speed": 0.8 } ], "speed_stdev": 0.02, "seed": 7 })"),
+      "s.json", kProfiles);
+  ASSERT_TRUE(s.stragglers.given);
+  ASSERT_EQ(s.stragglers.gpus.size(), 1u);
+  EXPECT_EQ(s.stragglers.gpus[0].gpu, 15);
+  EXPECT_EQ(s.stragglers.gpus[0].speed, 0.8);
+  EXPECT_EQ(s.stragglers.speed_stdev, 0.02);
+  EXPECT_EQ(s.stragglers.seed, 7u);
+  EXPECT_EQ(parse_scenario(base_with(R"("layout": { "tp": 2 })", R"(, "stragglers": { "speed_stdev": 0.01 })"), "s.json", kProfiles)
+                .stragglers.seed,
+            1u);
+  const auto with = [](const std::string& block) { return error_of(base_with(R"("layout": { "tp": 2 })", ", \"stragglers\": " + block)); };
+  std::string e = with(R"({ "gpus": [ { "gpu": 16, "speed": 0.8 } ] })");
+  EXPECT_NE(e.find("stragglers.gpus[0].gpu: GPU 16 is not in the largest cluster (16 GPUs"), std::string::npos) << e;
+  e = with(R"({ "gpus": [ { "gpu": 3, "speed": 0 } ] })");
+  EXPECT_NE(e.find("stragglers.gpus[0].speed"), std::string::npos) << e;
+  e = with(R"({ "gpus": [ { "gpu": 3, "speed": 1.5 } ] })");
+  EXPECT_NE(e.find("stragglers.gpus[0].speed"), std::string::npos) << e;
+  e = with(R"({ "gpus": [ { "gpu": 3, "speed": 0.5 }, { "gpu": 3, "speed": 0.9 } ] })");
+  EXPECT_NE(e.find("stragglers.gpus[1].gpu: GPU 3 is listed twice"), std::string::npos) << e;
+  e = with(R"({ "gpus": [ { "gpu": 3 } ] })");
+  EXPECT_NE(e.find("stragglers.gpus[0].speed: required key is missing"), std::string::npos) << e;
+  e = with(R"({ "gpus": [] })");
+  EXPECT_NE(e.find("stragglers.gpus: expected a non-empty list"), std::string::npos) << e;
+  e = with(R"({ "gpus": [ 3 ] })");
+  EXPECT_NE(e.find("stragglers.gpus[0]: expected an object"), std::string::npos) << e;
+  e = with(R"({ "speed_stdev": 0.5 })");
+  EXPECT_NE(e.find("stragglers.speed_stdev"), std::string::npos) << e;
+  e = with(R"({ "seed": 3 })");
+  EXPECT_NE(e.find("stragglers: needs \"gpus\""), std::string::npos) << e;
+  e = with(R"({ "speed_stddev": 0.02 })");
+  EXPECT_NE(e.find("did you mean \"speed_stdev\""), std::string::npos) << e;
+}

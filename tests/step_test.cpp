@@ -16,6 +16,7 @@
 #include "result_json.h"
 #include "scenario.h"
 #include "step_builder.h"
+#include "stragglers.h"
 
 using namespace trainsim;
 using namespace trainsim::sim;
@@ -440,4 +441,109 @@ TEST(Step, ZeroStagesMoveTheirClosedFormBytes) {
     const Evaluation ev = evaluate(s, l, 2, EvalOptions{});
     EXPECT_NEAR(ev.step.dp_bytes_per_gpu / expected[zero], 1.0, 1e-6) << "zero " << zero;
   }
+}
+
+TEST(Step, UniformSlowdownScalesTheStep) {
+  // With free communication the step is compute alone: every GPU at half speed doubles it.
+  Fixture f;
+  const ModelConfig m = equal_stage_model(16);
+  for (auto [sch, v] : {std::pair{Schedule::gpipe, 1}, std::pair{Schedule::one_f_one_b, 1}, std::pair{Schedule::interleaved, 2}}) {
+    StepInput in = pipeline_input(f, m, 4, v, 8, sch);
+    const double nominal = simulate_step(in).step_time_s;
+    const std::vector<double> half(4, 0.5);
+    in.gpu_speed = &half;
+    EXPECT_NEAR(simulate_step(in).step_time_s, 2 * nominal, 1e-9 * nominal) << static_cast<int>(sch);
+  }
+}
+
+TEST(Step, AStragglerStagePacesAGpipePipeline) {
+  // GPipe with free communication is two flow shops of identical jobs (the forwards through stages
+  // 0..p-1, then the backwards back): a flow shop's makespan is the sum of one job's times plus
+  // (m - 1) times the bottleneck's. With stage j at speed 1/k, when its time k a_j (a_j = f_j + b_j)
+  // is the largest in both directions:
+  //     W(m) = W(1) + (m - 1) k a_j,   a_j = (W_k(1) - W_1(1)) / (k - 1),
+  // W being the step less the optimizer, W(1) the one-micro-batch step with the straggler.
+  Fixture f;
+  const ModelConfig m = equal_stage_model(16);
+  const int p = 4;
+  const double k = 2.0;
+  auto work = [&](int mb, int slow_stage) {
+    StepInput in = pipeline_input(f, m, p, 1, mb, Schedule::gpipe);
+    std::vector<double> speed(p, 1.0);
+    if (slow_stage >= 0) speed[slow_stage] = 1 / k;
+    in.gpu_speed = &speed;
+    const StepResult r = simulate_step(in);
+    return r.step_time_s - r.breakdown_s[kOptimizer];
+  };
+  for (int j = 0; j < p; ++j) {
+    const double a_j = (work(1, j) - work(1, -1)) / (k - 1);
+    for (int mb : {4, 8, 16}) {
+      const double want = work(1, j) + (mb - 1) * k * a_j;
+      EXPECT_NEAR(work(mb, j), want, 1e-9 * want) << "slow stage " << j << ", " << mb << " micro-batches";
+    }
+  }
+}
+
+TEST(Step, StragglersInSymmetricAndFullModes) {
+  // One slow GPU: its stage of its replica paces the pipeline, and the other replicas wait for it
+  // at the gradient reduction. Symmetric mode slows its stage in every replica, which gives the
+  // same step (the slowest replica sets it either way) within the modes' 1%.
+  Scenario s = load_scenario(kData + "/test-scenario.json", kData);
+  s.stragglers.given = true;
+  s.stragglers.gpus.push_back({13, 0.7});  // stage 1 (GPUs 8-15 with tp 2, pp 2, dp 4), replica 2
+  const Layout l = resolve_layout(s, s.layout, false, 2);
+  EvalOptions sym, full;
+  sym.straggler_baseline = full.straggler_baseline = true;
+  full.mode = SimMode::full;
+  const Evaluation a = evaluate(s, l, 2, sym);
+  const Evaluation b = evaluate(s, l, 2, full);
+  EXPECT_EQ(a.stragglers.slowest_gpu, 13);
+  EXPECT_EQ(a.stragglers.slowest_speed, 0.7);
+  EXPECT_GT(a.step.step_time_s, 1.1 * a.stragglers.step_without_s);
+  EXPECT_NEAR(a.step.step_time_s / b.step.step_time_s, 1.0, 0.01);
+  // Every GPU drawn from a 3% spread: symmetric mode gives each stage its slowest GPU, as if those
+  // sat in one replica; full mode places them where they are. With fixed durations a step cannot
+  // get shorter when a task gets longer, and the real step is its slowest replica's (plus the
+  // reduction they share), so symmetric mode's slowdown bounds full mode's from above.
+  s.stragglers.gpus.clear();
+  s.stragglers.speed_stdev = 0.03;
+  for (int nodes : {2, 4, 8}) {
+    const Layout ln = resolve_layout(s, s.layout, false, nodes);
+    const Evaluation sy = evaluate(s, ln, nodes, sym), fu = evaluate(s, ln, nodes, full);
+    const double sym_cost = sy.step.step_time_s / sy.stragglers.step_without_s;
+    const double full_cost = fu.step.step_time_s / fu.stragglers.step_without_s;
+    EXPECT_GE(sym_cost, full_cost - 1e-3) << nodes;
+  }
+}
+
+TEST(Step, TheSlowestGpuSetsADataParallelStep) {
+  // Data parallelism over free communication: every replica computes, then waits for the others at
+  // the gradient reduction, so the step is the slowest GPU's: nominal / (its speed), exactly. Of n
+  // GPUs whose speeds spread by sigma the slowest sits near 1 - sigma sqrt(2 ln n), so the same
+  // spread costs more on more GPUs; a GPU's draw does not depend on the cluster's size, so the
+  // slowest speed can only fall as the cluster grows. Symmetric mode simulates one replica at the
+  // slowest speed; full mode every replica at its own.
+  Fixture f;
+  const ModelConfig m = equal_stage_model(8);
+  StragglerSpec spread;
+  spread.given = true;
+  spread.speed_stdev = 0.03;
+  double last_slowest = 2;
+  for (int n : {1, 8, 64, 512}) {
+    StepInput in = pipeline_input(f, m, 1, 1, 4 * n, Schedule::one_f_one_b);
+    in.net.shape.nodes = n;
+    in.layout.dp = n;
+    const double nominal = simulate_step(in).step_time_s;
+    const std::vector<double> speed = gpu_speeds(spread, n);
+    const double slowest = *std::min_element(speed.begin(), speed.end());
+    EXPECT_LE(slowest, last_slowest) << n;
+    last_slowest = slowest;
+    in.gpu_speed = &speed;
+    EXPECT_NEAR(simulate_step(in).step_time_s, nominal / slowest, 1e-9 * nominal) << n << " GPUs";
+    if (n == 8) {
+      in.mode = SimMode::full;
+      EXPECT_NEAR(simulate_step(in).step_time_s, nominal / slowest, 1e-9 * nominal) << "full mode";
+    }
+  }
+  EXPECT_LT(last_slowest, 1 - 2 * spread.speed_stdev);  // 512 GPUs: expected 1 - 3.0 sigma
 }

@@ -68,6 +68,20 @@ Evaluation evaluate(const Scenario& s, const Layout& l, int nodes, const EvalOpt
   in.record_timeline = opt.record_timeline;
   in.steady_state = opt.steady_state;
   in.plan_cache = opt.plan_cache;
+  if (s.stragglers.given) {
+    const std::vector<double>& speeds = scenario_gpu_speeds(s, ev.gpus);
+    auto& st = ev.stragglers;
+    st.given = true;
+    for (const auto& g : s.stragglers.gpus) st.named_here += g.gpu < ev.gpus;
+    st.slowest_gpu = 0;
+    st.slowest_speed = speeds[0];
+    for (int g = 0; g < ev.gpus; ++g) {
+      if (speeds[g] < st.slowest_speed) st.slowest_speed = speeds[g], st.slowest_gpu = g;
+      if (speeds[g] < 0.95) ++st.below_95;
+    }
+    if (opt.straggler_baseline) st.step_without_s = sim::simulate_step(in).step_time_s;
+    in.gpu_speed = &speeds;
+  }
   ev.step = sim::simulate_step(in);
   ev.simulated = true;
   const double tokens = static_cast<double>(s.training.global_batch) * s.model.seq_len;
@@ -92,9 +106,30 @@ Evaluation evaluate(const Scenario& s, const Layout& l, int nodes, const EvalOpt
 
 double goodput(const Evaluation& ev) { return ev.reliability.computed ? ev.reliability.goodput : 1.0; }
 
+const std::vector<double>& scenario_gpu_speeds(const Scenario& s, int gpus) {
+  struct Kept {
+    StragglerSpec spec;
+    int gpus = -1;
+    std::vector<double> speeds;
+  };
+  thread_local Kept kept;
+  const StragglerSpec& a = kept.spec;
+  const StragglerSpec& b = s.stragglers;
+  const bool same_gpus = a.gpus.size() == b.gpus.size() &&
+                         std::equal(a.gpus.begin(), a.gpus.end(), b.gpus.begin(),
+                                    [](const auto& x, const auto& y) { return x.gpu == y.gpu && x.speed == y.speed; });
+  if (kept.gpus != gpus || a.given != b.given || a.seed != b.seed || a.speed_stdev != b.speed_stdev || !same_gpus) {
+    kept.speeds = gpu_speeds(b, gpus);
+    kept.spec = b;
+    kept.gpus = gpus;
+  }
+  return kept.speeds;
+}
+
 double single_gpu_tokens_per_s(const Scenario& s, int micro_batch) {
   Scenario one = s;
   one.cluster.gpus_per_node = 1;
+  one.stragglers = StragglerSpec{};  // the reference is one GPU at the profile's speed
   Layout l;
   l.micro_batch = micro_batch;
   l.dp = 1;

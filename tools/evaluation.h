@@ -25,6 +25,15 @@ struct Evaluation {
   double cost_usd = 0;
   InputPipelineResult input;        // when the scenario has a `data` block
   ReliabilityResult reliability;    // when it has a `reliability` block: time to train and cost include it
+  // When it has a `stragglers` block: the step above is with them.
+  struct Stragglers {
+    bool given = false;
+    int slowest_gpu = -1;       // the slowest GPU of the cluster
+    double slowest_speed = 1;   // its speed, a fraction of the profile's
+    int below_95 = 0;           // GPUs under 95% of nominal speed
+    int named_here = 0;         // named slow GPUs that this cluster has
+    double step_without_s = 0;  // the same step with every GPU at nominal speed (0: not simulated)
+  } stragglers;
   double scaling_efficiency_vs_1gpu = 0;  // filled by callers that know the single-GPU rate
 };
 
@@ -37,6 +46,8 @@ struct EvalOptions {
   // built for the call.
   const CostModel* cost = nullptr;
   sim::PlanShapeCache* plan_cache = nullptr;  // collective plans to reuse (one per thread)
+  // With stragglers: also simulate the step with every GPU at nominal speed, to say what they cost.
+  bool straggler_baseline = false;
 };
 
 // A profile's measured collectives (intra_collectives or inter_collectives), as the simulator
@@ -48,6 +59,9 @@ Evaluation evaluate(const Scenario& s, const Layout& l, int nodes, const EvalOpt
 // The fraction of wall-clock time that is training: the reliability model's goodput, or 1 where the
 // scenario has no `reliability` block.
 double goodput(const Evaluation& ev);
+// The scenario's per-GPU speeds on `gpus` GPUs (gpu_speeds), kept per thread for the last size
+// asked, since a search asks for the same size layout after layout.
+const std::vector<double>& scenario_gpu_speeds(const Scenario& s, int gpus);
 // Throughput of the same model on one GPU (micro-batch as given, memory ignored): the reference
 // for scaling efficiency.
 double single_gpu_tokens_per_s(const Scenario& s, int micro_batch);

@@ -225,7 +225,16 @@ std::string render_report(const Scenario& s, int top) {
   for (int n : s.cluster.nodes) o << n << " ";
   o << "nodes × " << s.cluster.gpus_per_node << " GPUs, " << s.cluster.network.nics_per_node << " × " << s.cluster.network.nic_Gbps
     << " Gb/s NICs, " << esc(s.cluster.network.fabric) << "</td></tr><tr><th class='l'>training</th><td class='l'>global batch "
-    << s.training.global_batch << ", " << to_string(s.training.precision) << "</td></tr></table>";
+    << s.training.global_batch << ", " << to_string(s.training.precision) << "</td></tr>";
+  if (s.stragglers.given) {
+    o << "<tr><th class='l'>stragglers</th><td class='l'>";
+    if (s.stragglers.speed_stdev > 0) o << "GPU speeds spread " << fmt("%.1f", 100 * s.stragglers.speed_stdev) << "% (seed " << s.stragglers.seed << ")";
+    for (std::size_t i = 0; i < s.stragglers.gpus.size(); ++i)
+      o << (i > 0 || s.stragglers.speed_stdev > 0 ? "; " : "") << "GPU " << s.stragglers.gpus[i].gpu << " at "
+        << fmt("%.0f", 100 * s.stragglers.gpus[i].speed) << "%";
+    o << " — every step below includes them</td></tr>";
+  }
+  o << "</table>";
   if (ranked.empty()) {
     o << "<p>Every layout is out of memory.</p></body></html>";
     return o.str();

@@ -46,6 +46,7 @@ int run_simulate(const PlannerOptions& o, std::ostream& out) {
   EvalOptions eo;
   eo.mode = o.mode == "full" ? sim::SimMode::full : sim::SimMode::symmetric;
   eo.record_timeline = !o.trace.empty();
+  eo.straggler_baseline = true;
   Evaluation ev = evaluate(s, l, nodes, eo);
   add_scaling(ev, single_gpu_tokens_per_s(s, l.micro_batch));
   if (!o.trace.empty()) write_chrome_trace(ev.step, o.trace);
@@ -69,7 +70,9 @@ int run_sweep(const PlannerOptions& o, std::ostream& out) {
   for (int n : counts) {
     PlannerOptions one = o;
     const Layout l = chosen_layout(s, one, n);
-    evs.push_back(evaluate(s, l, n, EvalOptions{}));
+    EvalOptions eo;
+    eo.straggler_baseline = true;
+    evs.push_back(evaluate(s, l, n, eo));
   }
   const double one_gpu = single_gpu_tokens_per_s(s, evs.front().layout.micro_batch);
   for (auto& ev : evs) add_scaling(ev, one_gpu);
@@ -104,6 +107,17 @@ int run_sweep(const PlannerOptions& o, std::ostream& out) {
                   100 * ev.scaling_efficiency_vs_1gpu, 100 * ev.tokens_per_s / ev.gpus / base_per_gpu, why,
                   ev.memory.oom ? "  (OOM)" : "");
     out << line;
+  }
+  if (s.stragglers.given) {
+    out << "\nstragglers: the slowest GPU at each size and what the slow GPUs cost the step\n";
+    for (const auto& ev : evs) {
+      if (!ev.simulated) continue;
+      const auto& st = ev.stragglers;
+      std::snprintf(line, sizeof line, "%6d nodes  slowest GPU %6d at %5.1f%%, %5d under 95%%  step %s against %s (%+.1f%%)\n",
+                    ev.nodes, st.slowest_gpu, 100 * st.slowest_speed, st.below_95, format_seconds(ev.step.step_time_s).c_str(),
+                    format_seconds(st.step_without_s).c_str(), 100 * (ev.step.step_time_s / st.step_without_s - 1));
+      out << line;
+    }
   }
   if (s.training.tokens_total > 0) {
     // Capacity: time, GPU-hours and cost to train the scenario's tokens at each size.

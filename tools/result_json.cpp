@@ -39,6 +39,12 @@ json result_to_json(const Scenario& s, const Evaluation& ev) {
                           {"checkpoint_interval_steps", rr.interval_steps}, {"checkpoint_interval_s", rr.interval_s},
                           {"goodput", rr.goodput}};
     }
+    if (ev.stragglers.given) {
+      const auto& st = ev.stragglers;
+      r["stragglers"] = {{"slowest_gpu", st.slowest_gpu}, {"slowest_speed", st.slowest_speed}, {"gpus_below_95pct", st.below_95},
+                           {"named_gpus_in_cluster", st.named_here}};
+      if (st.step_without_s > 0) r["stragglers"]["step_time_at_nominal_speed_s"] = st.step_without_s;
+    }
     if (s.training.tokens_total > 0) {
       r["time_to_train_s"] = ev.time_to_train_s;
       r["gpu_hours"] = ev.time_to_train_s / 3600.0 * ev.gpus;

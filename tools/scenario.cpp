@@ -1,5 +1,6 @@
 #include "scenario.h"
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -272,6 +273,37 @@ Scenario parse_scenario(const std::string& text, const std::string& file, const 
         throw InputError(df.path(), "needs \"loader_tokens_per_s_per_node\" or \"storage_GBps\" (with \"bytes_per_token\")");
       df.finish();
       d.given = true;
+    }
+    if (top.has("stragglers")) {
+      JsonFields sf = top.object("stragglers");
+      StragglerSpec& st = s.stragglers;
+      st.speed_stdev = sf.number("speed_stdev", 0.0, 0.0, 0.1);
+      st.seed = static_cast<std::uint64_t>(sf.integer("seed", 1, 0));
+      int max_gpus = 0;
+      for (int n : s.cluster.nodes) max_gpus = std::max(max_gpus, n * s.cluster.gpus_per_node);
+      for (int n : s.search.nodes) max_gpus = std::max(max_gpus, n * s.cluster.gpus_per_node);
+      if (const json* gs = sf.find("gpus")) {
+        const std::string path = sf.path("gpus");
+        if (!gs->is_array() || gs->empty())
+          throw InputError(path, "expected a non-empty list of {\"gpu\": index, \"speed\": fraction}, found " + json_excerpt(*gs));
+        for (std::size_t i = 0; i < gs->size(); ++i) {
+          JsonFields gf((*gs)[i], path + "[" + std::to_string(i) + "]");
+          StragglerSpec::SlowGpu g;
+          g.gpu = gf.integer("gpu", std::nullopt, 0);
+          if (g.gpu >= max_gpus)
+            throw InputError(gf.path("gpu"), "GPU " + std::to_string(g.gpu) + " is not in the largest cluster (" +
+                                                 std::to_string(max_gpus) + " GPUs, numbered node x gpus_per_node + local index)");
+          g.speed = gf.number("speed", std::nullopt, 1e-3, 1.0);
+          gf.finish();
+          for (const auto& o : st.gpus)
+            if (o.gpu == g.gpu) throw InputError(gf.path("gpu"), "GPU " + std::to_string(g.gpu) + " is listed twice");
+          st.gpus.push_back(g);
+        }
+      }
+      sf.finish();
+      if (st.gpus.empty() && st.speed_stdev <= 0)
+        throw InputError(sf.path(), "needs \"gpus\" (slow GPUs and their speeds) or \"speed_stdev\" (the spread of GPU speeds)");
+      st.given = true;
     }
     top.finish();
     if (!s.has_layout && !s.has_search && !s.has_validate)

@@ -9,6 +9,7 @@
 #include "model_config.h"
 #include "precision.h"
 #include "reliability.h"
+#include "stragglers.h"
 
 namespace trainsim {
 
@@ -96,6 +97,7 @@ struct Scenario {
   CostSpec cost;
   ReliabilitySpec reliability;
   DataSpec data;
+  StragglerSpec stragglers;
 };
 
 // Parses and validates a scenario (SCENARIO.md v1). Throws InputError naming the JSON path.

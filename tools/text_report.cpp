@@ -33,6 +33,37 @@ std::string format_count(double x) {
   return buf;
 }
 
+std::string straggler_summary(const Scenario& s, const Evaluation& ev) {
+  const auto& st = ev.stragglers;
+  char line[512];
+  std::string given;
+  if (s.stragglers.speed_stdev > 0) {
+    std::snprintf(line, sizeof line, "speeds spread %.1f%%", 100 * s.stragglers.speed_stdev);
+    given = line;
+  }
+  if (!s.stragglers.gpus.empty()) {
+    const int named = static_cast<int>(s.stragglers.gpus.size());
+    if (st.named_here == named) std::snprintf(line, sizeof line, "%s%d named", given.empty() ? "" : ", ", named);
+    else std::snprintf(line, sizeof line, "%s%d named, %d of them in these %d GPUs", given.empty() ? "" : ", ", named, st.named_here, ev.gpus);
+    given += line;
+  }
+  if (st.slowest_speed < 1)
+    std::snprintf(line, sizeof line, "stragglers (%s): slowest GPU %d at %.1f%% speed, %d GPU%s under 95%%", given.c_str(),
+                  st.slowest_gpu, 100 * st.slowest_speed, st.below_95, st.below_95 == 1 ? "" : "s");
+  else
+    std::snprintf(line, sizeof line, "stragglers (%s): no GPU below nominal speed", given.c_str());
+  std::string out = line;
+  if (st.step_without_s > 0 && ev.simulated) {
+    std::snprintf(line, sizeof line, "; step %s against %s at nominal speed (%+.1f%%)", format_seconds(ev.step.step_time_s).c_str(),
+                  format_seconds(st.step_without_s).c_str(), 100 * (ev.step.step_time_s / st.step_without_s - 1));
+    out += line;
+  }
+  if (ev.simulated && ev.step.simulated_gpus < ev.gpus)
+    out += "\n  (symmetric mode: each stage's GPU at the slowest speed among that stage's GPUs, as if they shared one "
+           "pipeline replica, an upper bound; --mode full gives every GPU its own)";
+  return out;
+}
+
 void print_evaluation(std::ostream& os, const Scenario& s, const Evaluation& ev) {
   char line[512];  // the longest line (reliability, async) is about 250 characters
   os << s.name << ": " << s.model.name << " on " << ev.nodes << " x " << s.cluster.gpus_per_node << " "
@@ -66,6 +97,7 @@ void print_evaluation(std::ostream& os, const Scenario& s, const Evaluation& ev)
                     ev.step.breakdown_s[sim::kDataWait] > 0 ? ": the step waits for data" : ", hidden under the step");
       os << line;
     }
+    if (ev.stragglers.given) os << "\n  " << straggler_summary(s, ev) << "\n";
     if (s.reliability.given) {
       const ReliabilityResult& rr = ev.reliability;
       std::string ckpt = format_seconds(rr.checkpoint_write_s);

@@ -8,7 +8,9 @@ namespace trainsim {
 
 std::string format_bytes(double bytes);     // "12.3 GiB"
 std::string format_seconds(double s);       // "812 ms", "3.41 s", "16.2 min", "12.5 days"; "never" if infinite
-std::string format_count(double x);         // "%.0f", or "-" where infinite
+std::string format_count(double x);
+// One line on the scenario's stragglers for `ev` (slowest GPU, and the step without them where simulated).
+std::string straggler_summary(const Scenario& s, const Evaluation& ev);         // "%.0f", or "-" where infinite
 // A terminal summary of one evaluated layout: step time and its exposed breakdown, rates, memory.
 void print_evaluation(std::ostream& os, const Scenario& s, const Evaluation& ev);
 
