@@ -236,6 +236,9 @@ int run_search(const PlannerOptions& o, std::ostream& out, std::ostream& progres
   std::snprintf(line, sizeof line, "%s: %zu layouts, %zu pruned by memory, %zu simulated in %.2f s (objective %s)\n\n",
                 s.name.c_str(), r.evaluated, r.pruned_oom, r.evaluated - r.pruned_oom, r.wall_s, s.search.objective.c_str());
   out << line;
+  if (s.stragglers.given)
+    out << "Steps include the scenario's stragglers, each pipeline stage at its slowest GPU's speed: an upper bound on what\n"
+           "they cost, close without a pipeline and looser with more stages (planner simulate --mode full places them).\n\n";
   std::snprintf(line, sizeof line, "%3s %5s  %-44s %9s %11s %6s %9s  %s\n", "#", "nodes", "layout", "step", "tokens/s",
                 "MFU", "mem", "why not first");
   out << line;
