@@ -11,4 +11,6 @@ build/planner sweep scenarios/slow-network-25gbe.json
 echo
 build/planner sweep scenarios/llama3-405b-2k-to-16k-gpus.json
 echo
+build/planner sweep scenarios/llama3-70b-stragglers.json
+echo
 build/planner search scenarios/llama2-7b-one-node.json --top 5
