@@ -36,4 +36,14 @@ std::vector<double> gpu_speeds(const StragglerSpec& spec, int gpus) {
   return speed;
 }
 
+std::vector<double> nic_speeds(const StragglerSpec& spec, int nodes, int nics_per_node) {
+  std::vector<double> speed;
+  for (const auto& n : spec.nics) {
+    if (n.node >= nodes || n.nic >= nics_per_node) continue;
+    if (speed.empty()) speed.assign(static_cast<std::size_t>(nodes) * nics_per_node, 1.0);
+    speed[static_cast<std::size_t>(n.node) * nics_per_node + n.nic] = n.speed;
+  }
+  return speed;
+}
+
 }  // namespace trainsim

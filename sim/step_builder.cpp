@@ -60,20 +60,23 @@ class FullPaths : public PathProvider {
 // One representative GPU per pipeline stage. Every other GPU does the same work at the same time,
 // so each representative gets the per-GPU share of what it shares: its own NVLink port, 1/G of its
 // node's NIC capacity (G GPUs per node, all active), and over an oversubscribed fabric the per-GPU
-// share of its leaf's uplink for the traffic that leaves the leaf.
+// share of its leaf's uplink for the traffic that leaves the leaf. With degraded NICs each
+// representative's NIC share runs at the slowest NIC among those of its stage's GPUs (`nic_speed`,
+// by position in `reps`), as if that NIC served every replica: an upper bound on what it costs.
 class SymmetricPaths : public PathProvider {
  public:
-  SymmetricPaths(Engine& e, const ClusterShape& s, const std::vector<int>& reps) : e_(e), s_(s) {
+  SymmetricPaths(Engine& e, const ClusterShape& s, const std::vector<int>& reps, const std::vector<double>& nic_speed)
+      : e_(e), s_(s) {
     nic_share_ = s.nic_share_Bps();
     is_rep_.assign(s.gpus(), 0);
     for (int g : reps) is_rep_[g] = 1;
-    for (int g : reps) {
+    for (std::size_t i = 0; i < reps.size(); ++i) {
       Links l;
       l.nvl_out = e.add_link(s.nvlink_Bps);
       l.nvl_in = e.add_link(s.nvlink_Bps);
-      l.nic_out = e.add_link(nic_share_);
-      l.nic_in = e.add_link(nic_share_);
-      links_[g] = l;
+      l.nic_out = e.add_link(nic_share_ * nic_speed[i]);
+      l.nic_in = e.add_link(nic_share_ * nic_speed[i]);
+      links_[reps[i]] = l;
     }
   }
   bool simulated(int gpu) const override { return gpu < static_cast<int>(is_rep_.size()) && is_rep_[gpu]; }
@@ -1136,7 +1139,12 @@ StepResult Builder::run() {
     paths_ = std::make_unique<FullPaths>(e_, sh);
   } else {
     for (int s = 0; s < L_.pp; ++s) sim_gpus_.push_back(gpu_of(0, 0, s));
-    paths_ = std::make_unique<SymmetricPaths>(e_, sh, sim_gpus_);
+    std::vector<double> nic_speed(L_.pp, 1.0);
+    if (!sh.nic_speed.empty())
+      for (int s = 0; s < L_.pp; ++s)
+        for (int d = 0; d < L_.dp; ++d)
+          for (int t = 0; t < L_.tp; ++t) nic_speed[s] = std::min(nic_speed[s], sh.nic_speed_of(sh.nic_of(gpu_of(t, d, s))));
+    paths_ = std::make_unique<SymmetricPaths>(e_, sh, sim_gpus_, nic_speed);
   }
   q_.assign(sh.gpus(), RankQueues{});
   interference_ = cost_.hardware().comm_compute_interference;

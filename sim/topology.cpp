@@ -40,6 +40,11 @@ struct Topology::Graph {
 Topology::Topology(const ClusterShape& s) : shape_(s), g_(std::make_unique<Graph>()) {
   if (s.nodes < 1 || s.gpus_per_node < 1 || s.nics_per_node < 1 || !(s.nvlink_Bps > 0) || !(s.nic_Bps > 0))
     throw std::invalid_argument("cluster shape needs positive counts and bandwidths");
+  if (!s.nic_speed.empty()) {
+    if (static_cast<int>(s.nic_speed.size()) != s.nodes * s.nics_per_node) throw std::invalid_argument("nic_speed needs one speed per NIC");
+    for (double x : s.nic_speed)
+      if (!(x > 0)) throw std::invalid_argument("NIC speeds must be positive");
+  }
   // Vertex numbering: GPUs, then one NVSwitch per node, then NICs, then switches.
   const int gpus = s.gpus();
   const int nvswitch0 = gpus;
@@ -62,7 +67,7 @@ Topology::Topology(const ClusterShape& s) : shape_(s), g_(std::make_unique<Graph
   switch (s.fabric) {
     case Fabric::single_switch: {
       const int sw = add_switch();
-      for (int n = 0; n < nics; ++n) g_->link(nic0 + n, sw, s.nic_Bps);
+      for (int n = 0; n < nics; ++n) g_->link(nic0 + n, sw, s.nic_Bps * s.nic_speed_of(n));
       break;
     }
     case Fabric::fat_tree: {
@@ -75,7 +80,7 @@ Topology::Topology(const ClusterShape& s) : shape_(s), g_(std::make_unique<Graph
         const int nodes_here = std::min(per_leaf, s.nodes - l * per_leaf);
         g_->link(leaf[l], spine, nodes_here * s.nics_per_node * s.nic_Bps / s.oversubscription);
       }
-      for (int n = 0; n < nics; ++n) g_->link(nic0 + n, leaf[(n / s.nics_per_node) / per_leaf], s.nic_Bps);
+      for (int n = 0; n < nics; ++n) g_->link(nic0 + n, leaf[(n / s.nics_per_node) / per_leaf], s.nic_Bps * s.nic_speed_of(n));
       break;
     }
     case Fabric::rail_optimized: {
@@ -86,7 +91,10 @@ Topology::Topology(const ClusterShape& s) : shape_(s), g_(std::make_unique<Graph
         for (int r = 0; r < s.nics_per_node; ++r) {
           const int rail = add_switch();
           g_->link(rail, spine, nodes_here * s.nic_Bps / s.oversubscription);
-          for (int k = 0; k < nodes_here; ++k) g_->link(nic0 + (l * per_leaf + k) * s.nics_per_node + r, rail, s.nic_Bps);
+          for (int k = 0; k < nodes_here; ++k) {
+            const int n = (l * per_leaf + k) * s.nics_per_node + r;
+            g_->link(nic0 + n, rail, s.nic_Bps * s.nic_speed_of(n));
+          }
         }
       }
       break;

@@ -25,11 +25,17 @@ struct ClusterShape {
   // Leaf switch down-ports (fat-tree) or rail-switch ports (rail-optimized): half of a 64-port
   // switch (NVIDIA Quantum-2 QM9700: 64 x 400 Gb/s), the other half up to the spine.
   int nics_per_leaf = 32;
+  // Each NIC's rate as a fraction of nic_Bps (NIC n of node k at k * nics_per_node + n), for a
+  // degraded link; empty: every NIC at nic_Bps.
+  std::vector<double> nic_speed;
 
   int gpus() const { return nodes * gpus_per_node; }
   int node_of(int gpu) const { return gpu / gpus_per_node; }
   // The NIC a GPU uses across nodes: GPUs are spread evenly over the node's NICs (rails).
   int rail_of(int gpu) const { return (gpu % gpus_per_node) * nics_per_node / gpus_per_node; }
+  // The NIC a GPU's traffic across nodes leaves by, numbered as nic_speed is.
+  int nic_of(int gpu) const { return node_of(gpu) * nics_per_node + rail_of(gpu); }
+  double nic_speed_of(int nic) const { return nic_speed.empty() ? 1.0 : nic_speed[nic]; }
   int nodes_per_leaf() const { return std::max(1, nics_per_leaf / nics_per_node); }
   // What one GPU gets of its node's network when every GPU sends at once: its rail's NIC, shared
   // with the GPUs on the same rail (a GPU uses its rail's NIC only, so with fewer GPUs than NICs

@@ -171,7 +171,7 @@ TEST(Cli, SweepShowsWhatStragglersCostAtEachSize) {
   const std::string f = kScenarios + "/llama3-70b-stragglers.json";
   const Outcome text = run("sweep " + f);
   ASSERT_EQ(text.status, 0) << text.err;
-  const auto at = text.out.find("stragglers: the slowest GPU at each size");
+  const auto at = text.out.find("stragglers at each size, and what they cost the step");
   ASSERT_NE(at, std::string::npos) << text.out;
   const Outcome js = run("sweep " + f + " --json");
   ASSERT_EQ(js.status, 0) << js.err;
@@ -202,7 +202,7 @@ TEST(Cli, SweepShowsWhatStragglersCostAtEachSize) {
   EXPECT_GT(cost, 0.05);
   EXPECT_LT(cost, 1 / 0.85 - 1);
   const Outcome txt = run("simulate " + ff);
-  EXPECT_NE(txt.out.find("stragglers (1 named): slowest GPU 37 at 85.0% speed"), std::string::npos) << txt.out;
+  EXPECT_NE(txt.out.find("stragglers (1 named GPU): slowest GPU 37 at 85.0% speed"), std::string::npos) << txt.out;
   std::filesystem::remove(ff);
 }
 

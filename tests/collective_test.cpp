@@ -100,6 +100,21 @@ TEST(Collective, OneGpuPerNodeUsesOneNic) {
   EXPECT_NEAR(run_plan(p, s), 1.5 * S / 25e9, 1e-9);
 }
 
+TEST(Collective, ASlowNicPacesTheRing) {
+  // The same ring over 4 nodes with node 2's NIC (the one GPU 16 uses) at half its rate: every ring
+  // step waits for the transfers in and out of that NIC, so t = 2 * 3/4 * S / (25e9 / 2), twice
+  // as long. A slow NIC that the ring does not use (node 2's second NIC) changes nothing.
+  ClusterShape s = node(4, 8, 200e9, 25e9);
+  const double S = 1e9;
+  const auto p = plan_collective(CollectiveKind::all_reduce, Algorithm::ring, S, {0, 8, 16, 24}, place(s, 0, 0));
+  s.nic_speed.assign(4 * 8, 1.0);
+  s.nic_speed[s.nic_of(16)] = 0.5;
+  EXPECT_NEAR(run_plan(p, s), 1.5 * S / 12.5e9, 1e-9);
+  s.nic_speed.assign(4 * 8, 1.0);
+  s.nic_speed[s.nic_of(17)] = 0.5;
+  EXPECT_NEAR(run_plan(p, s), 1.5 * S / 25e9, 1e-9);
+}
+
 TEST(Collective, ConcurrentRingsShareTheNic) {
   // Same ring as above but every node has a single NIC shared by 8 concurrent DP groups:
   // each group gets 1/8 of the NIC, 8x slower.

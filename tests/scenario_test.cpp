@@ -223,6 +223,19 @@ TEST(Scenario, StragglersBlockIsValidated) {
   EXPECT_NE(e.find("stragglers.speed_stdev"), std::string::npos) << e;
   e = with(R"({ "seed": 3 })");
   EXPECT_NE(e.find("stragglers: needs \"gpus\""), std::string::npos) << e;
+  const Scenario n = parse_scenario(
+      base_with(R"("layout": { "tp": 2 })", R"(, "stragglers": { "nics": [ { "node": 1, "nic": 7, "speed": 0.5 } ] })"), "s.json", kProfiles);
+  ASSERT_EQ(n.stragglers.nics.size(), 1u);
+  EXPECT_EQ(n.stragglers.nics[0].node, 1);
+  EXPECT_EQ(n.stragglers.nics[0].nic, 7);
+  e = with(R"({ "nics": [ { "node": 2, "nic": 0, "speed": 0.5 } ] })");
+  EXPECT_NE(e.find("stragglers.nics[0].node: node 2 is not in the largest cluster (2 nodes)"), std::string::npos) << e;
+  e = with(R"({ "nics": [ { "node": 0, "nic": 8, "speed": 0.5 } ] })");
+  EXPECT_NE(e.find("stragglers.nics[0].nic: a node has 8 NICs, numbered from 0"), std::string::npos) << e;
+  e = with(R"({ "nics": [ { "node": 0, "nic": 1, "speed": 0.5 }, { "node": 0, "nic": 1, "speed": 0.7 } ] })");
+  EXPECT_NE(e.find("stragglers.nics[1].nic: NIC 1 of node 0 is listed twice"), std::string::npos) << e;
+  e = with(R"({ "nics": [ { "node": 0, "nic": 1, "speed": 2 } ] })");
+  EXPECT_NE(e.find("stragglers.nics[0].speed"), std::string::npos) << e;
   e = with(R"({ "speed_stddev": 0.02 })");
   EXPECT_NE(e.find("did you mean \"speed_stdev\""), std::string::npos) << e;
 }

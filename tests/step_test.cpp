@@ -516,6 +516,32 @@ TEST(Step, StragglersInSymmetricAndFullModes) {
   }
 }
 
+TEST(Step, ASlowNicInSymmetricAndFullModes) {
+  // A DP-heavy step over 25 GbE (the example scenario) with one NIC at half its rate: every ring
+  // through it runs at half speed, in both modes alike; a NIC on a node the cluster does not have
+  // changes nothing.
+  Scenario s = load_scenario(kScenarios + "/slow-network-25gbe.json", kProfiles);
+  s.stragglers.given = true;
+  s.stragglers.nics.push_back({1, 0, 0.5});
+  for (int nodes : {2, 4}) {
+    const Layout l = resolve_layout(s, s.layout, false, nodes);
+    EvalOptions sym, full;
+    sym.straggler_baseline = full.straggler_baseline = true;
+    full.mode = SimMode::full;
+    const Evaluation a = evaluate(s, l, nodes, sym), b = evaluate(s, l, nodes, full);
+    EXPECT_EQ(a.stragglers.slow_nics_here, 1);
+    EXPECT_GT(a.step.step_time_s, 1.5 * a.stragglers.step_without_s) << nodes;
+    EXPECT_NEAR(a.step.step_time_s / b.step.step_time_s, 1.0, 0.01) << nodes;
+  }
+  s.stragglers.nics = {{7, 0, 0.5}};
+  const Layout l = resolve_layout(s, s.layout, false, 2);
+  EvalOptions opt;
+  opt.straggler_baseline = true;
+  const Evaluation ev = evaluate(s, l, 2, opt);
+  EXPECT_EQ(ev.stragglers.slow_nics_here, 0);
+  EXPECT_EQ(ev.step.step_time_s, ev.stragglers.step_without_s);
+}
+
 TEST(Step, TheSlowestGpuSetsADataParallelStep) {
   // Data parallelism over free communication: every replica computes, then waits for the others at
   // the gradient reduction, so the step is the slowest GPU's: nominal / (its speed), exactly. Of n

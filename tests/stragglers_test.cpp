@@ -72,3 +72,15 @@ TEST(Stragglers, NamedGpusTakeTheirGivenSpeed) {
   for (int g = 0; g < 64; ++g) EXPECT_EQ(v[g], g == 5 ? 0.5 : spread_only[g]) << g;
   EXPECT_EQ(gpu_speeds(s, 128)[100], 0.25);
 }
+
+TEST(Stragglers, SlowNicsAreNumberedByNodeAndIndex) {
+  StragglerSpec s;
+  s.given = true;
+  EXPECT_TRUE(nic_speeds(s, 4, 8).empty());  // no slow NIC: every NIC at its rate
+  s.nics = {{1, 3, 0.5}, {9, 0, 0.25}};      // node 9 is not in a 4-node cluster
+  const std::vector<double> v = nic_speeds(s, 4, 8);
+  ASSERT_EQ(v.size(), 32u);
+  for (int n = 0; n < 32; ++n) EXPECT_EQ(v[n], n == 1 * 8 + 3 ? 0.5 : 1.0) << n;
+  s.nics = {{9, 0, 0.25}};
+  EXPECT_TRUE(nic_speeds(s, 4, 8).empty());
+}

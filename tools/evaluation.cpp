@@ -37,6 +37,7 @@ sim::NetworkParams network_for(const Scenario& s, int nodes) {
   const NetworkSpec& net = s.cluster.network;
   if (net.nic_Gbps == hw.nic_Gbps && net.efficiency == hw.nic_efficiency && net.latency_us == hw.inter_latency_us)
     n.inter_measured = measured_collectives(hw.inter_collectives);
+  n.shape.nic_speed = nic_speeds(s.stragglers, nodes, n.shape.nics_per_node);
   return n;
 }
 
@@ -79,7 +80,16 @@ Evaluation evaluate(const Scenario& s, const Layout& l, int nodes, const EvalOpt
       if (speeds[g] < st.slowest_speed) st.slowest_speed = speeds[g], st.slowest_gpu = g;
       if (speeds[g] < 0.95) ++st.below_95;
     }
-    if (opt.straggler_baseline) st.step_without_s = sim::simulate_step(in).step_time_s;
+    for (const auto& n : s.stragglers.nics)
+      if (n.node < nodes) {
+        ++st.slow_nics_here;
+        st.slowest_nic_speed = std::min(st.slowest_nic_speed, n.speed);
+      }
+    if (opt.straggler_baseline) {
+      sim::StepInput nominal = in;
+      nominal.net.shape.nic_speed.clear();
+      st.step_without_s = sim::simulate_step(nominal).step_time_s;
+    }
     in.gpu_speed = &speeds;
   }
   ev.step = sim::simulate_step(in);

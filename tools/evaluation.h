@@ -32,6 +32,8 @@ struct Evaluation {
     double slowest_speed = 1;   // its speed, a fraction of the profile's
     int below_95 = 0;           // GPUs under 95% of nominal speed
     int named_here = 0;         // named slow GPUs that this cluster has
+    int slow_nics_here = 0;     // named slow NICs that this cluster has
+    double slowest_nic_speed = 1;
     double step_without_s = 0;  // the same step with every GPU at nominal speed (0: not simulated)
   } stragglers;
   double scaling_efficiency_vs_1gpu = 0;  // filled by callers that know the single-GPU rate

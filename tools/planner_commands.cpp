@@ -109,12 +109,21 @@ int run_sweep(const PlannerOptions& o, std::ostream& out) {
     out << line;
   }
   if (s.stragglers.given) {
-    out << "\nstragglers: the slowest GPU at each size and what the slow GPUs cost the step\n";
+    out << "\nstragglers at each size, and what they cost the step\n";
     for (const auto& ev : evs) {
       if (!ev.simulated) continue;
       const auto& st = ev.stragglers;
-      std::snprintf(line, sizeof line, "%6d nodes  slowest GPU %6d at %5.1f%%, %5d under 95%%  step %s against %s (%+.1f%%)\n",
-                    ev.nodes, st.slowest_gpu, 100 * st.slowest_speed, st.below_95, format_seconds(ev.step.step_time_s).c_str(),
+      std::snprintf(line, sizeof line, "%6d nodes", ev.nodes);
+      out << line;
+      if (s.stragglers.speed_stdev > 0 || !s.stragglers.gpus.empty()) {
+        std::snprintf(line, sizeof line, "  slowest GPU %6d at %5.1f%%, %5d under 95%%", st.slowest_gpu, 100 * st.slowest_speed, st.below_95);
+        out << line;
+      }
+      if (!s.stragglers.nics.empty()) {
+        std::snprintf(line, sizeof line, "  %d slow NIC%s", st.slow_nics_here, st.slow_nics_here == 1 ? "" : "s");
+        out << line;
+      }
+      std::snprintf(line, sizeof line, "  step %s against %s (%+.1f%%)\n", format_seconds(ev.step.step_time_s).c_str(),
                     format_seconds(st.step_without_s).c_str(), 100 * (ev.step.step_time_s / st.step_without_s - 1));
       out << line;
     }

@@ -43,6 +43,10 @@ json result_to_json(const Scenario& s, const Evaluation& ev) {
       const auto& st = ev.stragglers;
       r["stragglers"] = {{"slowest_gpu", st.slowest_gpu}, {"slowest_speed", st.slowest_speed}, {"gpus_below_95pct", st.below_95},
                            {"named_gpus_in_cluster", st.named_here}};
+      if (!s.stragglers.nics.empty()) {
+        r["stragglers"]["slow_nics_in_cluster"] = st.slow_nics_here;
+        r["stragglers"]["slowest_nic_speed"] = st.slowest_nic_speed;
+      }
       if (st.step_without_s > 0) r["stragglers"]["step_time_at_nominal_speed_s"] = st.step_without_s;
     }
     if (s.training.tokens_total > 0) {

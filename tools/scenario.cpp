@@ -300,9 +300,31 @@ Scenario parse_scenario(const std::string& text, const std::string& file, const 
           st.gpus.push_back(g);
         }
       }
+      if (const json* ns = sf.find("nics")) {
+        const std::string path = sf.path("nics");
+        if (!ns->is_array() || ns->empty())
+          throw InputError(path, "expected a non-empty list of {\"node\": index, \"nic\": index, \"speed\": fraction}, found " + json_excerpt(*ns));
+        const int max_nodes = max_gpus / s.cluster.gpus_per_node;
+        for (std::size_t i = 0; i < ns->size(); ++i) {
+          JsonFields nf((*ns)[i], path + "[" + std::to_string(i) + "]");
+          StragglerSpec::SlowNic n;
+          n.node = nf.integer("node", std::nullopt, 0);
+          if (n.node >= max_nodes)
+            throw InputError(nf.path("node"), "node " + std::to_string(n.node) + " is not in the largest cluster (" + std::to_string(max_nodes) + " nodes)");
+          n.nic = nf.integer("nic", std::nullopt, 0);
+          if (n.nic >= s.cluster.network.nics_per_node)
+            throw InputError(nf.path("nic"), "a node has " + std::to_string(s.cluster.network.nics_per_node) + " NICs, numbered from 0");
+          n.speed = nf.number("speed", std::nullopt, 1e-3, 1.0);
+          nf.finish();
+          for (const auto& o : st.nics)
+            if (o.node == n.node && o.nic == n.nic)
+              throw InputError(nf.path("nic"), "NIC " + std::to_string(n.nic) + " of node " + std::to_string(n.node) + " is listed twice");
+          st.nics.push_back(n);
+        }
+      }
       sf.finish();
-      if (st.gpus.empty() && st.speed_stdev <= 0)
-        throw InputError(sf.path(), "needs \"gpus\" (slow GPUs and their speeds) or \"speed_stdev\" (the spread of GPU speeds)");
+      if (st.gpus.empty() && st.nics.empty() && st.speed_stdev <= 0)
+        throw InputError(sf.path(), "needs \"gpus\" (slow GPUs and their speeds), \"nics\" (slow NICs) or \"speed_stdev\" (the spread of GPU speeds)");
       st.given = true;
     }
     top.finish();

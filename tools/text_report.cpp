@@ -37,30 +37,42 @@ std::string straggler_summary(const Scenario& s, const Evaluation& ev) {
   const auto& st = ev.stragglers;
   char line[512];
   std::string given;
+  auto add = [&](const std::string& part) { given += (given.empty() ? "" : ", ") + part; };
   if (s.stragglers.speed_stdev > 0) {
     std::snprintf(line, sizeof line, "speeds spread %.1f%%", 100 * s.stragglers.speed_stdev);
-    given = line;
+    add(line);
   }
   if (!s.stragglers.gpus.empty()) {
     const int named = static_cast<int>(s.stragglers.gpus.size());
-    if (st.named_here == named) std::snprintf(line, sizeof line, "%s%d named", given.empty() ? "" : ", ", named);
-    else std::snprintf(line, sizeof line, "%s%d named, %d of them in these %d GPUs", given.empty() ? "" : ", ", named, st.named_here, ev.gpus);
-    given += line;
+    if (st.named_here == named) std::snprintf(line, sizeof line, "%d named GPU%s", named, named == 1 ? "" : "s");
+    else std::snprintf(line, sizeof line, "%d named GPU%s, %d in these %d GPUs", named, named == 1 ? "" : "s", st.named_here, ev.gpus);
+    add(line);
   }
+  if (!s.stragglers.nics.empty()) {
+    const int named = static_cast<int>(s.stragglers.nics.size());
+    if (st.slow_nics_here == named) std::snprintf(line, sizeof line, "%d slow NIC%s", named, named == 1 ? "" : "s");
+    else std::snprintf(line, sizeof line, "%d slow NIC%s, %d on these %d nodes", named, named == 1 ? "" : "s", st.slow_nics_here, ev.nodes);
+    add(line);
+  }
+  std::string out = "stragglers (" + given + "): ";
   if (st.slowest_speed < 1)
-    std::snprintf(line, sizeof line, "stragglers (%s): slowest GPU %d at %.1f%% speed, %d GPU%s under 95%%", given.c_str(),
-                  st.slowest_gpu, 100 * st.slowest_speed, st.below_95, st.below_95 == 1 ? "" : "s");
+    std::snprintf(line, sizeof line, "slowest GPU %d at %.1f%% speed, %d GPU%s under 95%%", st.slowest_gpu, 100 * st.slowest_speed,
+                  st.below_95, st.below_95 == 1 ? "" : "s");
   else
-    std::snprintf(line, sizeof line, "stragglers (%s): no GPU below nominal speed", given.c_str());
-  std::string out = line;
+    std::snprintf(line, sizeof line, "no GPU below nominal speed");
+  out += line;
+  if (st.slow_nics_here > 0) {
+    std::snprintf(line, sizeof line, ", slowest NIC at %.0f%% of its rate", 100 * st.slowest_nic_speed);
+    out += line;
+  }
   if (st.step_without_s > 0 && ev.simulated) {
-    std::snprintf(line, sizeof line, "; step %s against %s at nominal speed (%+.1f%%)", format_seconds(ev.step.step_time_s).c_str(),
+    std::snprintf(line, sizeof line, "; step %s against %s without them (%+.1f%%)", format_seconds(ev.step.step_time_s).c_str(),
                   format_seconds(st.step_without_s).c_str(), 100 * (ev.step.step_time_s / st.step_without_s - 1));
     out += line;
   }
   if (ev.simulated && ev.step.simulated_gpus < ev.gpus)
-    out += "\n  (symmetric mode: each stage's GPU at the slowest speed among that stage's GPUs, as if they shared one "
-           "pipeline replica, an upper bound; --mode full gives every GPU its own)";
+    out += "\n  (symmetric mode: each stage's GPU at the slowest speed, and its NIC share at the slowest NIC, among that "
+           "stage's, as if they all served one pipeline replica: an upper bound; --mode full places every GPU and NIC)";
   return out;
 }
 
