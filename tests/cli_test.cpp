@@ -206,6 +206,25 @@ TEST(Cli, SweepShowsWhatStragglersCostAtEachSize) {
   std::filesystem::remove(ff);
 }
 
+TEST(Cli, ASlowNicShowsInSimulateAndSweep) {
+  std::ifstream scenario(kScenarios + "/slow-network-25gbe.json");
+  auto s = nlohmann::json::parse(scenario);
+  s["stragglers"] = nlohmann::json::parse(R"({ "nics": [ { "node": 1, "nic": 0, "speed": 0.5 } ] })");
+  const std::string f = write_temp("slow-nic.json", s.dump());
+  const Outcome js = run("simulate " + f + " --nodes 2 --json");
+  ASSERT_EQ(js.status, 0) << js.err;
+  const auto r = nlohmann::json::parse(js.out);
+  EXPECT_EQ(r["stragglers"]["slow_nics_in_cluster"], 1);
+  EXPECT_EQ(r["stragglers"]["slowest_nic_speed"], 0.5);
+  // The gradient ring is the step here, and it runs at half speed through that NIC.
+  EXPECT_GT(r["step_time_s"].get<double>(), 1.5 * r["stragglers"]["step_time_at_nominal_speed_s"].get<double>());
+  const Outcome sw = run("sweep " + f);
+  ASSERT_EQ(sw.status, 0) << sw.err;
+  EXPECT_NE(sw.out.find("     1 nodes  0 slow NICs  step"), std::string::npos) << sw.out;
+  EXPECT_NE(sw.out.find("     2 nodes  1 slow NIC  step"), std::string::npos) << sw.out;
+  std::filesystem::remove(f);
+}
+
 TEST(Cli, EveryExampleScenarioSimulates) {
   for (const auto& e : std::filesystem::directory_iterator(kScenarios)) {
     if (e.path().extension() != ".json") continue;
