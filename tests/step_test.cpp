@@ -58,6 +58,33 @@ StepInput pipeline_input(const Fixture& f, const ModelConfig& m, int pp, int vpp
   return in;
 }
 
+// One layout of a table-driven test as a scenario; the fields a table leaves out take these values
+// (bucket_MB 0: the scenario's default). Sequence parallelism goes with TP.
+struct LayoutCase {
+  const char* model = "llama2-13b";
+  const char* hardware = "h100-sxm";
+  int nodes = 16, tp = 8, pp = 1, vpp = 1, mb = 1, zero = 1;
+  double bucket_MB = 0;
+  const char* schedule = "1f1b";
+  const char* recompute = "selective";
+  const char* compression = "none";
+  const char* network = "";  // a "network" member for the cluster, with its leading comma
+  int global_batch = 512;
+};
+
+Scenario case_scenario(const LayoutCase& c) {
+  char bucket[48] = "";
+  if (c.bucket_MB > 0) std::snprintf(bucket, sizeof bucket, R"(, "bucket_MB": %g)", c.bucket_MB);
+  char text[2048];
+  std::snprintf(text, sizeof text, R"({ "name": "case", "model": "%s", "training": { "global_batch": %d },
+    "hardware": "%s", "cluster": { "nodes": %d, "gpus_per_node": 8 %s },
+    "layout": { "tp": %d, "pp": %d, "vpp": %d, "micro_batch": %d, "sequence_parallel": %s, "recompute": "%s",
+                "zero": %d, "schedule": "%s", "compression": "%s" %s } })",
+                c.model, c.global_batch, c.hardware, c.nodes, c.network, c.tp, c.pp, c.vpp, c.mb, c.tp > 1 ? "true" : "false",
+                c.recompute, c.zero, c.schedule, c.compression, bucket);
+  return parse_scenario(text, "case", kProfiles);
+}
+
 }  // namespace
 
 TEST(PipelineSchedule, OrdersAreCompleteAndInflightMatchesMemoryModel) {
@@ -265,52 +292,43 @@ TEST(Step, SteadyStateMatchesSimulatingEveryMicroBatch) {
   // period no longer proves the rest of the schedule periodic, and the reading is held to 1e-3 of
   // the exact one instead (the cases below differ by at most 5e-5 of the step).
   struct Case {
-    const char* model;
-    int nodes, tp, pp, vpp, mb, zero;
-    const char* schedule;
-    const char* recompute;
-    const char* compression;
-    const char* network;
-    int global_batch;
+    LayoutCase layout;
     bool periodic;
   };
+  const char* const nic100x1 = R"(, "network": { "nic_Gbps": 100, "nics_per_node": 1 })";
+  const char* const nic25x1 = R"(, "network": { "nic_Gbps": 25, "nics_per_node": 1 })";
   const Case cases[] = {
       // Interleaved runs are read off a run of 4 pp micro-batches (at pp every forward runs first,
       // and 2 pp of them fill the pipeline), so the step needs more than 4 pp of them to gain.
-      {"gpt3-175b", 64, 8, 8, 3, 1, 1, "interleaved", "selective", "none", "", 1024, true},
-      {"gpt3-175b", 64, 8, 8, 1, 1, 0, "1f1b", "full", "none", "", 512, true},
+      {{.model = "gpt3-175b", .nodes = 64, .pp = 8, .vpp = 3, .schedule = "interleaved", .global_batch = 1024}, true},
+      {{.model = "gpt3-175b", .nodes = 64, .pp = 8, .zero = 0, .recompute = "full"}, true},
       // A deep pipeline whose last stage (with the head) is the slowest.
-      {"mt-nlg-530b", 280, 8, 35, 1, 1, 1, "1f1b", "selective", "none", "", 960, true},
-      {"gpt3-175b", 32, 4, 16, 1, 2, 1, "gpipe", "full", "int8", "", 512, false},
-      {"gpt3-175b", 32, 4, 16, 2, 1, 1, "interleaved", "selective", "none", "", 1024, true},
+      {{.model = "mt-nlg-530b", .nodes = 280, .pp = 35, .global_batch = 960}, true},
+      {{.model = "gpt3-175b", .nodes = 32, .tp = 4, .pp = 16, .mb = 2, .schedule = "gpipe", .recompute = "full", .compression = "int8"}, false},
+      {{.model = "gpt3-175b", .nodes = 32, .tp = 4, .pp = 16, .vpp = 2, .schedule = "interleaved", .global_batch = 1024}, true},
       // ZeRO-2 and -3 (no pipeline): reduce-scatters, and gathers, every micro-batch.
-      {"llama2-13b", 8, 8, 1, 1, 1, 2, "1f1b", "selective", "none", "", 256, true},
-      {"llama2-13b", 8, 8, 1, 1, 1, 3, "1f1b", "selective", "none", R"(, "network": { "nic_Gbps": 100, "nics_per_node": 1 })", 256, true},
-      {"llama2-13b", 8, 2, 4, 1, 1, 0, "1f1b", "none", "topk:0.01", R"(, "network": { "nic_Gbps": 25, "nics_per_node": 1 })", 256, false},
-      {"llama2-13b", 8, 2, 4, 2, 1, 1, "interleaved", "selective", "none", R"(, "network": { "nic_Gbps": 100, "nics_per_node": 1 })", 256, false},
-      {"llama2-13b", 8, 2, 4, 2, 1, 1, "interleaved", "selective", "none", R"(, "network": { "nic_Gbps": 400, "nics_per_node": 8 })", 512, true},
+      {{.nodes = 8, .zero = 2, .global_batch = 256}, true},
+      {{.nodes = 8, .zero = 3, .network = nic100x1, .global_batch = 256}, true},
+      {{.nodes = 8, .tp = 2, .pp = 4, .zero = 0, .recompute = "none", .compression = "topk:0.01", .network = nic25x1, .global_batch = 256}, false},
+      {{.nodes = 8, .tp = 2, .pp = 4, .vpp = 2, .schedule = "interleaved", .network = nic100x1, .global_batch = 256}, false},
+      {{.nodes = 8, .tp = 2, .pp = 4, .vpp = 2, .schedule = "interleaved",
+        .network = R"(, "network": { "nic_Gbps": 400, "nics_per_node": 8 })"}, true},
       // Transfers alternate with compute: a period of two micro-batches.
-      {"gpt-1.3b", 4, 1, 2, 1, 2, 0, "1f1b", "none", "none", R"(, "network": { "nic_Gbps": 25, "nics_per_node": 1 })", 512, true},
+      {{.model = "gpt-1.3b", .nodes = 4, .tp = 1, .pp = 2, .mb = 2, .zero = 0, .recompute = "none", .network = nic25x1}, true},
   };
   double worst_with_interference = 0;
   for (const Case& c : cases) {
-    char text[2048];
-    std::snprintf(text, sizeof text, R"({ "name": "steady", "model": "%s", "training": { "global_batch": %d },
-      "hardware": "h100-sxm", "cluster": { "nodes": %d, "gpus_per_node": 8 %s },
-      "layout": { "tp": %d, "pp": %d, "vpp": %d, "micro_batch": %d, "sequence_parallel": %s, "recompute": "%s",
-                  "zero": %d, "schedule": "%s", "compression": "%s" } })",
-                  c.model, c.global_batch, c.nodes, c.network, c.tp, c.pp, c.vpp, c.mb, c.tp > 1 ? "true" : "false",
-                  c.recompute, c.zero, c.schedule, c.compression);
-    Scenario s = parse_scenario(text, "steady", kProfiles);
+    Scenario s = case_scenario(c.layout);
+    const int nodes = c.layout.nodes;
     const double measured_interference = s.hardware.comm_compute_interference;
     ASSERT_GT(measured_interference, 0.0);
     for (const double interference : {0.0, measured_interference}) {
       s.hardware.comm_compute_interference = interference;
       const double tol = interference > 0 ? 1e-3 : 1e-6;
-      const Layout l = resolve_layout(s, s.layout, false, c.nodes);
+      const Layout l = resolve_layout(s, s.layout, false, nodes);
       EvalOptions fast, exact;
       exact.steady_state = false;
-      const Evaluation a = evaluate(s, l, c.nodes, fast), b = evaluate(s, l, c.nodes, exact);
+      const Evaluation a = evaluate(s, l, nodes, fast), b = evaluate(s, l, nodes, exact);
       const std::string what = describe(l) + (interference > 0 ? " with interference" : "");
       const int m = s.training.global_batch / (l.dp * l.micro_batch);
       if (interference == 0) {
@@ -341,35 +359,21 @@ TEST(Step, PlansKeptAcrossStepsGiveTheSameStep) {
   // differ in schedule, ZeRO or buckets, other degrees, other clusters (an oversubscribed fabric
   // wider than a leaf, whose uplinks are created as routes need them), and profiles with and
   // without measured collectives.
-  struct Case {
-    const char* hardware;
-    int nodes, tp, pp, vpp, zero, bucket_MB;
-    const char* schedule;
-    const char* network;
-  };
   const char* const fat = R"(, "network": { "fabric": "fat-tree", "oversubscription": 2 })";
-  const Case cases[] = {
-      {"h100-sxm", 16, 8, 4, 1, 1, 25, "1f1b", ""},
-      {"h100-sxm", 16, 8, 4, 2, 0, 100, "interleaved", ""},
-      {"h100-sxm", 16, 4, 8, 1, 1, 25, "1f1b", ""},
-      {"h200-sxm", 16, 8, 4, 1, 1, 25, "1f1b", ""},
-      {"h200-socket-loopback", 16, 8, 4, 1, 1, 25, "1f1b", ""},
-      {"h100-sxm", 16, 8, 4, 1, 1, 25, "1f1b", fat},
-      {"h100-sxm", 16, 8, 4, 1, 0, 25, "gpipe", fat},
-      {"a100-80g-sxm", 16, 8, 4, 1, 0, 50, "1f1b", ""},
-      {"a100-80g-sxm", 16, 8, 1, 1, 2, 50, "1f1b", ""},
-      {"h100-sxm", 16, 8, 4, 1, 1, 25, "1f1b", R"(, "network": { "nic_Gbps": 100, "nics_per_node": 2 })"},
+  const LayoutCase cases[] = {
+      {.pp = 4, .bucket_MB = 25},
+      {.pp = 4, .vpp = 2, .zero = 0, .bucket_MB = 100, .schedule = "interleaved"},
+      {.tp = 4, .pp = 8, .bucket_MB = 25},
+      {.hardware = "h200-sxm", .pp = 4, .bucket_MB = 25},
+      {.hardware = "h200-socket-loopback", .pp = 4, .bucket_MB = 25},
+      {.pp = 4, .bucket_MB = 25, .network = fat},
+      {.pp = 4, .zero = 0, .bucket_MB = 25, .schedule = "gpipe", .network = fat},
+      {.hardware = "a100-80g-sxm", .pp = 4, .zero = 0, .bucket_MB = 50},
+      {.hardware = "a100-80g-sxm", .zero = 2, .bucket_MB = 50},
+      {.pp = 4, .bucket_MB = 25, .network = R"(, "network": { "nic_Gbps": 100, "nics_per_node": 2 })"},
   };
   std::vector<Scenario> scenarios;
-  for (const Case& c : cases) {
-    char text[2048];
-    std::snprintf(text, sizeof text, R"({ "name": "plans", "model": "llama2-13b", "training": { "global_batch": 512 },
-      "hardware": "%s", "cluster": { "nodes": %d, "gpus_per_node": 8 %s },
-      "layout": { "tp": %d, "pp": %d, "vpp": %d, "micro_batch": 1, "sequence_parallel": true, "recompute": "selective",
-                  "zero": %d, "schedule": "%s", "bucket_MB": %d } })",
-                  c.hardware, c.nodes, c.network, c.tp, c.pp, c.vpp, c.zero, c.schedule, c.bucket_MB);
-    scenarios.push_back(parse_scenario(text, "plans", kProfiles));
-  }
+  for (const LayoutCase& c : cases) scenarios.push_back(case_scenario(c));
   sim::PlanShapeCache kept;
   // Forwards, then backwards, so that each layout follows others that filled the cache.
   for (int pass = 0; pass < 2; ++pass)
