@@ -143,7 +143,10 @@ std::string scaling_chart(const std::vector<Evaluation>& evs) {
   return o.str();
 }
 
-// One step of a layout: a row per simulated GPU (one per pipeline stage) and stream.
+// One step of a layout: a row per simulated GPU (one per pipeline stage) and stream. Tasks narrower
+// than kFine pixels that touch at the chart's resolution are drawn as one bar, coloured by the
+// category that takes most of its time and titled with its task count: a step of thousands of
+// passes stays a page of a few hundred bars, and looks the same.
 std::string timeline_chart(const sim::StepResult& r) {
   std::vector<std::pair<int, int>> lanes;
   for (const auto& e : r.timeline)
@@ -151,19 +154,67 @@ std::string timeline_chart(const sim::StepResult& r) {
   std::sort(lanes.begin(), lanes.end());
   const int W = 860, row = 16, left = 120;
   const int H = 20 + row * static_cast<int>(lanes.size());
+  const double scale = (W - left - 10) / r.step_time_s;
+  constexpr double kFine = 2.0;
   static const char* stream_name[3] = {"compute", "dp/zero", "pp"};
+  std::vector<std::vector<const sim::TimelineEntry*>> by_lane(lanes.size());
+  for (const auto& e : r.timeline) {
+    if (e.end_s <= e.start_s) continue;
+    by_lane[std::find(lanes.begin(), lanes.end(), std::make_pair(e.gpu, e.stream)) - lanes.begin()].push_back(&e);
+  }
   std::ostringstream o;
   o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='" << H << "' role='img' aria-label='timeline'>";
   for (std::size_t i = 0; i < lanes.size(); ++i)
     o << "<text x='2' y='" << 12 + row * i << "' font-size='10'>GPU " << lanes[i].first << " " << stream_name[lanes[i].second] << "</text>";
-  for (const auto& e : r.timeline) {
-    if (e.end_s <= e.start_s) continue;
-    const std::size_t li = std::find(lanes.begin(), lanes.end(), std::make_pair(e.gpu, e.stream)) - lanes.begin();
-    const double x = left + (W - left - 10) * e.start_s / r.step_time_s, w = std::max(0.5, (W - left - 10) * (e.end_s - e.start_s) / r.step_time_s);
-    o << "<rect x='" << x << "' y='" << 2 + row * li << "' width='" << w << "' height='" << row - 4 << "' fill='" << kColors[e.category]
-      << "'><title>" << esc(e.name) << " " << format_seconds(e.end_s - e.start_s) << "</title></rect>";
+  for (std::size_t li = 0; li < lanes.size(); ++li) {
+    auto& es = by_lane[li];
+    std::stable_sort(es.begin(), es.end(), [](const auto* a, const auto* b) { return a->start_s < b->start_s; });
+    std::size_t k = 0;
+    while (k < es.size()) {
+      // One bar: this task, and while it and the next are fine and touch, the next.
+      std::size_t end = k + 1;
+      double x1 = es[k]->end_s * scale;
+      while (end < es.size() && (es[end - 1]->end_s - es[end - 1]->start_s) * scale < kFine &&
+             (es[end]->end_s - es[end]->start_s) * scale < kFine && es[end]->start_s * scale < x1 + 0.5) {
+        x1 = std::max(x1, es[end]->end_s * scale);
+        ++end;
+      }
+      double busy[sim::kCategories] = {};
+      for (std::size_t j = k; j < end; ++j) busy[es[j]->category] += es[j]->end_s - es[j]->start_s;
+      const int cat = static_cast<int>(std::max_element(busy, busy + sim::kCategories) - busy);
+      const double x = left + es[k]->start_s * scale, w = std::max(0.5, left + x1 - x);
+      o << "<rect x='" << x << "' y='" << 2 + row * li << "' width='" << w << "' height='" << row - 4 << "' fill='" << kColors[cat]
+        << "'><title>";
+      if (end == k + 1) o << esc(es[k]->name) << " " << format_seconds(es[k]->end_s - es[k]->start_s);
+      else o << end - k << " tasks, " << esc(es[k]->name) << " to " << esc(es[end - 1]->name) << ", over " << format_seconds(x1 / scale - es[k]->start_s);
+      o << "</title></rect>";
+      k = end;
+    }
   }
   o << "</svg>";
+  return o.str();
+}
+
+// What the scenario's stragglers cost the step at each size, against every GPU and NIC at its
+// nominal rate.
+std::string straggler_table(const Scenario& s, const std::vector<Evaluation>& evs) {
+  std::ostringstream o;
+  const bool gpus = s.stragglers.speed_stdev > 0 || !s.stragglers.gpus.empty(), nics = !s.stragglers.nics.empty();
+  o << "<h2>Stragglers</h2><table><tr><th>nodes</th><th>GPUs</th>";
+  if (gpus) o << "<th>slowest GPU</th><th>its speed</th><th>GPUs under 95%</th>";
+  if (nics) o << "<th>slow NICs</th>";
+  o << "<th>step</th><th>at nominal speed</th><th>cost</th></tr>";
+  for (const Evaluation& ev : evs) {
+    if (!ev.simulated) continue;
+    const auto& st = ev.stragglers;
+    o << "<tr><td>" << ev.nodes << "</td><td>" << ev.gpus << "</td>";
+    if (gpus) o << "<td>" << st.slowest_gpu << "</td><td>" << fmt("%.1f%%", 100 * st.slowest_speed) << "</td><td>" << st.below_95 << "</td>";
+    if (nics) o << "<td>" << st.slow_nics_here << "</td>";
+    o << "<td>" << format_seconds(ev.step.step_time_s) << "</td><td>" << format_seconds(st.step_without_s) << "</td><td>"
+      << fmt("%+.1f%%", 100 * (ev.step.step_time_s / st.step_without_s - 1)) << "</td></tr>";
+  }
+  o << "</table><p class='note'>Symmetric mode: each pipeline stage at its slowest GPU's speed and its slowest NIC's rate, as if "
+       "they all served one replica, an upper bound on what they cost (planner simulate --mode full places them).</p>";
   return o.str();
 }
 
@@ -229,9 +280,15 @@ std::string render_report(const Scenario& s, int top) {
   if (s.stragglers.given) {
     o << "<tr><th class='l'>stragglers</th><td class='l'>";
     if (s.stragglers.speed_stdev > 0) o << "GPU speeds spread " << fmt("%.1f", 100 * s.stragglers.speed_stdev) << "% (seed " << s.stragglers.seed << ")";
-    for (std::size_t i = 0; i < s.stragglers.gpus.size(); ++i)
-      o << (i > 0 || s.stragglers.speed_stdev > 0 ? "; " : "") << "GPU " << s.stragglers.gpus[i].gpu << " at "
-        << fmt("%.0f", 100 * s.stragglers.gpus[i].speed) << "%";
+    bool first = s.stragglers.speed_stdev <= 0;
+    for (const auto& g : s.stragglers.gpus) {
+      o << (first ? "" : "; ") << "GPU " << g.gpu << " at " << fmt("%.0f", 100 * g.speed) << "%";
+      first = false;
+    }
+    for (const auto& n : s.stragglers.nics) {
+      o << (first ? "" : "; ") << "node " << n.node << " NIC " << n.nic << " at " << fmt("%.0f", 100 * n.speed) << "% of its rate";
+      first = false;
+    }
     o << " — every step below includes them</td></tr>";
   }
   o << "</table>";
@@ -260,13 +317,24 @@ std::string render_report(const Scenario& s, int top) {
       const int gpus = n * s.cluster.gpus_per_node;
       if (gpus % (l.tp * l.pp) != 0) continue;
       try {
-        sweep.push_back(evaluate(s, resolve_layout(s, l, false, n), n, EvalOptions{}));
+        EvalOptions opt;
+        opt.straggler_baseline = s.stragglers.given;
+        sweep.push_back(evaluate(s, resolve_layout(s, l, false, n), n, opt));
       } catch (const std::exception&) {
       }
     }
     if (sweep.size() > 1) o << "<h2>Scaling of the winner's layout</h2>" << scaling_chart(sweep);
   }
   if (s.training.tokens_total > 0) o << capacity_table(s, sweep.size() > 1 ? sweep : std::vector<Evaluation>{best});
+  if (s.stragglers.given) {
+    std::vector<Evaluation> one;
+    if (sweep.size() <= 1) {
+      EvalOptions opt;
+      opt.straggler_baseline = true;
+      one.push_back(evaluate(s, best.layout, best.nodes, opt));
+    }
+    o << straggler_table(s, sweep.size() > 1 ? sweep : one);
+  }
   EvalOptions traced;
   traced.record_timeline = true;
   const Evaluation t = evaluate(s, best.layout, best.nodes, traced);
