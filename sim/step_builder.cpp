@@ -464,6 +464,9 @@ class Builder {
   void add_fused_task(int g, const TaskSpec& spec, Gpu0Task rec, const std::vector<CachedFlow>& flows,
                       const std::vector<LinkId>& paths, TaskId& first);
   bool fuse_tp_ = false;  // one simulated member per TP group: TP traffic rides on the compute task
+  // Recorded timelines only: fused tasks of two parts (a recompute and its backward), by task id
+  // order, drawn as two slices in proportion to their compute.
+  std::vector<Gpu0Task> timeline_parts_;
   // Comm/compute interference: one processor per simulated GPU runs its compute queue's fixed work,
   // slowed by the profile's measured GEMM slowdown while that GPU's communication tasks run. Without
   // a measured slowdown there are no processors and compute runs at full speed.
@@ -707,6 +710,10 @@ void Builder::add_fused_task(int g, const TaskSpec& spec, Gpu0Task rec, const st
   if (q.compute >= 0) e_.add_dependency(q.compute, t);
   q.compute = t;
   first = t;
+  if (in_.record_timeline && rec.nparts == 2) {
+    rec.id = t;
+    timeline_parts_.push_back(rec);
+  }
   if (g == 0) {
     rec.id = t;
     gpu0_tasks_.push_back(rec);
@@ -1301,6 +1308,7 @@ StepResult Builder::run() {
   breakdown(r);
   if (period_ > 0) measure_periodicity();
   if (in_.record_timeline) {
+    std::size_t part = 0;
     for (std::size_t t = 0; t < e_.task_count(); ++t) {
       const TaskSpec& s = e_.spec(static_cast<TaskId>(t));
       if (e_.finish(static_cast<TaskId>(t)) <= e_.start(static_cast<TaskId>(t)) && s.label == 0) continue;
@@ -1311,6 +1319,20 @@ StepResult Builder::run() {
       te.end_s = e_.finish(static_cast<TaskId>(t));
       te.name = labels_[s.label];
       te.category = s.category;
+      while (part < timeline_parts_.size() && timeline_parts_[part].id < static_cast<TaskId>(t)) ++part;
+      if (part < timeline_parts_.size() && timeline_parts_[part].id == static_cast<TaskId>(t)) {
+        const Gpu0Task& g = timeline_parts_[part];
+        const double total = g.seconds[0] + g.seconds[1];
+        if (total > 0 && g.cat[0] != g.cat[1]) {
+          TimelineEntry first = te;
+          first.end_s = te.start_s + (te.end_s - te.start_s) * g.seconds[0] / total;
+          first.name += std::string(" ") + category_name(g.cat[0]);
+          first.category = g.cat[0];
+          te.start_s = first.end_s;
+          te.category = g.cat[1];
+          r.timeline.push_back(std::move(first));
+        }
+      }
       r.timeline.push_back(std::move(te));
     }
   }
@@ -1365,13 +1387,17 @@ void Builder::breakdown(StepResult& r) {
     } else {
       // Fixed compute by category; whatever the task took beyond it is its fused TP traffic, and,
       // with comm-compute interference, compute slowed by the NCCL kernels beside it: TP is
-      // charged up to its idle-link time, the rest to the task's first category.
+      // charged up to its idle-link time, the rest to the task's categories in proportion to
+      // their compute (a backward's slowdown is not its recompute's).
       double fixed = 0;
       for (int i = 0; i < g.nparts; ++i) b[g.cat[i]] += g.seconds[i], fixed += g.seconds[i];
       const double beyond = std::max(0.0, span - fixed);
       const double tp = interference_ > 0 ? std::min(beyond, g.tp_idle_s) : beyond;
       b[kTpComm] += tp;
-      b[g.cat[0]] += beyond - tp;
+      if (fixed > 0)
+        for (int i = 0; i < g.nparts; ++i) b[g.cat[i]] += (beyond - tp) * (g.seconds[i] / fixed);
+      else
+        b[g.cat[0]] += beyond - tp;
     }
     t = std::max(t, f);
   }
