@@ -204,6 +204,16 @@ TEST(Cli, SweepShowsWhatStragglersCostAtEachSize) {
   const Outcome txt = run("simulate " + ff);
   EXPECT_NE(txt.out.find("stragglers (1 named GPU): slowest GPU 37 at 85.0% speed"), std::string::npos) << txt.out;
   std::filesystem::remove(ff);
+  // The report has their table; its timeline of a 1,024-micro-batch step (over 40,000 tasks)
+  // draws what the page's width can show, not a bar per task.
+  const std::string html = write_temp("stragglers.html", "");
+  ASSERT_EQ(run("report " + f + " -o " + html).status, 0);
+  std::ifstream in(html);
+  std::stringstream page;
+  page << in.rdbuf();
+  EXPECT_NE(page.str().find("<h2>Stragglers</h2>"), std::string::npos);
+  EXPECT_LT(page.str().size(), 100000u);
+  std::filesystem::remove(html);
 }
 
 TEST(Cli, ASlowNicShowsInSimulateAndSweep) {
