@@ -1150,7 +1150,8 @@ StepResult Builder::run() {
     if (!sh.nic_speed.empty())
       for (int s = 0; s < L_.pp; ++s)
         for (int d = 0; d < L_.dp; ++d)
-          for (int t = 0; t < L_.tp; ++t) nic_speed[s] = std::min(nic_speed[s], sh.nic_speed_of(sh.nic_of(gpu_of(t, d, s))));
+          if (in_.speed_replica < 0 || d == in_.speed_replica)
+            for (int t = 0; t < L_.tp; ++t) nic_speed[s] = std::min(nic_speed[s], sh.nic_speed_of(sh.nic_of(gpu_of(t, d, s))));
     paths_ = std::make_unique<SymmetricPaths>(e_, sh, sim_gpus_, nic_speed);
   }
   q_.assign(sh.gpus(), RankQueues{});
@@ -1167,10 +1168,12 @@ StepResult Builder::run() {
     if (in_.mode == SimMode::full) {
       speed_ = given;
     } else {
+      if (in_.speed_replica >= L_.dp) throw std::invalid_argument("speed_replica is not a replica of the layout");
       for (int s = 0; s < L_.pp; ++s) {
         double slowest = 1e300;
         for (int d = 0; d < L_.dp; ++d)
-          for (int t = 0; t < L_.tp; ++t) slowest = std::min(slowest, given[gpu_of(t, d, s)]);
+          if (in_.speed_replica < 0 || d == in_.speed_replica)
+            for (int t = 0; t < L_.tp; ++t) slowest = std::min(slowest, given[gpu_of(t, d, s)]);
         speed_[gpu_of(0, 0, s)] = slowest;
       }
     }
@@ -1469,6 +1472,15 @@ std::size_t PlanShapeCache::KeyHash::operator()(const Key& k) const noexcept {
 
 int microbatches_per_step(const StepInput& in) {
   return std::max(1, in.global_batch / (in.layout.dp * in.layout.micro_batch));
+}
+
+RankCoordinates rank_coordinates(const Layout& l, int gpu) {
+  // The inverse of Builder::gpu_of: gpu = t + tp (d + dp s).
+  RankCoordinates c;
+  c.tp_rank = gpu % l.tp;
+  c.replica = (gpu / l.tp) % l.dp;
+  c.stage = gpu / (l.tp * l.dp);
+  return c;
 }
 
 StepResult simulate_step(const StepInput& in) {

@@ -89,7 +89,19 @@ struct StepInput {
   // representative the slowest speed among that stage's GPUs (as if the slowest GPUs of all stages
   // sat in one pipeline replica, an upper bound on the step); full mode gives every GPU its own.
   const std::vector<double>* gpu_speed = nullptr;
+  // Symmetric mode with slow GPUs or NICs: >= 0 gives each stage's representative the slowest
+  // speed and NIC rate among that stage's GPUs of this data-parallel replica only (that replica's
+  // pipeline, as if every replica were like it: a lower bound on the step, where the default, the
+  // slowest of all replicas per stage, is an upper bound).
+  int speed_replica = -1;
 };
+
+// Where a GPU sits in a layout: its tensor-parallel rank, data-parallel replica and pipeline stage
+// (the numbering simulate_step uses).
+struct RankCoordinates {
+  int tp_rank = 0, replica = 0, stage = 0;
+};
+RankCoordinates rank_coordinates(const Layout& l, int gpu);
 
 struct TimelineEntry {
   int gpu = 0;

@@ -91,6 +91,15 @@ Evaluation evaluate(const Scenario& s, const Layout& l, int nodes, const EvalOpt
       st.step_without_s = sim::simulate_step(nominal).step_time_s;
     }
     in.gpu_speed = &speeds;
+    if (opt.straggler_baseline && opt.mode == sim::SimMode::symmetric && l.dp > 1) {
+      // Replicas wait for each other only at the gradient reduction, so the step is at least the
+      // slowest replica's own pipeline (each replica simulated as if all were like it).
+      for (int r = 0; r < l.dp; ++r) {
+        sim::StepInput one = in;
+        one.speed_replica = r;
+        st.step_lower_s = std::max(st.step_lower_s, sim::simulate_step(one).step_time_s);
+      }
+    }
   }
   ev.step = sim::simulate_step(in);
   ev.simulated = true;

@@ -35,6 +35,10 @@ struct Evaluation {
     int slow_nics_here = 0;     // named slow NICs that this cluster has
     double slowest_nic_speed = 1;
     double step_without_s = 0;  // the same step with every GPU at nominal speed (0: not simulated)
+    // Symmetric mode: the step is an upper bound (each stage at its slowest GPU and NIC of any
+    // replica); this is a lower bound, the slowest replica's own pipeline, each replica simulated
+    // on its own (0: not simulated, or one replica).
+    double step_lower_s = 0;
   } stragglers;
   double scaling_efficiency_vs_1gpu = 0;  // filled by callers that know the single-GPU rate
 };

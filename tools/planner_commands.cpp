@@ -123,9 +123,14 @@ int run_sweep(const PlannerOptions& o, std::ostream& out) {
         std::snprintf(line, sizeof line, "  %d slow NIC%s", st.slow_nics_here, st.slow_nics_here == 1 ? "" : "s");
         out << line;
       }
-      std::snprintf(line, sizeof line, "  step %s against %s (%+.1f%%)\n", format_seconds(ev.step.step_time_s).c_str(),
+      std::snprintf(line, sizeof line, "  step %s against %s (%+.1f%%", format_seconds(ev.step.step_time_s).c_str(),
                     format_seconds(st.step_without_s).c_str(), 100 * (ev.step.step_time_s / st.step_without_s - 1));
       out << line;
+      if (st.step_lower_s > 0) {
+        std::snprintf(line, sizeof line, "; slowest replica alone %+.1f%%", 100 * (st.step_lower_s / st.step_without_s - 1));
+        out << line;
+      }
+      out << ")\n";
     }
   }
   if (s.training.tokens_total > 0) {
@@ -247,7 +252,7 @@ int run_search(const PlannerOptions& o, std::ostream& out, std::ostream& progres
   out << line;
   if (s.stragglers.given)
     out << "Steps include the scenario's stragglers, each pipeline stage at its slowest GPU's speed: an upper bound on what\n"
-           "they cost, close without a pipeline and looser with more stages (planner simulate --mode full places them).\n\n";
+           "they cost, close without a pipeline and looser with more stages (planner simulate shows a lower bound too).\n\n";
   std::snprintf(line, sizeof line, "%3s %5s  %-44s %9s %11s %6s %9s  %s\n", "#", "nodes", "layout", "step", "tokens/s",
                 "MFU", "mem", "why not first");
   out << line;

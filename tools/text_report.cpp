@@ -70,9 +70,16 @@ std::string straggler_summary(const Scenario& s, const Evaluation& ev) {
                   format_seconds(st.step_without_s).c_str(), 100 * (ev.step.step_time_s / st.step_without_s - 1));
     out += line;
   }
-  if (ev.simulated && ev.step.simulated_gpus < ev.gpus)
-    out += "\n  (symmetric mode: each stage's GPU at the slowest speed, and its NIC share at the slowest NIC, among that "
-           "stage's, as if they all served one pipeline replica: an upper bound; --mode full places every GPU and NIC)";
+  if (ev.simulated && ev.step.simulated_gpus < ev.gpus) {
+    // Symmetric mode: the step above is an upper bound; the slowest replica alone a lower one.
+    out += "\n  (symmetric mode: each stage at its slowest GPU and NIC of any replica, an upper bound";
+    if (st.step_lower_s > 0 && st.step_without_s > 0) {
+      std::snprintf(line, sizeof line, "; the slowest replica alone, a lower bound: %s, %+.1f%%", format_seconds(st.step_lower_s).c_str(),
+                    100 * (st.step_lower_s / st.step_without_s - 1));
+      out += line;
+    }
+    out += "; --mode full places every GPU and NIC)";
+  }
   return out;
 }
 
