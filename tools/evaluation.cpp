@@ -46,6 +46,36 @@ MemoryResult memory_for(const Scenario& s, const Layout& l) {
   return estimate_memory(mi);
 }
 
+std::vector<int> slowest_replica_candidates(const Layout& l, const sim::ClusterShape& shape, const std::vector<double>& gpu_speed) {
+  // Per replica and stage: its slowest GPU (the TP group waits for it) and its slowest NIC.
+  const int stages = l.pp;
+  std::vector<double> v(static_cast<std::size_t>(l.dp) * 2 * stages, 1e300);
+  for (int g = 0; g < shape.gpus(); ++g) {
+    const sim::RankCoordinates c = sim::rank_coordinates(l, g);
+    double* row = &v[static_cast<std::size_t>(c.replica) * 2 * stages];
+    row[c.stage] = std::min(row[c.stage], gpu_speed[g]);
+    row[stages + c.stage] = std::min(row[stages + c.stage], shape.nic_speed_of(shape.nic_of(g)));
+  }
+  // Keep the replicas that no other is at least as slow as everywhere (ties: the lowest index).
+  std::vector<int> out;
+  for (int r = 0; r < l.dp; ++r) {
+    const double* a = &v[static_cast<std::size_t>(r) * 2 * stages];
+    bool dominated = false;
+    for (int q = 0; q < l.dp && !dominated; ++q) {
+      if (q == r) continue;
+      const double* b = &v[static_cast<std::size_t>(q) * 2 * stages];
+      bool all = true, equal = true;
+      for (int k = 0; k < 2 * stages && all; ++k) {
+        all = b[k] <= a[k];
+        equal = equal && b[k] == a[k];
+      }
+      dominated = all && (!equal || q < r);
+    }
+    if (!dominated) out.push_back(r);
+  }
+  return out;
+}
+
 Evaluation evaluate(const Scenario& s, const Layout& l, int nodes, const EvalOptions& opt) {
   Evaluation ev;
   ev.layout = l;
@@ -69,6 +99,7 @@ Evaluation evaluate(const Scenario& s, const Layout& l, int nodes, const EvalOpt
   in.record_timeline = opt.record_timeline;
   in.steady_state = opt.steady_state;
   in.plan_cache = opt.plan_cache;
+  bool stepped = false;
   if (s.stragglers.given) {
     const std::vector<double>& speeds = scenario_gpu_speeds(s, ev.gpus);
     auto& st = ev.stragglers;
@@ -91,17 +122,36 @@ Evaluation evaluate(const Scenario& s, const Layout& l, int nodes, const EvalOpt
       st.step_without_s = sim::simulate_step(nominal).step_time_s;
     }
     in.gpu_speed = &speeds;
-    if (opt.straggler_baseline && opt.mode == sim::SimMode::symmetric && l.dp > 1) {
-      // Replicas wait for each other only at the gradient reduction, so the step is at least the
-      // slowest replica's own pipeline (each replica simulated as if all were like it).
-      for (int r = 0; r < l.dp; ++r) {
+    if (opt.mode == sim::SimMode::symmetric && l.dp > 1) {
+      // Replicas wait for each other only at the gradient reduction: the step is the slowest
+      // replica's pipeline, each replica simulated on its own (as if every replica were like it).
+      // Symmetric mode's default, every stage at its slowest GPU of any replica, bounds it from
+      // above. Only replicas that no other is slower than at every stage need simulating.
+      if (opt.straggler_baseline) {
+        sim::StepInput upper = in;
+        upper.record_timeline = false;
+        st.step_upper_s = sim::simulate_step(upper).step_time_s;
+      }
+      const std::vector<int> candidates = slowest_replica_candidates(l, in.net.shape, speeds);
+      st.replicas_simulated = static_cast<int>(candidates.size());
+      double worst = -1;
+      for (int r : candidates) {
         sim::StepInput one = in;
         one.speed_replica = r;
-        st.step_lower_s = std::max(st.step_lower_s, sim::simulate_step(one).step_time_s);
+        one.record_timeline = false;
+        sim::StepResult res = sim::simulate_step(one);
+        if (res.step_time_s > worst) {
+          worst = res.step_time_s;
+          st.slowest_replica = r;
+          ev.step = std::move(res);
+        }
       }
+      in.speed_replica = st.slowest_replica;
+      if (in.record_timeline) ev.step = sim::simulate_step(in);
+      stepped = true;
     }
   }
-  ev.step = sim::simulate_step(in);
+  if (!stepped) ev.step = sim::simulate_step(in);
   ev.simulated = true;
   const double tokens = static_cast<double>(s.training.global_batch) * s.model.seq_len;
   if (s.data.given) {

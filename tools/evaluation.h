@@ -35,10 +35,13 @@ struct Evaluation {
     int slow_nics_here = 0;     // named slow NICs that this cluster has
     double slowest_nic_speed = 1;
     double step_without_s = 0;  // the same step with every GPU at nominal speed (0: not simulated)
-    // Symmetric mode: the step is an upper bound (each stage at its slowest GPU and NIC of any
-    // replica); this is a lower bound, the slowest replica's own pipeline, each replica simulated
-    // on its own (0: not simulated, or one replica).
-    double step_lower_s = 0;
+    // Symmetric mode with several replicas: the step above is the slowest replica's, each simulated
+    // on its own; these are that replica, how many replicas were simulated (those no other is
+    // slower than at every stage), and the upper bound with every stage at its slowest GPU and NIC
+    // of any replica (0: not simulated).
+    int slowest_replica = 0;
+    int replicas_simulated = 0;
+    double step_upper_s = 0;
   } stragglers;
   double scaling_efficiency_vs_1gpu = 0;  // filled by callers that know the single-GPU rate
 };
@@ -65,6 +68,9 @@ Evaluation evaluate(const Scenario& s, const Layout& l, int nodes, const EvalOpt
 // The fraction of wall-clock time that is training: the reliability model's goodput, or 1 where the
 // scenario has no `reliability` block.
 double goodput(const Evaluation& ev);
+// The data-parallel replicas that may be the slowest under per-GPU speeds and NIC rates: those
+// that no other replica is at least as slow as at every pipeline stage (its slowest GPU and NIC).
+std::vector<int> slowest_replica_candidates(const Layout& l, const sim::ClusterShape& shape, const std::vector<double>& gpu_speed);
 // The scenario's per-GPU speeds on `gpus` GPUs (gpu_speeds), kept per thread for the last size
 // asked, since a search asks for the same size layout after layout.
 const std::vector<double>& scenario_gpu_speeds(const Scenario& s, int gpus);

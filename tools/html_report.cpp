@@ -203,7 +203,7 @@ std::string straggler_table(const Scenario& s, const std::vector<Evaluation>& ev
   o << "<h2>Stragglers</h2><table><tr><th>nodes</th><th>GPUs</th>";
   if (gpus) o << "<th>slowest GPU</th><th>its speed</th><th>GPUs under 95%</th>";
   if (nics) o << "<th>slow NICs</th>";
-  o << "<th>step</th><th>at nominal speed</th><th>cost</th><th>slowest replica alone</th></tr>";
+  o << "<th>step</th><th>at nominal speed</th><th>cost</th><th>upper bound</th></tr>";
   for (const Evaluation& ev : evs) {
     if (!ev.simulated) continue;
     const auto& st = ev.stragglers;
@@ -212,11 +212,11 @@ std::string straggler_table(const Scenario& s, const std::vector<Evaluation>& ev
     if (nics) o << "<td>" << st.slow_nics_here << "</td>";
     o << "<td>" << format_seconds(ev.step.step_time_s) << "</td><td>" << format_seconds(st.step_without_s) << "</td><td>"
       << fmt("%+.1f%%", 100 * (ev.step.step_time_s / st.step_without_s - 1)) << "</td><td>"
-      << (st.step_lower_s > 0 ? fmt("%+.1f%%", 100 * (st.step_lower_s / st.step_without_s - 1)) : std::string("—")) << "</td></tr>";
+      << (st.step_upper_s > 0 ? fmt("%+.1f%%", 100 * (st.step_upper_s / st.step_without_s - 1)) : std::string("—")) << "</td></tr>";
   }
-  o << "</table><p class='note'>Symmetric mode: each pipeline stage at its slowest GPU's speed and its slowest NIC's rate, as if "
-       "they all served one replica, an upper bound on what they cost; each replica's own pipeline alone, the slowest of them a "
-       "lower bound (planner simulate --mode full places every GPU and NIC).</p>";
+  o << "</table><p class='note'>The step is the slowest data-parallel replica's, each replica's pipeline simulated on its own "
+       "(replicas meet only at the gradient reduction); the upper bound puts every stage at its slowest GPU and NIC of any "
+       "replica (planner simulate --mode full places every GPU and NIC).</p>";
   return o.str();
 }
 

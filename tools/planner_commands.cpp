@@ -126,8 +126,8 @@ int run_sweep(const PlannerOptions& o, std::ostream& out) {
       std::snprintf(line, sizeof line, "  step %s against %s (%+.1f%%", format_seconds(ev.step.step_time_s).c_str(),
                     format_seconds(st.step_without_s).c_str(), 100 * (ev.step.step_time_s / st.step_without_s - 1));
       out << line;
-      if (st.step_lower_s > 0) {
-        std::snprintf(line, sizeof line, "; slowest replica alone %+.1f%%", 100 * (st.step_lower_s / st.step_without_s - 1));
+      if (st.step_upper_s > 0) {
+        std::snprintf(line, sizeof line, "; upper bound %+.1f%%", 100 * (st.step_upper_s / st.step_without_s - 1));
         out << line;
       }
       out << ")\n";
@@ -251,8 +251,7 @@ int run_search(const PlannerOptions& o, std::ostream& out, std::ostream& progres
                 s.name.c_str(), r.evaluated, r.pruned_oom, r.evaluated - r.pruned_oom, r.wall_s, s.search.objective.c_str());
   out << line;
   if (s.stragglers.given)
-    out << "Steps include the scenario's stragglers, each pipeline stage at its slowest GPU's speed: an upper bound on what\n"
-           "they cost, close without a pipeline and looser with more stages (planner simulate shows a lower bound too).\n\n";
+    out << "Steps include the scenario's stragglers: the slowest data-parallel replica's, each replica simulated on its own.\n\n";
   std::snprintf(line, sizeof line, "%3s %5s  %-44s %9s %11s %6s %9s  %s\n", "#", "nodes", "layout", "step", "tokens/s",
                 "MFU", "mem", "why not first");
   out << line;

@@ -48,7 +48,11 @@ json result_to_json(const Scenario& s, const Evaluation& ev) {
         r["stragglers"]["slowest_nic_speed"] = st.slowest_nic_speed;
       }
       if (st.step_without_s > 0) r["stragglers"]["step_time_at_nominal_speed_s"] = st.step_without_s;
-      if (st.step_lower_s > 0) r["stragglers"]["step_time_slowest_replica_s"] = st.step_lower_s;
+      if (st.replicas_simulated > 0) {
+        r["stragglers"]["slowest_replica"] = st.slowest_replica;
+        r["stragglers"]["replicas_simulated"] = st.replicas_simulated;
+      }
+      if (st.step_upper_s > 0) r["stragglers"]["step_time_upper_bound_s"] = st.step_upper_s;
     }
     if (s.training.tokens_total > 0) {
       r["time_to_train_s"] = ev.time_to_train_s;

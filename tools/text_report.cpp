@@ -70,12 +70,15 @@ std::string straggler_summary(const Scenario& s, const Evaluation& ev) {
                   format_seconds(st.step_without_s).c_str(), 100 * (ev.step.step_time_s / st.step_without_s - 1));
     out += line;
   }
-  if (ev.simulated && ev.step.simulated_gpus < ev.gpus) {
-    // Symmetric mode: the step above is an upper bound; the slowest replica alone a lower one.
-    out += "\n  (symmetric mode: each stage at its slowest GPU and NIC of any replica, an upper bound";
-    if (st.step_lower_s > 0 && st.step_without_s > 0) {
-      std::snprintf(line, sizeof line, "; the slowest replica alone, a lower bound: %s, %+.1f%%", format_seconds(st.step_lower_s).c_str(),
-                    100 * (st.step_lower_s / st.step_without_s - 1));
+  if (ev.simulated && ev.step.simulated_gpus < ev.gpus && ev.layout.dp > 1) {
+    std::snprintf(line, sizeof line,
+                  "\n  (symmetric mode: replica %d is the slowest of %d data-parallel replicas; the %d that no other is slower than "
+                  "at every stage were each simulated on its own",
+                  st.slowest_replica, ev.layout.dp, st.replicas_simulated);
+    out += line;
+    if (st.step_upper_s > 0 && st.step_without_s > 0) {
+      std::snprintf(line, sizeof line, ". Every stage at its slowest GPU and NIC of any replica, an upper bound: %s, %+.1f%%",
+                    format_seconds(st.step_upper_s).c_str(), 100 * (st.step_upper_s / st.step_without_s - 1));
       out += line;
     }
     out += "; --mode full places every GPU and NIC)";
