@@ -553,6 +553,29 @@ TEST(Step, ASlowNicInSymmetricAndFullModes) {
   EXPECT_EQ(ev.step.step_time_s, ev.stragglers.step_without_s);
 }
 
+TEST(Step, OnlyReplicasNoOtherIsSlowerThanEverywhereAreSimulated) {
+  // tp 1, pp 2, dp 3 on 6 one-GPU nodes: GPU d + 3 s is replica d's stage s. Replica 1 is at least
+  // as slow as replica 0 at both stages, so replica 0 cannot be the slowest; replicas 1 and 2 are
+  // each slower somewhere. Of two identical replicas only the first is kept.
+  Layout l;
+  l.pp = 2;
+  l.dp = 3;
+  ClusterShape shape;
+  shape.nodes = 6;
+  shape.gpus_per_node = 1;
+  shape.nics_per_node = 1;
+  EXPECT_EQ(slowest_replica_candidates(l, shape, {0.9, 0.8, 0.95, 0.9, 0.9, 0.7}), (std::vector<int>{1, 2}));
+  EXPECT_EQ(slowest_replica_candidates(l, shape, {0.8, 0.8, 1.0, 0.9, 0.9, 1.0}), (std::vector<int>{0}));
+  // A slow NIC makes its replica a candidate: replica 0's second stage sends through a half-rate NIC.
+  shape.nic_speed = {1, 1, 1, 0.5, 1, 1};
+  EXPECT_EQ(slowest_replica_candidates(l, shape, {0.9, 0.8, 0.95, 0.9, 0.9, 0.7}), (std::vector<int>{0, 1, 2}));
+  for (int g = 0; g < 6; ++g) {
+    const RankCoordinates c = rank_coordinates(l, g);
+    EXPECT_EQ(c.replica, g % 3);
+    EXPECT_EQ(c.stage, g / 3);
+  }
+}
+
 TEST(Step, TheSlowestGpuSetsADataParallelStep) {
   // Data parallelism over free communication: every replica computes, then waits for the others at
   // the gradient reduction, so the step is the slowest GPU's: nominal / (its speed), exactly. Of n
