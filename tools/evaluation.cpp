@@ -57,22 +57,32 @@ std::vector<int> slowest_replica_candidates(const Layout& l, const sim::ClusterS
     row[stages + c.stage] = std::min(row[stages + c.stage], shape.nic_speed_of(shape.nic_of(g)));
   }
   // Keep the replicas that no other is at least as slow as everywhere (ties: the lowest index).
-  std::vector<int> out;
+  // Slowest first by the sum of their speeds: whatever dominates a replica comes before it, and
+  // whatever dominates that is kept, so each replica is checked against the kept ones only.
+  const int width = 2 * stages;
+  std::vector<double> sum(l.dp, 0.0);
+  std::vector<int> order(l.dp);
   for (int r = 0; r < l.dp; ++r) {
-    const double* a = &v[static_cast<std::size_t>(r) * 2 * stages];
+    order[r] = r;
+    for (int k = 0; k < width; ++k) sum[r] += v[static_cast<std::size_t>(r) * width + k];
+  }
+  std::sort(order.begin(), order.end(), [&](int a, int b) { return sum[a] != sum[b] ? sum[a] < sum[b] : a < b; });
+  std::vector<int> out;
+  for (int r : order) {
+    const double* a = &v[static_cast<std::size_t>(r) * width];
     bool dominated = false;
-    for (int q = 0; q < l.dp && !dominated; ++q) {
-      if (q == r) continue;
-      const double* b = &v[static_cast<std::size_t>(q) * 2 * stages];
-      bool all = true, equal = true;
-      for (int k = 0; k < 2 * stages && all; ++k) {
-        all = b[k] <= a[k];
-        equal = equal && b[k] == a[k];
+    for (int q : out) {
+      const double* b = &v[static_cast<std::size_t>(q) * width];
+      bool all = true;
+      for (int k = 0; k < width && all; ++k) all = b[k] <= a[k];
+      if (all) {
+        dominated = true;
+        break;
       }
-      dominated = all && (!equal || q < r);
     }
     if (!dominated) out.push_back(r);
   }
+  std::sort(out.begin(), out.end());
   return out;
 }
 
