@@ -204,6 +204,10 @@ TEST(Cli, SweepShowsWhatStragglersCostAtEachSize) {
   const Outcome txt = run("simulate " + ff);
   EXPECT_NE(txt.out.find("stragglers (1 named GPU): slowest GPU 37 at 85.0% speed"), std::string::npos) << txt.out;
   std::filesystem::remove(ff);
+  // The export asks Megatron-LM to log stragglers, where a fleet's spread can be measured.
+  const Outcome ex = run("export " + f);
+  ASSERT_EQ(ex.status, 0) << ex.err;
+  EXPECT_NE(ex.out.find("  --log-straggler"), std::string::npos) << ex.out;
   // The report has their table; its timeline of a 1,024-micro-batch step (over 40,000 tasks)
   // draws what the page's width can show, not a bar per task.
   const std::string html = write_temp("stragglers.html", "");

@@ -66,6 +66,13 @@ LaunchExport export_launch(const Scenario& s, const Layout& l, int nodes, const 
                   s.reliability.async_checkpoint ? " in the background" : "", 100 * reliability->goodput);
     out.notes.push_back(note);
   }
+  if (s.stragglers.given) {
+    // The plan assumed per-GPU speeds: Megatron-LM's straggler detector logs each rank's
+    // throughput, which is where a fleet's own spread comes from.
+    args.push_back("--log-straggler");
+    out.notes.push_back("--log-straggler: the plan assumes stragglers (the scenario's \"stragglers\" block); Megatron-LM's detector logs "
+                        "each rank's throughput, to measure the fleet's spread and put it in the scenario");
+  }
   {
     std::ostringstream a;
     for (std::size_t i = 0; i < args.size(); ++i) a << "  " << args[i] << (i + 1 < args.size() ? " \\\n" : "\n");
