@@ -52,6 +52,15 @@ std::string write_temp(const std::string& name, const std::string& text) {
   return p.string();
 }
 
+// A copy of the scenario at `path` with its top-level `key` set to `value`, written to a temporary
+// file `name`.
+std::string scenario_with(const std::string& path, const std::string& key, const nlohmann::json& value, const std::string& name) {
+  std::ifstream in(path);
+  auto doc = nlohmann::json::parse(in);
+  doc[key] = value;
+  return write_temp(name, doc.dump());
+}
+
 }  // namespace
 
 TEST(Cli, SimulateJsonFollowsTheResultContract) {
@@ -188,11 +197,9 @@ TEST(Cli, SweepShowsWhatStragglersCostAtEachSize) {
     std::snprintf(row, sizeof row, "slowest GPU %6d at %5.1f%%", st["slowest_gpu"].get<int>(), 100 * last);
     EXPECT_NE(text.out.find(row, at), std::string::npos) << row << "\n" << text.out;
   }
-  // One throttled GPU, named: the simulate output says what it costs, in both modes alike.
-  std::ifstream scenario(f);
-  auto one = nlohmann::json::parse(scenario);
-  one["stragglers"] = {{"gpus", {{{"gpu", 37}, {"speed", 0.85}}}}};
-  const std::string ff = write_temp("straggler.json", one.dump());
+  // One throttled GPU, named: the simulate output says what it costs.
+  const std::string ff = scenario_with(f, "stragglers", nlohmann::json::parse(R"({ "gpus": [ { "gpu": 37, "speed": 0.85 } ] })"),
+                                       "straggler.json");
   const Outcome sym = run("simulate " + ff + " --json");
   ASSERT_EQ(sym.status, 0) << sym.err;
   const auto a = nlohmann::json::parse(sym.out);
@@ -221,10 +228,8 @@ TEST(Cli, SweepShowsWhatStragglersCostAtEachSize) {
 }
 
 TEST(Cli, ASlowNicShowsInSimulateAndSweep) {
-  std::ifstream scenario(kScenarios + "/slow-network-25gbe.json");
-  auto s = nlohmann::json::parse(scenario);
-  s["stragglers"] = nlohmann::json::parse(R"({ "nics": [ { "node": 1, "nic": 0, "speed": 0.5 } ] })");
-  const std::string f = write_temp("slow-nic.json", s.dump());
+  const std::string f = scenario_with(kScenarios + "/slow-network-25gbe.json", "stragglers",
+                                      nlohmann::json::parse(R"({ "nics": [ { "node": 1, "nic": 0, "speed": 0.5 } ] })"), "slow-nic.json");
   const Outcome js = run("simulate " + f + " --nodes 2 --json");
   ASSERT_EQ(js.status, 0) << js.err;
   const auto r = nlohmann::json::parse(js.out);
