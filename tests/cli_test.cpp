@@ -52,6 +52,17 @@ std::string write_temp(const std::string& name, const std::string& text) {
   return p.string();
 }
 
+// The page `planner report` writes for the scenario at `path` ("" when it fails).
+std::string report_page(const std::string& path, const std::string& name) {
+  const std::string html = write_temp(name, "");
+  if (run("report " + path + " -o " + html).status != 0) return "";
+  std::ifstream in(html);
+  std::stringstream page;
+  page << in.rdbuf();
+  std::filesystem::remove(html);
+  return page.str();
+}
+
 // A copy of the scenario at `path` with its top-level `key` set to `value`, written to a temporary
 // file `name`.
 std::string scenario_with(const std::string& path, const std::string& key, const nlohmann::json& value, const std::string& name) {
@@ -167,13 +178,7 @@ TEST(Cli, SweepCountsFailuresWhereTheScenarioGivesThem) {
   ASSERT_EQ(fr.status, 0) << fr.err;
   EXPECT_NE(fr.out.find("longer to train on more GPUs: 2048 nodes step faster than 1024"), std::string::npos) << fr.out;
   std::filesystem::remove(ff);
-  const std::string html = write_temp("capacity.html", "");
-  ASSERT_EQ(run("report " + f + " -o " + html).status, 0);
-  std::ifstream in(html);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  EXPECT_NE(ss.str().find("<th>goodput</th>"), std::string::npos);
-  std::filesystem::remove(html);
+  EXPECT_NE(report_page(f, "capacity.html").find("<th>goodput</th>"), std::string::npos);
 }
 
 TEST(Cli, SweepShowsWhatStragglersCostAtEachSize) {
@@ -217,14 +222,9 @@ TEST(Cli, SweepShowsWhatStragglersCostAtEachSize) {
   EXPECT_NE(ex.out.find("  --log-straggler"), std::string::npos) << ex.out;
   // The report has their table; its timeline of a 1,024-micro-batch step (over 40,000 tasks)
   // draws what the page's width can show, not a bar per task.
-  const std::string html = write_temp("stragglers.html", "");
-  ASSERT_EQ(run("report " + f + " -o " + html).status, 0);
-  std::ifstream in(html);
-  std::stringstream page;
-  page << in.rdbuf();
-  EXPECT_NE(page.str().find("<h2>Stragglers</h2>"), std::string::npos);
-  EXPECT_LT(page.str().size(), 100000u);
-  std::filesystem::remove(html);
+  const std::string page = report_page(f, "stragglers.html");
+  EXPECT_NE(page.find("<h2>Stragglers</h2>"), std::string::npos);
+  EXPECT_LT(page.size(), 100000u);
 }
 
 TEST(Cli, ASlowNicShowsInSimulateAndSweep) {
