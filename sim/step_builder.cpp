@@ -61,8 +61,8 @@ class FullPaths : public PathProvider {
 // so each representative gets the per-GPU share of what it shares: its own NVLink port, 1/G of its
 // node's NIC capacity (G GPUs per node, all active), and over an oversubscribed fabric the per-GPU
 // share of its leaf's uplink for the traffic that leaves the leaf. With degraded NICs each
-// representative's NIC share runs at the slowest NIC among those of its stage's GPUs (`nic_speed`,
-// by position in `reps`), as if that NIC served every replica: an upper bound on what it costs.
+// representative's NIC share runs at `nic_speed` (by position in `reps`): the slowest NIC among
+// those of its stage's GPUs, in every replica or in one (StepInput::speed_replica).
 class SymmetricPaths : public PathProvider {
  public:
   SymmetricPaths(Engine& e, const ClusterShape& s, const std::vector<int>& reps, const std::vector<double>& nic_speed)
