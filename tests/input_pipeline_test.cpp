@@ -53,4 +53,14 @@ TEST(InputPipeline, SlowLoadersExposeDataWait) {
   const Evaluation fast = evaluate(s, l, nodes, EvalOptions{});
   EXPECT_EQ(fast.step.step_time_s, plain.step.step_time_s);
   EXPECT_EQ(fast.step.breakdown_s[sim::kDataWait], 0);
+  // A GPU at 90% under loaders that need twice the step: the loaders set both steps, so the
+  // stragglers cost nothing.
+  s.data.loader_tokens_per_s_per_node = tokens / (2.0 * plain.step.step_time_s);
+  s.stragglers.given = true;
+  s.stragglers.gpus = {{3, 0.9}};
+  EvalOptions opt;
+  opt.straggler_baseline = true;
+  const Evaluation loader_bound = evaluate(s, l, nodes, opt);
+  EXPECT_NEAR(loader_bound.step.step_time_s, 2.0 * plain.step.step_time_s, 1e-9 * plain.step.step_time_s);
+  EXPECT_EQ(loader_bound.stragglers.step_without_s, loader_bound.step.step_time_s);
 }

@@ -170,6 +170,10 @@ Evaluation evaluate(const Scenario& s, const Layout& l, int nodes, const EvalOpt
     const double wait = std::max(0.0, ev.input.per_step_s - ev.step.step_time_s);
     ev.step.step_time_s += wait;
     ev.step.breakdown_s[sim::kDataWait] += wait;
+    // The stragglers' comparison steps wait for the same loaders.
+    auto& st = ev.stragglers;
+    if (st.step_without_s > 0) st.step_without_s = std::max(st.step_without_s, ev.input.per_step_s);
+    if (st.step_upper_s > 0) st.step_upper_s = std::max(st.step_upper_s, ev.input.per_step_s);
   }
   ev.tokens_per_s = tokens / ev.step.step_time_s;
   ev.mfu = ev.tokens_per_s * ev.flops_per_token / (ev.gpus * cost.peak_flops());
