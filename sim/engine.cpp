@@ -20,15 +20,12 @@ void Engine::reset() {
   tasks_.clear();
   edges_.clear();
   stream_last_.clear();
-  stream_tail_.clear();
   link_capacity_.clear();
   paths_.clear();
   flows_.clear();
-  flow_task_.clear();
   active_.clear();
   makespan_ = 0;
   events_ = rate_updates_ = 0;
-  pending_flow_tasks_.clear();
   cap_left_.clear();
   unfrozen_on_link_.clear();
   frozen_.clear();
@@ -60,55 +57,9 @@ ProcessorId Engine::add_processor() {
   p.active_slowdowns.clear();
   p.running.clear();
   p.max_slowdown = 0;
+  p.at_max = 0;
   p.rate = 1.0;
   return static_cast<ProcessorId>(processor_count_++);
-}
-
-void Engine::add_interference(TaskId task, ProcessorId p, double slowdown) {
-  if (p < 0 || p >= static_cast<ProcessorId>(processor_count_)) throw std::invalid_argument("unknown processor");
-  if (!(slowdown >= 0)) throw std::invalid_argument("slowdown must not be negative");
-  Task& t = tasks_[task];
-  if (t.interf_end != static_cast<std::int32_t>(interf_.size()))
-    throw std::logic_error("interference of a task must be added together, right after its flows");
-  interf_.push_back({p, slowdown});
-  t.interf_end = static_cast<std::int32_t>(interf_.size());
-}
-
-TaskId Engine::add_task(const TaskSpec& spec) {
-  if (spec.duration_s < 0) throw std::invalid_argument("task duration must not be negative");
-  if (spec.processor >= static_cast<ProcessorId>(processor_count_)) throw std::invalid_argument("unknown processor");
-  Task t;
-  t.spec = spec;
-  t.flows_begin = t.flows_end = static_cast<std::int32_t>(flows_.size());
-  t.interf_begin = t.interf_end = static_cast<std::int32_t>(interf_.size());
-  tasks_.push_back(t);
-  const TaskId id = static_cast<TaskId>(tasks_.size() - 1);
-  if (spec.stream >= 0) {
-    TaskId& last = stream_last_.at(spec.stream);
-    if (last >= 0) add_dependency(last, id);
-    last = id;
-  }
-  return id;
-}
-
-void Engine::add_dependency(TaskId before, TaskId after) {
-  edges_.push_back({after, tasks_[before].succ_head});
-  tasks_[before].succ_head = static_cast<std::int32_t>(edges_.size() - 1);
-  tasks_[after].pending++;
-}
-
-void Engine::add_flow(TaskId task, double bytes, const LinkId* path, int path_len) {
-  Task& t = tasks_[task];
-  if (t.flows_end != static_cast<std::int32_t>(flows_.size()))
-    throw std::logic_error("flows of a task must be added together, right after the task");
-  Flow f;
-  f.bytes = bytes;
-  f.path_begin = static_cast<std::int32_t>(paths_.size());
-  paths_.insert(paths_.end(), path, path + path_len);
-  f.path_end = static_cast<std::int32_t>(paths_.size());
-  flows_.push_back(f);
-  flow_task_.push_back(task);
-  t.flows_end = static_cast<std::int32_t>(flows_.size());
 }
 
 void Engine::recompute_rates() {
@@ -186,15 +137,16 @@ void Engine::run() {
   heap.clear(tasks_.size());
   double now = 0;
   std::vector<TaskId>& ready = ready_;
+  std::vector<TaskId>& completed = completed_;
   ready.clear();
+  completed.clear();
   std::size_t done = 0;
   bool rates_dirty = false;
   // Active flows keep their bytes left as of `since` and their rate; both change only when rates
   // are recomputed. `flow_next`, the earliest flow completion, is kept up to date as flows start,
   // finish and change rate, not rescanned at every event.
   double flow_next = kInf;
-  auto finish_time = [&](std::size_t ai) {
-    const ActiveFlow& a = active_[ai];
+  auto finish_time = [](const ActiveFlow& a) {
     if (a.rate == kInf) return a.since;
     return a.rate > 0 ? a.since + a.remaining / a.rate : kInf;
   };
@@ -213,47 +165,67 @@ void Engine::run() {
       heap.schedule(id, now + t.work_left / rate);
     }
   };
-  auto interfere = [&](const Task& t, bool on) {
+  // An interferer starts or stops: the processor's largest active slowdown is kept with the number
+  // of interferers at it, so that only the last of those to stop rescans the others.
+  auto interfere_on = [&](const Task& t) {
     for (std::int32_t i = t.interf_begin; i < t.interf_end; ++i) {
       Processor& pr = processors_[interf_[i].processor];
       const double x = interf_[i].slowdown;
-      if (on) {
-        pr.active_slowdowns.push_back(x);
-        if (x <= pr.max_slowdown) continue;  // a slowdown no larger than one in force changes nothing
+      pr.active_slowdowns.push_back(x);
+      if (x > pr.max_slowdown) {
         pr.max_slowdown = x;
-      } else {
-        auto it = std::find(pr.active_slowdowns.begin(), pr.active_slowdowns.end(), x);
-        pr.active_slowdowns.erase(it);
-        if (x < pr.max_slowdown) continue;
-        double s = 0;
-        for (double y : pr.active_slowdowns) s = std::max(s, y);
-        if (s == pr.max_slowdown) continue;
-        pr.max_slowdown = s;
+        pr.at_max = 1;
+        respeed(pr);
+      } else if (x == pr.max_slowdown) {
+        ++pr.at_max;
       }
+    }
+  };
+  auto interfere_off = [&](const Task& t) {
+    for (std::int32_t i = t.interf_begin; i < t.interf_end; ++i) {
+      Processor& pr = processors_[interf_[i].processor];
+      const double x = interf_[i].slowdown;
+      std::vector<double>& act = pr.active_slowdowns;
+      for (std::size_t k = 0; k < act.size(); ++k)
+        if (act[k] == x) {
+          act[k] = act.back();
+          act.pop_back();
+          break;
+        }
+      if (x < pr.max_slowdown || --pr.at_max > 0) continue;
+      double s = 0;
+      std::int32_t n = 0;
+      for (double y : act) {
+        if (y > s) s = y, n = 0;
+        n += y == s;
+      }
+      pr.at_max = n;
+      if (s == pr.max_slowdown) continue;
+      pr.max_slowdown = s;
       respeed(pr);
     }
   };
   auto schedule_start = [&](TaskId id) {
     Task& t = tasks_[id];
     t.start = now;
-    if (t.interf_end > t.interf_begin) interfere(t, true);
-    if (t.spec.duration_s > 0 && t.spec.processor >= 0) {
+    if (t.interf_end > t.interf_begin) interfere_on(t);
+    const double d = t.spec.duration_s;
+    if (d > 0 && t.spec.processor >= 0) {
       Processor& pr = processors_[t.spec.processor];
-      t.work_left = t.spec.duration_s;
+      t.work_left = d;
       t.work_since = now;
       t.work_rate = pr.rate;
       t.proc_slot = static_cast<std::int32_t>(pr.running.size());
       pr.running.push_back(id);
-      heap.schedule(id, now + t.work_left / t.work_rate);
-    } else if (t.spec.duration_s > 0) {
-      heap.schedule(id, now + t.spec.duration_s);
+      heap.schedule(id, now + d / pr.rate);
+    } else if (d > 0) {
+      heap.schedule(id, now + d);
     } else {
       ready.push_back(id);  // latency phase is empty: go straight to flows or completion
     }
   };
   // The fixed phase of `id` is over: it leaves its processor.
-  auto leave_processor = [&](TaskId id) {
-    Task& t = tasks_[id];
+  auto leave_processor = [&](Task& t) {
     if (t.proc_slot < 0) return;
     auto& run = processors_[t.spec.processor].running;
     const TaskId last = run.back();
@@ -263,51 +235,49 @@ void Engine::run() {
     t.proc_slot = -1;
   };
   // Moves a task past its fixed phase: starts its flows, or completes it.
-  auto after_fixed = [&](TaskId id, std::vector<TaskId>& completed) {
+  auto after_fixed = [&](TaskId id) {
     Task& t = tasks_[id];
-    if (t.flows_end > t.flows_begin) {
-      t.flows_left = t.flows_end - t.flows_begin;
-      for (std::int32_t f = t.flows_begin; f < t.flows_end; ++f)
-        for (std::int32_t p = flows_[f].path_begin; p < flows_[f].path_end; ++p) ++link_flows_[paths_[p]];
-      for (std::int32_t f = t.flows_begin; f < t.flows_end; ++f) {
-        ActiveFlow a;
-        a.flow = f;
-        a.remaining = flows_[f].bytes;
-        a.since = now;
-        // A flow alone on every link of its path runs at its bottleneck's capacity (max-min of one
-        // flow); anything shared needs the full recomputation.
-        double rate = kInf;
-        bool alone = true;
-        for (std::int32_t p = flows_[f].path_begin; p < flows_[f].path_end; ++p) {
-          alone &= link_flows_[paths_[p]] == 1;
-          rate = std::min(rate, link_capacity_[paths_[p]]);
-        }
-        a.rate = alone ? rate : 0.0;
-        active_.push_back(a);
-        active_.back().finish = finish_time(active_.size() - 1);
-        if (!alone) rates_dirty = true;
-        else flow_next = std::min(flow_next, active_.back().finish);
-      }
-    } else {
+    if (t.flows_end == t.flows_begin) {
       completed.push_back(id);
+      return;
+    }
+    t.flows_left = t.flows_end - t.flows_begin;
+    for (std::int32_t f = t.flows_begin; f < t.flows_end; ++f)
+      for (std::int32_t p = flows_[f].path_begin; p < flows_[f].path_end; ++p) ++link_flows_[paths_[p]];
+    for (std::int32_t f = t.flows_begin; f < t.flows_end; ++f) {
+      const Flow& fl = flows_[f];
+      // A flow alone on every link of its path runs at its bottleneck's capacity (max-min of one
+      // flow); anything shared needs the full recomputation.
+      double rate = kInf;
+      bool alone = true;
+      for (std::int32_t p = fl.path_begin; p < fl.path_end; ++p) {
+        alone &= link_flows_[paths_[p]] == 1;
+        rate = std::min(rate, link_capacity_[paths_[p]]);
+      }
+      ActiveFlow& a = active_.emplace_back();
+      a.flow = f;
+      a.task = id;
+      a.remaining = fl.bytes;
+      a.since = now;
+      a.rate = alone ? rate : 0.0;
+      a.finish = finish_time(a);
+      if (!alone) rates_dirty = true;
+      else flow_next = std::min(flow_next, a.finish);
     }
   };
-
-  std::vector<TaskId>& completed = completed_;
-  completed.clear();
   auto finish_task = [&](TaskId id) {
     Task& t = tasks_[id];
     t.finish = now;
-    if (t.interf_end > t.interf_begin) interfere(t, false);
+    if (t.interf_end > t.interf_begin) interfere_off(t);
     makespan_ = std::max(makespan_, now);
     ++done;
     ++events_;
     for (std::int32_t e = t.succ_head; e >= 0; e = edges_[e].next) {
-      Task& s = tasks_[edges_[e].to];
+      const TaskId to = edges_[e].to;
+      Task& s = tasks_[to];
       if (--s.pending == 0) {
         s.binding = id;
-        s.ready_at = now;
-        schedule_start(edges_[e].to);
+        schedule_start(to);
       }
     }
   };
@@ -322,7 +292,7 @@ void Engine::run() {
       while (!ready.empty()) {
         const TaskId id = ready.back();
         ready.pop_back();
-        after_fixed(id, completed);
+        after_fixed(id);
       }
       while (!completed.empty()) {
         const TaskId id = completed.back();
@@ -331,17 +301,16 @@ void Engine::run() {
       }
     }
     if (rates_dirty) {
-      for (std::size_t ai = 0; ai < active_.size(); ++ai) {
-        ActiveFlow& a = active_[ai];
+      for (ActiveFlow& a : active_) {
         a.remaining = a.rate == kInf ? 0.0 : std::max(0.0, a.remaining - a.rate * (now - a.since));
         a.since = now;
       }
       recompute_rates();
       rates_dirty = false;
       flow_next = kInf;
-      for (std::size_t ai = 0; ai < active_.size(); ++ai) {
-        active_[ai].finish = finish_time(ai);
-        flow_next = std::min(flow_next, active_[ai].finish);
+      for (ActiveFlow& a : active_) {
+        a.finish = finish_time(a);
+        flow_next = std::min(flow_next, a.finish);
       }
     }
     const double next = std::min(heap.empty() ? kInf : heap.top_time(), flow_next);
@@ -349,8 +318,8 @@ void Engine::run() {
     now = next;
     while (!heap.empty() && heap.top_time() <= now) {
       const TaskId id = heap.pop();
-      leave_processor(id);
-      after_fixed(id, completed);
+      leave_processor(tasks_[id]);
+      after_fixed(id);
     }
     if (now < flow_next) continue;
     // Flows that have delivered their bytes (relative tolerance against rounding), or whose rest
@@ -359,17 +328,16 @@ void Engine::run() {
     flow_next = kInf;
     for (std::size_t ai = 0; ai < active_.size(); ++ai) {
       const ActiveFlow& a = active_[ai];
-      const std::int32_t f = a.flow;
+      const Flow& fl = flows_[a.flow];
       const double left = a.rate == kInf ? 0.0 : a.remaining - a.rate * (now - a.since);
-      if (left <= 1e-9 * flows_[f].bytes + 1e-9 || a.finish <= now) {
-        Task& t = tasks_[flow_task_[f]];
-        if (--t.flows_left == 0) completed.push_back(flow_task_[f]);
+      if (left <= 1e-9 * fl.bytes + 1e-9 || a.finish <= now) {
+        if (--tasks_[a.task].flows_left == 0) completed.push_back(a.task);
         // Others speed up only if they shared a link with this flow.
-        for (std::int32_t p = flows_[f].path_begin; p < flows_[f].path_end; ++p)
+        for (std::int32_t p = fl.path_begin; p < fl.path_end; ++p)
           if (--link_flows_[paths_[p]] > 0) rates_dirty = true;
       } else {
-        active_[w] = active_[ai];
-        flow_next = std::min(flow_next, active_[w].finish);
+        if (w != ai) active_[w] = a;
+        flow_next = std::min(flow_next, a.finish);
         ++w;
       }
     }

@@ -7,6 +7,7 @@
 // depends on the rates that max-min fair sharing gives every active flow, recomputed whenever a
 // flow starts or ends). A task may have both: a fixed latency first, then its flows.
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -42,12 +43,60 @@ class Engine {
   ProcessorId add_processor();
   // While `task` runs (from its start to its finish), `p` is slowed by `slowdown` (the largest
   // slowdown among its running interferers applies).
-  void add_interference(TaskId task, ProcessorId p, double slowdown);
-  TaskId add_task(const TaskSpec& spec);
+  void add_interference(TaskId task, ProcessorId p, double slowdown) {
+    if (p < 0 || p >= static_cast<ProcessorId>(processor_count_)) throw std::invalid_argument("unknown processor");
+    if (!(slowdown >= 0)) throw std::invalid_argument("slowdown must not be negative");
+    Task& t = tasks_[task];
+    if (t.interf_end != static_cast<std::int32_t>(interf_.size()))
+      throw std::logic_error("interference of a task must be added together, right after its flows");
+    interf_.push_back({p, slowdown});
+    t.interf_end = static_cast<std::int32_t>(interf_.size());
+  }
+  TaskId add_task(const TaskSpec& spec) {
+    check(spec);
+    const TaskId id = static_cast<TaskId>(tasks_.size());
+    Task& t = tasks_.emplace_back();
+    t.spec = spec;
+    t.flows_begin = t.flows_end = static_cast<std::int32_t>(flows_.size());
+    t.interf_begin = t.interf_end = static_cast<std::int32_t>(interf_.size());
+    if (spec.stream >= 0) order_on_stream(spec.stream, id);
+    return id;
+  }
+  // A task with the flows and the interference of the earlier task `like` (the same bytes over the
+  // same links, slowing the same processors), which share them instead of storing them again.
+  TaskId add_task(const TaskSpec& spec, TaskId like) {
+    check(spec);
+    const Task& l = tasks_[like];
+    const std::int32_t fb = l.flows_begin, fe = l.flows_end, ib = l.interf_begin, ie = l.interf_end;
+    const TaskId id = static_cast<TaskId>(tasks_.size());
+    Task& t = tasks_.emplace_back();  // may move `l`
+    t.spec = spec;
+    t.flows_begin = fb;
+    t.flows_end = fe;
+    t.interf_begin = ib;
+    t.interf_end = ie;
+    if (spec.stream >= 0) order_on_stream(spec.stream, id);
+    return id;
+  }
   // `before` must finish before `after` starts. Tasks on one stream are also ordered by creation.
-  void add_dependency(TaskId before, TaskId after);
+  void add_dependency(TaskId before, TaskId after) {
+    edges_.push_back({after, tasks_[before].succ_head});
+    tasks_[before].succ_head = static_cast<std::int32_t>(edges_.size() - 1);
+    tasks_[after].pending++;
+  }
   // Adds a flow of `bytes` over `path` (links crossed in order) to `task`.
-  void add_flow(TaskId task, double bytes, const LinkId* path, int path_len);
+  void add_flow(TaskId task, double bytes, const LinkId* path, int path_len) {
+    Task& t = tasks_[task];
+    if (t.flows_end != static_cast<std::int32_t>(flows_.size()))
+      throw std::logic_error("flows of a task must be added together, right after the task");
+    Flow f;
+    f.bytes = bytes;
+    f.path_begin = static_cast<std::int32_t>(paths_.size());
+    for (int i = 0; i < path_len; ++i) paths_.push_back(path[i]);
+    f.path_end = static_cast<std::int32_t>(paths_.size());
+    flows_.push_back(f);
+    t.flows_end = static_cast<std::int32_t>(flows_.size());
+  }
 
   // Runs to completion. Throws std::logic_error if the dependencies contain a cycle.
   void run();
@@ -72,13 +121,12 @@ class Engine {
   struct Task {
     TaskSpec spec;
     std::int32_t pending = 0;  // unfinished dependencies
-    std::int32_t flows_begin = 0, flows_end = 0;
-    std::int32_t flows_left = 0;
     std::int32_t succ_head = -1;
-    TaskId binding = -1;
-    double ready_at = 0;
-    double start = -1, finish = -1;
+    std::int32_t flows_begin = 0, flows_end = 0;    // range in flows_
     std::int32_t interf_begin = 0, interf_end = 0;  // range in interf_
+    std::int32_t flows_left = 0;
+    TaskId binding = -1;
+    double start = -1, finish = -1;
     // Fixed work on a processor: what is left as of work_since, at work_rate; a speed change
     // re-keys the task's completion in the event queue.
     double work_left = 0, work_since = 0, work_rate = 1;
@@ -92,23 +140,28 @@ class Engine {
     TaskId to;
     std::int32_t next;
   };
-  void on_ready(TaskId t, double now);
-  void begin(TaskId t, double now);
-  void complete(TaskId t, double now);
-  void start_flows(TaskId t, double now);
+  void check(const TaskSpec& spec) const {
+    if (spec.duration_s < 0) throw std::invalid_argument("task duration must not be negative");
+    if (spec.processor >= static_cast<ProcessorId>(processor_count_)) throw std::invalid_argument("unknown processor");
+    if (spec.stream >= static_cast<StreamId>(stream_last_.size())) throw std::out_of_range("unknown stream");
+  }
+  void order_on_stream(StreamId s, TaskId id) {
+    TaskId& last = stream_last_[s];
+    if (last >= 0) add_dependency(last, id);
+    last = id;
+  }
   void recompute_rates();
 
   std::vector<Task> tasks_;
   std::vector<Edge> edges_;
   std::vector<TaskId> stream_last_;     // last task created on each stream
-  std::vector<TaskId> stream_tail_;     // per stream: last task that started (for ordering)
   std::vector<double> link_capacity_;
   std::vector<LinkId> paths_;
   std::vector<Flow> flows_;
-  std::vector<TaskId> flow_task_;
   // Active flows and their state.
   struct ActiveFlow {
     std::int32_t flow = 0;
+    TaskId task = 0;
     double remaining = 0, since = 0;  // bytes left as of time `since`
     double rate = 0;                  // current rate (infinite on an empty path)
     double finish = 0;                // when it ends at that rate
@@ -116,7 +169,6 @@ class Engine {
   std::vector<ActiveFlow> active_;
   double makespan_ = 0;
   std::uint64_t events_ = 0, rate_updates_ = 0;
-  std::vector<std::int32_t> pending_flow_tasks_;  // tasks whose flows start after their latency
   // scratch for max-min
   std::vector<double> cap_left_;
   std::vector<std::int32_t> unfrozen_on_link_;
@@ -129,6 +181,7 @@ class Engine {
     std::vector<double> active_slowdowns;  // of the interfering tasks running now
     std::vector<TaskId> running;           // tasks whose fixed work runs on it now
     double max_slowdown = 0;               // the largest of active_slowdowns (0 if none)
+    std::int32_t at_max = 0;               // how many of active_slowdowns equal it
     double rate = 1.0;                     // its speed now, 1/(1 + max_slowdown); every running task's work_rate
   };
   std::vector<Processor> processors_;  // the first processor_count_ are this run's

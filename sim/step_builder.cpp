@@ -198,14 +198,14 @@ struct Gpu0Task {
   double tp_idle_s = 0;  // the fused TP traffic's time on idle links
 };
 
-// A pass whose fused task recurs unchanged on one GPU (same chunk, same kind): worked out once.
+// A pass whose fused task recurs unchanged on one GPU (same chunk, same kind): worked out once per
+// run; its later tasks share the first one's flows in the engine.
 struct FusedPass {
   bool set = false;
   TaskSpec spec;
   Gpu0Task rec;
   double tp_bytes = 0;
-  std::vector<CachedFlow> flows;
-  std::vector<LinkId> paths;
+  TaskId like = -1;  // the run's first task of this pass
 };
 
 // Cross-stage hand-offs, indexed by (simulated GPU, virtual stage, micro-batch).
@@ -461,8 +461,9 @@ class Builder {
   std::vector<char>& is_sim_ = ws_.is_sim;  // by GPU id: simulated in this run
   std::vector<Gpu0Task>& gpu0_tasks_ = ws_.gpu0_tasks;
   std::vector<FusedPass>& fused_memo_ = ws_.fused_memo;  // [simulated GPU][chunk][PassKind]
-  void add_fused_task(int g, const TaskSpec& spec, Gpu0Task rec, const std::vector<CachedFlow>& flows,
-                      const std::vector<LinkId>& paths, TaskId& first);
+  // A compute task of `spec` on `g`'s compute queue (its first task, into `first`) with the flows of
+  // `like`, or of fused_flows_ where `like` is -1.
+  TaskId add_fused_task(int g, const TaskSpec& spec, Gpu0Task rec, TaskId like, TaskId& first);
   bool fuse_tp_ = false;  // one simulated member per TP group: TP traffic rides on the compute task
   // Recorded timelines only: fused tasks of two parts (a recompute and its backward), by task id
   // order, drawn as two slices in proportion to their compute.
@@ -656,7 +657,7 @@ void Builder::run_parts(const std::vector<int>& gpus, std::initializer_list<Part
       TaskSpec spec = memo->spec;
       spec.label = label(name);
       if (g == 0) tp_bytes_gpu0_ += memo->tp_bytes;
-      add_fused_task(g, spec, memo->rec, memo->flows, memo->paths, first[i]);
+      add_fused_task(g, spec, memo->rec, memo->like, first[i]);
       continue;
     }
     TaskSpec spec;
@@ -689,23 +690,26 @@ void Builder::run_parts(const std::vector<int>& gpus, std::initializer_list<Part
       }
     }
     if (g == 0) tp_bytes_gpu0_ += tp_bytes;
+    const TaskId t = add_fused_task(g, spec, rec, -1, first[i]);
     if (memo) {
       memo->set = true;
       memo->spec = spec;
       memo->rec = rec;
       memo->tp_bytes = tp_bytes;
-      memo->flows = fused_flows_;
-      memo->paths = fused_paths_;
+      memo->like = t;
     }
-    add_fused_task(g, spec, rec, fused_flows_, fused_paths_, first[i]);
   }
 }
 
-void Builder::add_fused_task(int g, const TaskSpec& spec, Gpu0Task rec, const std::vector<CachedFlow>& flows,
-                             const std::vector<LinkId>& paths, TaskId& first) {
-  const TaskId t = e_.add_task(spec);
+TaskId Builder::add_fused_task(int g, const TaskSpec& spec, Gpu0Task rec, TaskId like, TaskId& first) {
+  TaskId t;
+  if (like >= 0) {
+    t = e_.add_task(spec, like);
+  } else {
+    t = e_.add_task(spec);
+    for (const CachedFlow& f : fused_flows_) e_.add_flow(t, f.bytes, fused_paths_.data() + f.path_begin, f.path_end - f.path_begin);
+  }
   lane_stream_.push_back(0);
-  for (const CachedFlow& f : flows) e_.add_flow(t, f.bytes, paths.data() + f.path_begin, f.path_end - f.path_begin);
   RankQueues& q = q_[g];
   if (q.compute >= 0) e_.add_dependency(q.compute, t);
   q.compute = t;
@@ -718,6 +722,7 @@ void Builder::add_fused_task(int g, const TaskSpec& spec, Gpu0Task rec, const st
     rec.id = t;
     gpu0_tasks_.push_back(rec);
   }
+  return t;
 }
 
 const Builder::CachedPlan& Builder::cached_plan(const std::vector<int>& group, CollectiveKind kind, Algorithm algo,
@@ -1222,12 +1227,13 @@ StepResult Builder::run() {
     double latency_s = 0, bytes = 0;
     std::vector<LinkId> path;
     bool dst_simulated = false;
+    TaskId like = -1;  // the first transfer of this kind: the later ones share its flow and interference
   };
   // Few pairs (each stage with its neighbours): a list.
   std::vector<std::pair<std::pair<int, int>, TransferKind>> transfer_kinds;
   transfer_kinds.reserve(2 * sim_gpus_.size() * vpp_);
-  auto transfer_kind = [&](int g, int dst) -> const TransferKind& {
-    for (const auto& [pair, kind] : transfer_kinds)
+  auto transfer_kind = [&](int g, int dst) -> TransferKind& {
+    for (auto& [pair, kind] : transfer_kinds)
       if (pair.first == g && pair.second == dst) return kind;
     TransferKind k;
     const bool inside = place_.node_of(g) == place_.node_of(dst);
@@ -1245,16 +1251,21 @@ StepResult Builder::run() {
     transfer_kinds.emplace_back(std::make_pair(g, dst), std::move(k));
     return transfer_kinds.back().second;
   };
-  auto transfer = [&](const TransferKind& k, int g, int dst, TaskId from, TaskId to, const std::string& name) {
+  auto transfer = [&](TransferKind& k, int g, int dst, TaskId from, TaskId to, const std::string& name) {
     TaskSpec spec;
     spec.lane = g;
     spec.category = kPpComm;
     spec.label = label(name);
     spec.duration_s = k.latency_s;
-    const TaskId t = e_.add_task(spec);
+    TaskId t;
+    if (k.like >= 0) {
+      t = e_.add_task(spec, k.like);
+    } else {
+      t = k.like = e_.add_task(spec);
+      if (dst != g) e_.add_flow(t, k.bytes, k.path.data(), static_cast<int>(k.path.size()));
+      interfere(t, g, k.dst_simulated && dst != g ? dst : -1);
+    }
     lane_stream_.push_back(2);
-    if (dst != g) e_.add_flow(t, k.bytes, k.path.data(), static_cast<int>(k.path.size()));
-    interfere(t, g, k.dst_simulated && dst != g ? dst : -1);
     e_.add_dependency(from, t);
     e_.add_dependency(t, to);
   };
@@ -1265,8 +1276,8 @@ StepResult Builder::run() {
       const int next = vs < V - 1 ? g + ((vs + 1) % pp - stage) * L_.tp * L_.dp : -1;
       const int prev = vs > 0 ? g + ((vs - 1) % pp - stage) * L_.tp * L_.dp : -1;
       // The kinds are looked up once per chunk: `transfer_kinds` only grows (reserved above).
-      const TransferKind* to_next = next >= 0 && paths_->simulated(next) ? &transfer_kind(g, next) : nullptr;
-      const TransferKind* to_prev = prev >= 0 && paths_->simulated(prev) ? &transfer_kind(g, prev) : nullptr;
+      TransferKind* to_next = next >= 0 && paths_->simulated(next) ? &transfer_kind(g, next) : nullptr;
+      TransferKind* to_prev = prev >= 0 && paths_->simulated(prev) ? &transfer_kind(g, prev) : nullptr;
       for (int mb = 0; mb < microbatches_; ++mb) {
         if (to_next)
           transfer(*to_next, g, next, h_.fwd_done[hidx(g, vs, mb)], h_.fwd_start[hidx(next, vs + 1, mb)],
