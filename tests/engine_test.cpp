@@ -126,3 +126,32 @@ TEST(Engine, InterferenceThatStartsLaterAndOverlappingInterferersTakeTheLargest)
   EXPECT_NEAR(e.finish(compute), 11.4, 1e-9);
   EXPECT_THROW(e.add_interference(a, 7, 0.1), std::invalid_argument);
 }
+
+TEST(Engine, ATaskLikeAnotherCarriesItsFlowsAndInterference) {
+  // Task a: 1 s of latency, then 100 B over a 100 B/s link, slowing processor p by 1 (half speed)
+  // while it runs. b is made like a and starts with it: the two flows share the link (50 B/s each)
+  // from t = 1 to t = 3. A third task like a runs after both, alone: 3 + 1 + 1 = 5. Compute of 4 s
+  // on p runs at half speed while any of them runs: 1.5 s of work by t = 3, 1 s more by t = 5,
+  // the last 1.5 s at full speed: done at 6.5.
+  Engine e;
+  const LinkId l = e.add_link(100.0);
+  const ProcessorId p = e.add_processor();
+  TaskSpec c;
+  c.duration_s = 4.0;
+  c.processor = p;
+  const TaskId compute = e.add_task(c);
+  TaskSpec x;
+  x.duration_s = 1.0;
+  const TaskId a = e.add_task(x);
+  e.add_flow(a, 100.0, &l, 1);
+  e.add_interference(a, p, 1.0);
+  const TaskId b = e.add_task(x, a);
+  const TaskId after = e.add_task(x, a);
+  e.add_dependency(a, after);
+  e.add_dependency(b, after);
+  e.run();
+  EXPECT_NEAR(e.finish(a), 3.0, 1e-9);
+  EXPECT_NEAR(e.finish(b), 3.0, 1e-9);
+  EXPECT_NEAR(e.finish(after), 5.0, 1e-9);
+  EXPECT_NEAR(e.finish(compute), 6.5, 1e-9);
+}
