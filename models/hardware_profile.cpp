@@ -265,7 +265,7 @@ void read_links(JsonFields& top, HardwareProfile& hp) {
   in.finish();
 
   JsonFields net = top.object("inter_node");
-  hp.nics_per_node = net.integer("nics_per_node", std::nullopt, 1, 64);
+  hp.nics_per_node = net.integer("nics_per_node", std::nullopt, 1, 1024);
   hp.nic_Gbps = net.number("nic_Gbps", std::nullopt, 0.1, 1e5);
   hp.nic_efficiency = net.number("efficiency", std::nullopt, 1e-5, 1.0);
   hp.inter_latency_us = net.number("latency_us", std::nullopt, 0.0, 1e5);

@@ -271,6 +271,12 @@ TEST(Cli, EveryPlanningCommandRunsOnEveryExampleScenario) {
       EXPECT_EQ(search.status, 2) << f;
       EXPECT_NE(search.err.find("no \"search\" block"), std::string::npos) << f << ": " << search.err;
     }
+    std::ifstream again(f);
+    if (nlohmann::json::parse(again).contains("compare")) {
+      const Outcome compare = run("compare " + f + " --json");
+      ASSERT_EQ(compare.status, 0) << f << ": " << compare.err;
+      EXPECT_FALSE(nlohmann::json::parse(compare.out)["alternatives"].empty()) << f;
+    }
     const Outcome sweep = run("sweep " + f + " --json");
     ASSERT_EQ(sweep.status, 0) << f << ": " << sweep.err;
     EXPECT_FALSE(nlohmann::json::parse(sweep.out).empty()) << f;
@@ -283,6 +289,48 @@ TEST(Cli, EveryPlanningCommandRunsOnEveryExampleScenario) {
     EXPECT_GT(std::filesystem::file_size(html), 1000u) << f;
     std::filesystem::remove(html);
   }
+}
+
+TEST(Cli, CompareRanksTheSearchOnEachHardwareOption) {
+  // The example comparison: every option's rows and the picks, in text and in JSON; each option's
+  // best layout at a size is the one `planner search` finds on a scenario of that hardware alone.
+  const std::string f = kScenarios + "/llama3-70b-h100-h200-b200.json";
+  const Outcome text = run("compare " + f);
+  ASSERT_EQ(text.status, 0) << text.err;
+  for (const char* s : {"h100-sxm", "h200-sxm", "b200-sxm", "fastest to train:", "cheapest to train:", "cheapest within the 60-day deadline:"})
+    EXPECT_NE(text.out.find(s), std::string::npos) << s << "\n" << text.out;
+  const Outcome js = run("compare " + f + " --json");
+  ASSERT_EQ(js.status, 0) << js.err;
+  const auto doc = nlohmann::json::parse(js.out);
+  ASSERT_EQ(doc["alternatives"].size(), 3u);
+  EXPECT_EQ(doc["compared_by"], "cost_usd");
+  const auto& b200 = doc["alternatives"][2];
+  EXPECT_EQ(b200["hardware"], "b200-sxm");
+  ASSERT_FALSE(b200["best_per_size"].empty());
+  const auto& largest = b200["best_per_size"].back();
+  std::ifstream in(f);
+  auto alone = nlohmann::json::parse(in);
+  alone.erase("compare");
+  alone.erase("layout");
+  alone["hardware"] = "b200-sxm";
+  alone["cost"]["gpu_hour_usd"] = b200["gpu_hour_usd"];
+  alone["cluster"]["nodes"] = {largest["nodes"]};
+  alone["search"]["nodes"] = {largest["nodes"]};
+  const Outcome search = run("search " + write_temp("b200_alone.json", alone.dump()) + " --json --top 1");
+  ASSERT_EQ(search.status, 0) << search.err;
+  const auto best = nlohmann::json::parse(search.out)["candidates"][0];
+  EXPECT_EQ(best["layout"], largest["layout"]);
+  EXPECT_EQ(best["step_time_s"], largest["step_time_s"]);
+  EXPECT_EQ(best["cost_usd"], largest["cost_usd"]);
+  // The report shows the same comparison, with the time-against-cost chart.
+  const std::string page = report_page(f, "compare_report.html");
+  for (const char* s : {"<h2>Hardware options</h2>", "b200-sxm <span class='note'>derived</span>", "h200-sxm <span class='note'>measured</span>",
+                        "cheapest within the deadline", "aria-label='time and cost to train'"})
+    EXPECT_NE(page.find(s), std::string::npos) << s;
+  // A scenario without the block: exit 2, naming it.
+  const Outcome none = run("compare " + kScenarios + "/gpt3-175b-1024-gpus.json");
+  EXPECT_EQ(none.status, 2);
+  EXPECT_NE(none.err.find("no \"compare\" block"), std::string::npos) << none.err;
 }
 
 TEST(Cli, CalibrateImportsNcclTestsLogs) {

@@ -239,3 +239,55 @@ TEST(Scenario, StragglersBlockIsValidated) {
   e = with(R"({ "speed_stddev": 0.02 })");
   EXPECT_NE(e.find("did you mean \"speed_stdev\""), std::string::npos) << e;
 }
+
+TEST(Scenario, CompareBlockMakesOneScenarioPerHardwareOption) {
+  // The second option: 4 GPUs per node, its own node counts (the search's too), price and NIC rate;
+  // the first keeps the scenario's. With a search block the alternatives leave the layout out.
+  const Scenario s = parse_scenario(
+      base_with(R"("layout": { "tp": 2, "pp": 2, "micro_batch": 2 })",
+                R"(, "search": { "tp": [1, 2], "nodes": [2] }, "cost": { "gpu_hour_usd": 2 },
+                   "compare": [ { "hardware": "test-gpu" },
+                                { "name": "small nodes", "hardware": "test-gpu", "gpus_per_node": 4, "nodes": [2, 3],
+                                  "gpu_hour_usd": 1.5, "network": { "nic_Gbps": 40 } } ])"),
+      "s.json", kProfiles);
+  ASSERT_EQ(s.compare.size(), 2u);
+  EXPECT_EQ(s.compare[0].name, "test-gpu");
+  const Scenario& a = *s.compare[0].scenario;
+  EXPECT_EQ(a.cluster.gpus_per_node, 8);
+  EXPECT_EQ(a.cost.gpu_hour_usd, 2);
+  EXPECT_FALSE(a.has_layout);
+  EXPECT_TRUE(a.has_search);
+  EXPECT_TRUE(a.compare.empty());
+  EXPECT_EQ(s.compare[1].name, "small nodes");
+  const Scenario& b = *s.compare[1].scenario;
+  EXPECT_EQ(b.cluster.gpus_per_node, 4);
+  EXPECT_EQ(b.cluster.nodes, (std::vector<int>{2, 3}));
+  EXPECT_EQ(b.search.nodes, (std::vector<int>{2, 3}));
+  EXPECT_EQ(b.cost.gpu_hour_usd, 1.5);
+  EXPECT_EQ(b.cluster.network.nic_Gbps, 40);
+  EXPECT_EQ(b.cluster.network.nics_per_node, 8);  // the profile's
+}
+
+TEST(Scenario, CompareBlockIsValidated) {
+  auto with = [](const std::string& compare, const std::string& layout = R"("layout": { "tp": 2, "pp": 2, "micro_batch": 2 })") {
+    return error_of(base_with(layout, R"(, "compare": )" + compare));
+  };
+  EXPECT_NE(with("{}").find("compare: expected a non-empty list"), std::string::npos);
+  EXPECT_NE(with("[]").find("compare: expected a non-empty list"), std::string::npos);
+  EXPECT_NE(with(R"([{ "gpu_hour_usd": 2 }])").find("compare[0].hardware"), std::string::npos);
+  const std::string unknown = with(R"([{ "hardware": "test-gpu", "gpu_hour_usb": 2 }])");
+  EXPECT_NE(unknown.find("compare[0].gpu_hour_usb"), std::string::npos) << unknown;
+  EXPECT_NE(unknown.find("did you mean \"gpu_hour_usd\""), std::string::npos) << unknown;
+  const std::string profile = with(R"([{ "hardware": "test-gpuu" }])");
+  EXPECT_NE(profile.find("compare[0] (test-gpuu): hardware"), std::string::npos) << profile;
+  EXPECT_NE(profile.find("did you mean \"test-gpu\""), std::string::npos) << profile;
+  EXPECT_NE(with(R"([{ "hardware": "test-gpu" }, { "hardware": "test-gpu" }])").find("compare[1]: a second alternative named"),
+            std::string::npos);
+  const std::string net = with(R"([{ "hardware": "test-gpu", "network": { "nic_Gbs": 100 } }])");
+  EXPECT_NE(net.find("compare[0].network.nic_Gbs"), std::string::npos) << net;
+  EXPECT_NE(with(R"([{ "hardware": "test-gpu", "nodes": [2, 0] }])").find("compare[0].nodes[1]"), std::string::npos);
+  EXPECT_NE(with(R"([{ "hardware": "test-gpu", "gpus_per_node": 0 }])").find("compare[0].gpus_per_node"), std::string::npos);
+  // Without a search block the scenario's layout is what is compared, so it must fit every option.
+  const std::string fit = with(R"([{ "hardware": "test-gpu", "gpus_per_node": 3 }])");
+  EXPECT_NE(fit.find("compare[0] (test-gpu): layout"), std::string::npos) << fit;
+}

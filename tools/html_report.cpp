@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "evaluation.h"
+#include "hardware_compare.h"
 #include "layout_search.h"
 #include "text_report.h"
 
@@ -35,6 +36,15 @@ std::string fmt(const char* f, double v) {
 
 const char* kColors[sim::kCategories] = {"#4e79a7", "#a0cbe8", "#f28e2b", "#e15759", "#b07aa1", "#bab0ac", "#59a14f", "#edc948"};
 const char* kMemColors[6] = {"#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#999999"};
+const char* kOptionColors[8] = {"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#edc948", "#76b7b2", "#ff9da7"};
+
+// "$1.51M", "$820k": for axes.
+std::string usd_short(double usd) {
+  if (usd >= 1e9) return fmt("$%.3gB", usd / 1e9);
+  if (usd >= 1e6) return fmt("$%.3gM", usd / 1e6);
+  if (usd >= 1e3) return fmt("$%.3gk", usd / 1e3);
+  return fmt("$%.3g", usd);
+}
 
 
 // Horizontal stacked bars of the exposed breakdown, one per layout.
@@ -248,6 +258,133 @@ std::string capacity_table(const Scenario& s, const std::vector<Evaluation>& evs
   return o.str();
 }
 
+// Time to train against its cost, one series per hardware option (a point per size), with the
+// deadline as a line: the chart a purchase is decided on.
+std::string frontier_chart(const Scenario& s, const Comparison& c) {
+  const int W = 860, H = 310, left = 90, bottom = 260, top = 30, right = 170;
+  double tmin = INFINITY, tmax = 0, cmin = INFINITY, cmax = 0;
+  for (const auto& opt : c.options)
+    for (const auto& ev : opt.best) {
+      if (!std::isfinite(ev.time_to_train_s)) continue;
+      tmin = std::min(tmin, ev.time_to_train_s / 86400.0);
+      tmax = std::max(tmax, ev.time_to_train_s / 86400.0);
+      cmin = std::min(cmin, ev.cost_usd);
+      cmax = std::max(cmax, ev.cost_usd);
+    }
+  if (!(tmax > 0) || !(cmax > 0)) return "";
+  const double deadline = s.training.deadline_days;
+  if (deadline > 0) tmin = std::min(tmin, deadline), tmax = std::max(tmax, deadline);
+  // Days on a log axis (sizes double), cost on a linear one from just under the cheapest.
+  const double lo = std::log(tmin * 0.9), hi = std::log(tmax * 1.1);
+  const double c0 = cmin * 0.95, c1 = cmax * 1.05;
+  auto X = [&](double days) { return left + (W - left - right) * (std::log(days) - lo) / (hi - lo); };
+  auto Y = [&](double usd) { return bottom - (bottom - top) * (usd - c0) / (c1 - c0); };
+  std::ostringstream o;
+  o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='" << H << "' role='img' aria-label='time and cost to train'>";
+  for (int i = 0; i <= 4; ++i) {
+    const double usd = c0 + (c1 - c0) * i / 4;
+    o << "<line x1='" << left << "' y1='" << Y(usd) << "' x2='" << W - right << "' y2='" << Y(usd) << "' stroke='#eee'/><text x='" << left - 6
+      << "' y='" << Y(usd) + 4 << "' font-size='11' text-anchor='end'>" << usd_short(usd) << "</text>";
+  }
+  // Day ticks at 1, 2, 5 times powers of ten inside the range.
+  for (double decade = 1; decade <= 1e5; decade *= 10)
+    for (double m : {1.0, 2.0, 5.0}) {
+      const double d = m * decade;
+      if (d < std::exp(lo) || d > std::exp(hi)) continue;
+      o << "<line x1='" << X(d) << "' y1='" << top << "' x2='" << X(d) << "' y2='" << bottom << "' stroke='#eee'/><text x='" << X(d)
+        << "' y='" << bottom + 14 << "' font-size='11' text-anchor='middle'>" << fmt("%g", d) << "</text>";
+    }
+  if (deadline > 0)
+    o << "<line x1='" << X(deadline) << "' y1='" << top << "' x2='" << X(deadline) << "' y2='" << bottom
+      << "' stroke='#d62728' stroke-dasharray='6 3'/><text x='" << X(deadline) + 4 << "' y='" << top + 10
+      << "' font-size='11' fill='#d62728'>deadline " << fmt("%.0f", deadline) << " days</text>";
+  for (std::size_t i = 0; i < c.options.size(); ++i) {
+    const auto& opt = c.options[i];
+    const char* colour = kOptionColors[i % 8];
+    o << "<polyline fill='none' stroke='" << colour << "' stroke-width='2' points='";
+    for (const auto& ev : opt.best)
+      if (std::isfinite(ev.time_to_train_s)) o << X(ev.time_to_train_s / 86400.0) << "," << Y(ev.cost_usd) << " ";
+    o << "'/>";
+    for (const auto& ev : opt.best) {
+      if (!std::isfinite(ev.time_to_train_s)) continue;
+      const double x = X(ev.time_to_train_s / 86400.0), y = Y(ev.cost_usd);
+      o << "<circle cx='" << x << "' cy='" << y << "' r='4' fill='" << colour << "'><title>" << esc(opt.name) << ", " << ev.nodes << " nodes: "
+        << format_seconds(ev.time_to_train_s) << ", " << usd_short(ev.cost_usd) << "</title></circle><text x='" << x + 5 << "' y='"
+        << y - 5 << "' font-size='10'>" << ev.nodes << "</text>";
+    }
+    o << "<rect x='" << W - right + 16 << "' y='" << top + 18 * i << "' width='12' height='12' fill='" << colour << "'/><text x='"
+      << W - right + 32 << "' y='" << top + 18 * i + 11 << "' font-size='11'>" << esc(opt.name) << "</text>";
+  }
+  o << "<text x='" << (left + W - right) / 2 << "' y='" << H - 14 << "' font-size='11' text-anchor='middle'>days to train (log scale); "
+    << "each point a cluster size, labelled with its node count</text><text x='4' y='12' font-size='11'>cost to train</text></svg>";
+  return o.str();
+}
+
+// The scenario on each hardware option of its `compare` block: the best layout at each size, and
+// which option trains fastest, cheapest, and cheapest within the deadline.
+std::string comparison_section(const Scenario& s) {
+  const Comparison c = compare_hardware(s, 0);
+  const bool to_train = s.training.tokens_total > 0;
+  const double deadline_s = s.training.deadline_days * 86400.0;
+  std::ostringstream o;
+  o << "<h2>Hardware options</h2><table><tr><th class='l'>hardware</th><th>$/GPU-h</th><th>nodes</th>"
+    << "<th class='l'>best layout</th><th>step</th><th>tokens/s</th><th>MFU</th>";
+  if (to_train) o << "<th>time to train</th><th>cost</th>";
+  o << "</tr>";
+  for (const auto& opt : c.options) {
+    const Scenario& a = *opt.scenario;
+    bool first = true;
+    auto head = [&] {
+      o << "<tr><td class='l'>";
+      if (first) o << esc(opt.name) << " <span class='note'>" << esc(a.hardware.provenance.source) << "</span>";
+      o << "</td><td>" << (first && a.cost.gpu_hour_usd > 0 ? fmt("%.2f", a.cost.gpu_hour_usd) : "") << "</td>";
+      first = false;
+    };
+    for (const auto& ev : opt.best) {
+      head();
+      const bool late = deadline_s > 0 && !(ev.time_to_train_s <= deadline_s);
+      o << "<td>" << ev.nodes << " × " << a.cluster.gpus_per_node << "</td><td class='l'>" << esc(describe_short(ev.layout)) << "</td><td>"
+        << format_seconds(ev.step.step_time_s) << "</td><td>" << fmt("%.0f", ev.tokens_per_s) << "</td><td>" << fmt("%.1f%%", 100 * ev.mfu)
+        << "</td>";
+      if (to_train)
+        o << "<td" << (late ? " style='color:#b00'" : "") << ">" << format_seconds(ev.time_to_train_s) << "</td><td>"
+          << (a.cost.gpu_hour_usd > 0 ? usd_short(ev.cost_usd) : std::string("—")) << "</td>";
+      o << "</tr>";
+    }
+    for (int n : opt.no_fit) {
+      head();
+      o << "<td>" << n << " × " << a.cluster.gpus_per_node << "</td><td class='l' colspan='" << (to_train ? 6 : 4)
+        << "'>no layout fits in memory</td></tr>";
+    }
+  }
+  o << "</table>";
+  auto pick = [&](const char* what, const ComparedPick& p) {
+    if (p.option < 0) return;
+    const auto& opt = c.options[p.option];
+    const auto& ev = opt.best[p.size];
+    o << "<li>" << what << ": <b>" << esc(opt.name) << " on " << ev.nodes << " nodes</b> (" << format_seconds(ev.time_to_train_s);
+    if (c.priced) o << ", " << usd_short(ev.cost_usd);
+    o << ")</li>";
+  };
+  if (to_train) {
+    o << "<ul>";
+    pick("fastest to train", c.fastest);
+    pick(c.priced ? "cheapest to train" : "fewest GPU-hours to train", c.cheapest);
+    if (deadline_s > 0) {
+      if (c.cheapest_in_deadline.option >= 0)
+        pick(c.priced ? "cheapest within the deadline" : "fewest GPU-hours within the deadline", c.cheapest_in_deadline);
+      else
+        o << "<li>no option trains within the " << s.training.deadline_days << "-day deadline at the sizes compared</li>";
+    }
+    o << "</ul>";
+    if (c.priced) o << frontier_chart(s, c);
+  }
+  o << "<p class='note'>Each option is the scenario on that hardware: its search space at each of the option's node counts, "
+       "the best layout at each size. Profiles marked <i>measured</i> were calibrated on that part; <i>derived</i> ones carry a "
+       "calibrated part's efficiency to the datasheet's peaks by the rule their file states. In red: over the deadline.</p>";
+  return o.str();
+}
+
 }  // namespace
 
 std::string render_report(const Scenario& s, int top) {
@@ -337,6 +474,7 @@ std::string render_report(const Scenario& s, int top) {
     }
     o << straggler_table(s, sweep.size() > 1 ? sweep : one);
   }
+  if (!s.compare.empty()) o << comparison_section(s);
   EvalOptions traced;
   traced.record_timeline = true;
   const Evaluation t = evaluate(s, best.layout, best.nodes, traced);

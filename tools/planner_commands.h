@@ -54,6 +54,8 @@ struct PlannerOptions {
 int run_simulate(const PlannerOptions& o, std::ostream& out);
 int run_sweep(const PlannerOptions& o, std::ostream& out);
 int run_search(const PlannerOptions& o, std::ostream& out, std::ostream& progress);
+// The scenario on each hardware option of its `compare` block (hardware_compare.h).
+int run_compare(const PlannerOptions& o, std::ostream& out);
 int run_report(const PlannerOptions& o);
 int run_export(const PlannerOptions& o, std::ostream& out);
 int run_validate(const PlannerOptions& o, std::ostream& out, std::ostream& progress);

@@ -59,6 +59,11 @@ int run_planner(int argc, char** argv, const Sharding& sharding) {
   search->add_option("--threads", opt.threads, "worker threads (default: all cores)");
   search->add_flag("--json", opt.json, "print JSON");
 
+  auto* cmp = app.add_subcommand("compare", "the best layout at each size on each hardware option of the scenario's compare block");
+  cmp->add_option("scenario", opt.scenario, "scenario JSON file")->required();
+  cmp->add_option("--threads", opt.threads, "worker threads (default: all cores)");
+  cmp->add_flag("--json", opt.json, "print JSON");
+
   auto* rep = app.add_subcommand("report", "one self-contained HTML page for a design meeting");
   rep->add_option("scenario", opt.scenario, "scenario JSON file")->required();
   rep->add_option("-o,--output", opt.output, "HTML file to write")->required();
@@ -87,6 +92,7 @@ int run_planner(int argc, char** argv, const Sharding& sharding) {
     if (*sim) return run_simulate(opt, std::cout);
     if (*sweep) return run_sweep(opt, std::cout);
     if (*search) return run_search(opt, std::cout, std::cerr);
+    if (*cmp) return run_compare(opt, std::cout);
     if (*exp) return run_export(opt, std::cout);
     if (*rep) return run_report(opt);
     if (*val) {

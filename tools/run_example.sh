@@ -14,3 +14,5 @@ echo
 build/planner sweep scenarios/llama3-70b-stragglers.json
 echo
 build/planner search scenarios/llama2-7b-one-node.json --top 5
+echo
+build/planner compare scenarios/llama3-70b-h100-h200-b200.json

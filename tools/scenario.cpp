@@ -137,6 +137,65 @@ void read_search(JsonFields& f, SearchSpace& s) {
   f.finish();
 }
 
+// A `network` object's overrides of `n` (the hardware profile's defaults).
+void read_network(JsonFields& nw, NetworkSpec& n) {
+  n.nics_per_node = nw.integer("nics_per_node", n.nics_per_node, 1, 1024);
+  n.nic_Gbps = nw.number("nic_Gbps", n.nic_Gbps, 0.1, 1e5);
+  n.fabric = nw.string("fabric", n.fabric);
+  if (n.fabric != "single-switch" && n.fabric != "fat-tree" && n.fabric != "rail-optimized")
+    throw InputError(nw.path("fabric"), "expected \"single-switch\", \"fat-tree\" or \"rail-optimized\", found \"" + n.fabric + "\"");
+  n.oversubscription = nw.number("oversubscription", 1.0, 1.0, 64.0);
+  n.latency_us = nw.number("latency_us", n.latency_us, 0.0, 1e5);
+  n.efficiency = nw.number("efficiency", n.efficiency, 0.01, 1.0);
+  nw.finish();
+}
+
+std::vector<int> read_node_counts(const json& v, const std::string& path) {
+  return read_list<int>(v, path, [](const json& x, const std::string& p) { return json_integer(x, p, 1, 1 << 20); });
+}
+
+Scenario parse_document(const json& doc, const std::string& file, const std::string& profile_dir);
+
+// The `compare` block: a list of hardware options, each the scenario with its own "hardware" and,
+// where the entry gives them, its own "nodes", "gpus_per_node", "network" keys and "gpu_hour_usd".
+// With a `search` block the comparison ranks the search space, so the alternatives leave out the
+// scenario's `layout` (a layout for one machine's node shape need not fit another's).
+std::vector<Alternative> read_compare(const json& doc, const json& block, const std::string& profile_dir) {
+  if (!block.is_array() || block.empty())
+    throw InputError("compare", "expected a non-empty list of {\"hardware\": profile, ...}, found " + json_excerpt(block));
+  if (block.size() > 32) throw InputError("compare", "at most 32 alternatives, found " + std::to_string(block.size()));
+  std::vector<Alternative> out;
+  for (std::size_t i = 0; i < block.size(); ++i) {
+    const std::string at = "compare[" + std::to_string(i) + "]";
+    JsonFields ef(block[i], at);
+    Alternative a;
+    const std::string hw = ef.string("hardware");
+    a.name = ef.string("name", hw);
+    json v = doc;
+    v.erase("compare");
+    v["hardware"] = hw;
+    if (ef.has("gpu_hour_usd")) v["cost"]["gpu_hour_usd"] = ef.number("gpu_hour_usd", std::nullopt, 0.0, 1e6);
+    if (ef.has("gpus_per_node")) v["cluster"]["gpus_per_node"] = ef.integer("gpus_per_node", std::nullopt, 1, 1024);
+    if (const json* nodes = ef.find("nodes")) {
+      v["cluster"]["nodes"] = read_node_counts(*nodes, ef.path("nodes"));
+      if (v.contains("search") && v["search"].is_object() && v["search"].contains("nodes")) v["search"]["nodes"] = v["cluster"]["nodes"];
+    }
+    if (ef.has("network")) {
+      JsonFields nw = ef.object("network");
+      NetworkSpec checked;
+      read_network(nw, checked);
+      for (const auto& [k, x] : ef.required("network").items()) v["cluster"]["network"][k] = x;
+    }
+    ef.finish();
+    for (const Alternative& o : out)
+      if (o.name == a.name) throw InputError(at, "a second alternative named \"" + a.name + "\" (give each a distinct \"name\")");
+    if (v.contains("search")) v.erase("layout");
+    a.scenario = std::make_shared<const Scenario>(parse_document(v, at + " (" + a.name + ")", profile_dir));
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
 }  // namespace
 
 Scenario parse_scenario(const std::string& text, const std::string& file, const std::string& profile_dir) {
@@ -146,6 +205,12 @@ Scenario parse_scenario(const std::string& text, const std::string& file, const 
   } catch (const json::parse_error& e) {
     throw InputError(file, std::string("not valid JSON: ") + e.what());
   }
+  return parse_document(doc, file, profile_dir);
+}
+
+namespace {
+
+Scenario parse_document(const json& doc, const std::string& file, const std::string& profile_dir) {
   Scenario s;
   s.file = file;
   try {
@@ -173,8 +238,7 @@ Scenario parse_scenario(const std::string& text, const std::string& file, const 
     }
 
     JsonFields cl = top.object("cluster");
-    s.cluster.nodes = read_list<int>(cl.required("nodes"), cl.path("nodes"),
-                                     [](const json& x, const std::string& p) { return json_integer(x, p, 1, 1 << 20); });
+    s.cluster.nodes = read_node_counts(cl.required("nodes"), cl.path("nodes"));
     s.cluster.gpus_per_node = cl.integer("gpus_per_node", s.hardware.gpus_per_node, 1, 1024);
     NetworkSpec& n = s.cluster.network;
     n.nics_per_node = s.hardware.nics_per_node;
@@ -183,15 +247,7 @@ Scenario parse_scenario(const std::string& text, const std::string& file, const 
     n.efficiency = s.hardware.nic_efficiency;
     if (cl.has("network")) {
       JsonFields nw = cl.object("network");
-      n.nics_per_node = nw.integer("nics_per_node", n.nics_per_node, 1, 64);
-      n.nic_Gbps = nw.number("nic_Gbps", n.nic_Gbps, 0.1, 1e5);
-      n.fabric = nw.string("fabric", n.fabric);
-      if (n.fabric != "single-switch" && n.fabric != "fat-tree" && n.fabric != "rail-optimized")
-        throw InputError(nw.path("fabric"), "expected \"single-switch\", \"fat-tree\" or \"rail-optimized\", found \"" + n.fabric + "\"");
-      n.oversubscription = nw.number("oversubscription", 1.0, 1.0, 64.0);
-      n.latency_us = nw.number("latency_us", n.latency_us, 0.0, 1e5);
-      n.efficiency = nw.number("efficiency", n.efficiency, 0.01, 1.0);
-      nw.finish();
+      read_network(nw, n);
     }
     cl.finish();
 
@@ -327,6 +383,7 @@ Scenario parse_scenario(const std::string& text, const std::string& file, const 
         throw InputError(sf.path(), "needs \"gpus\" (slow GPUs and their speeds), \"nics\" (slow NICs) or \"speed_stdev\" (the spread of GPU speeds)");
       st.given = true;
     }
+    if (const json* c = top.find("compare")) s.compare = read_compare(doc, *c, profile_dir);
     top.finish();
     if (!s.has_layout && !s.has_search && !s.has_validate)
       throw InputError("layout", "a scenario needs a \"layout\" (simulate), a \"search\" (search) or a \"validate\" block");
@@ -337,6 +394,8 @@ Scenario parse_scenario(const std::string& text, const std::string& file, const 
   }
   return s;
 }
+
+}  // namespace
 
 Scenario load_scenario(const std::string& path, const std::string& profile_dir) {
   std::ifstream in(path);

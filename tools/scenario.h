@@ -1,4 +1,5 @@
 #pragma once
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -78,6 +79,15 @@ struct CostSpec {
   double budget_usd = 0;
 };
 
+struct Scenario;
+
+// One option of a scenario's `compare` block: the scenario as it would be on other hardware (its
+// own profile, and the entry's nodes, GPUs per node, network and price where it gives them).
+struct Alternative {
+  std::string name;  // the entry's "name", or its hardware's
+  std::shared_ptr<const Scenario> scenario;
+};
+
 struct Scenario {
   std::string file;
   std::string name;
@@ -98,6 +108,7 @@ struct Scenario {
   ReliabilitySpec reliability;
   DataSpec data;
   StragglerSpec stragglers;
+  std::vector<Alternative> compare;  // the `compare` block's entries, in order (empty: none)
 };
 
 // Parses and validates a scenario (SCENARIO.md v1). Throws InputError naming the JSON path.
