@@ -22,7 +22,7 @@ const std::string kData = TRAINSIM_TEST_DATA;
 }  // namespace
 
 TEST(Profiles, ShippedProfilesLoadWithProvenance) {
-  for (const char* name : {"h200-sxm", "h100-sxm", "a100-80g-sxm", "b200-sxm"}) {
+  for (const char* name : {"h200-sxm", "h100-sxm", "a100-80g-sxm", "b200-sxm", "gb200-nvl72"}) {
     const HardwareProfile hp = load_hardware_profile(name, kProfiles);
     EXPECT_EQ(hp.name, name);
     EXPECT_FALSE(hp.provenance.source.empty());

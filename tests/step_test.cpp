@@ -203,6 +203,28 @@ TEST(Step, SymmetricAndFullAgreeWithFewerGpusThanNics) {
   }
 }
 
+TEST(Step, SymmetricAndFullAgreeOnRackSizedNvlinkDomains) {
+  // Two GB200 NVL72 racks (a node is a 72-GPU NVLink domain, 72 NICs): with tp 4 and pp 2 each
+  // stage fills a rack, so its 18-way data parallelism stays on NVLink and only the pipeline
+  // crosses the NICs; with pp 1 the 36-way DP ring crosses both. One representative per stage and
+  // every GPU on the full topology give the same step.
+  const std::string text = R"({ "name": "nvl", "model": "llama3-8b", "training": { "global_batch": 144 },
+      "hardware": "gb200-nvl72", "cluster": { "nodes": 2 },
+      "layout": { "tp": 4, "pp": 2, "micro_batch": 1, "sequence_parallel": true, "zero": 1 } })";
+  const Scenario s = parse_scenario(text, "nvl", kProfiles);
+  EXPECT_EQ(s.cluster.gpus_per_node, 72);
+  EXPECT_EQ(s.cluster.network.nics_per_node, 72);
+  for (const char* over : {"", "pp=1"}) {
+    bool dp = false;
+    const Layout l = resolve_layout(s, apply_layout_overrides(s.layout, over, &dp), dp, 2);
+    EvalOptions sym, full;
+    full.mode = SimMode::full;
+    const double a = evaluate(s, l, 2, sym).step.step_time_s;
+    const double b = evaluate(s, l, 2, full).step.step_time_s;
+    EXPECT_NEAR(a / b, 1.0, 0.02) << over << ": symmetric " << a << " full " << b;
+  }
+}
+
 TEST(Step, BucketSizeHasAnInteriorOptimum) {
   // Small buckets pay the per-collective latency many times; one huge bucket cannot start until
   // backward ends, so nothing overlaps. Built to show both: 16 data-parallel GPUs over 2 nodes
