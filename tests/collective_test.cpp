@@ -1,10 +1,12 @@
-// Collectives on the topology against alpha-beta closed forms, and nccl-tests' bus-bandwidth factors.
+// Collectives on the topology against alpha-beta closed forms and a published measurement, and
+// nccl-tests' bus-bandwidth factors.
 #include <gtest/gtest.h>
 
 #include <numeric>
 
 #include "collective.h"
 #include "engine.h"
+#include "hardware_profile.h"
 #include "topology.h"
 
 using namespace trainsim::sim;
@@ -144,6 +146,27 @@ TEST(Collective, HierarchicalMatchesRingOnBalancedGroups) {
   const auto p = plan_collective(CollectiveKind::all_reduce, Algorithm::hierarchical, S, iota(16), place(s, 0, 0));
   ASSERT_EQ(p.phases.size(), 3u);
   EXPECT_NEAR(run_plan(p, s), 2 * 0.875 * S / 200e9 + (S / 8) / 25e9, 1e-9);
+}
+
+TEST(Collective, B200RingAcrossFourNodesMatchesAPublishedMeasurement) {
+  // Four 8-GPU nodes of the b200-sxm profile, 8 x 400 Gb/s NICs each (50 GB/s x 0.96 per NIC). A
+  // ring all-reduce over the 32 GPUs runs 8 channels, one per rail; each channel crosses the node
+  // boundary over its own NIC, so the NICs bound it: t = 2 (31/32) S / (8 x 48 GB/s) plus the
+  // plan's step latencies (2 x 31 ring steps), a bus bandwidth just under 384 GB/s at 16 GiB.
+  // Published: 381.8 GB/s at 16 GiB on four AWS P6-B200 nodes (8 x 400 Gb/s EFA each; shared/reference
+  // id b200-aws-p6-1node-vs-4node-allreduce-torchbench-mlengineering).
+  const trainsim::HardwareProfile hp = trainsim::load_hardware_profile("b200-sxm", TRAINSIM_PROFILES);
+  ClusterShape s = node(4, hp.gpus_per_node, hp.intra_busbw_GBps * 1e9, hp.nic_Gbps / 8.0 * 1e9 * hp.nic_efficiency);
+  ASSERT_EQ(hp.nics_per_node, s.nics_per_node);
+  const double S = 16.0 * (1ull << 30);
+  const auto p = plan_collective(CollectiveKind::all_reduce, Algorithm::ring, S, iota(32),
+                                 place(s, hp.intra_latency_us * 1e-6, hp.inter_latency_us * 1e-6));
+  double latency = 0;
+  for (const auto& ph : p.phases) latency += ph.latency_s;
+  const double t = run_plan(p, s);
+  EXPECT_NEAR(t, 2.0 * 31 / 32 * S / (8 * 48e9) + latency, 1e-9 * t);
+  const double busbw_GBps = 2.0 * 31 / 32 * S / t / 1e9;
+  EXPECT_NEAR(busbw_GBps, 381.8, 381.8 * 0.03);
 }
 
 TEST(Collective, AutoPicksTreeForSmallMessagesAcrossNodes) {

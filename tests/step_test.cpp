@@ -85,6 +85,20 @@ Scenario case_scenario(const LayoutCase& c) {
   return parse_scenario(text, "case", kProfiles);
 }
 
+// Symmetric mode against full mode for each layout override of the scenario's layout on `nodes`:
+// the steps agree within `tolerance` (relative).
+void expect_modes_agree(const Scenario& s, std::initializer_list<const char*> overrides, int nodes, double tolerance) {
+  for (const char* over : overrides) {
+    bool dp = false;
+    const Layout l = resolve_layout(s, apply_layout_overrides(s.layout, over, &dp), dp, nodes);
+    EvalOptions sym, full;
+    full.mode = SimMode::full;
+    const double a = evaluate(s, l, nodes, sym).step.step_time_s;
+    const double b = evaluate(s, l, nodes, full).step.step_time_s;
+    EXPECT_NEAR(a / b, 1.0, tolerance) << over << ": symmetric " << a << " full " << b;
+  }
+}
+
 }  // namespace
 
 TEST(PipelineSchedule, OrdersAreCompleteAndInflightMatchesMemoryModel) {
@@ -143,15 +157,7 @@ TEST(Step, SymmetricAndFullModesAgree) {
   // Where every rank of a stage does the same work, one representative per stage (with its share
   // of the NICs) and every rank on the full topology give the same step within 1%.
   const Scenario s = load_scenario(kData + "/test-scenario.json", kData);
-  for (const char* over : {"", "zero=0,bucket_MB=5", "tp=1,pp=4,sequence_parallel=false", "tp=8,pp=1", "pp=1,zero=3"}) {
-    bool dp = false;
-    const Layout l = resolve_layout(s, apply_layout_overrides(s.layout, over, &dp), dp, 2);
-    EvalOptions sym, full;
-    full.mode = SimMode::full;
-    const double a = evaluate(s, l, 2, sym).step.step_time_s;
-    const double b = evaluate(s, l, 2, full).step.step_time_s;
-    EXPECT_NEAR(a / b, 1.0, 0.01) << over << ": symmetric " << a << " full " << b;
-  }
+  expect_modes_agree(s, {"", "zero=0,bucket_MB=5", "tp=1,pp=4,sequence_parallel=false", "tp=8,pp=1", "pp=1,zero=3"}, 2, 0.01);
 }
 
 TEST(Step, SymmetricAndFullAgreeOnAnOversubscribedFatTree) {
@@ -214,15 +220,7 @@ TEST(Step, SymmetricAndFullAgreeOnRackSizedNvlinkDomains) {
   const Scenario s = parse_scenario(text, "nvl", kProfiles);
   EXPECT_EQ(s.cluster.gpus_per_node, 72);
   EXPECT_EQ(s.cluster.network.nics_per_node, 72);
-  for (const char* over : {"", "pp=1"}) {
-    bool dp = false;
-    const Layout l = resolve_layout(s, apply_layout_overrides(s.layout, over, &dp), dp, 2);
-    EvalOptions sym, full;
-    full.mode = SimMode::full;
-    const double a = evaluate(s, l, 2, sym).step.step_time_s;
-    const double b = evaluate(s, l, 2, full).step.step_time_s;
-    EXPECT_NEAR(a / b, 1.0, 0.02) << over << ": symmetric " << a << " full " << b;
-  }
+  expect_modes_agree(s, {"", "pp=1"}, 2, 0.02);
 }
 
 TEST(Step, BucketSizeHasAnInteriorOptimum) {

@@ -40,12 +40,8 @@ ComparedOption evaluate_option(const Alternative& a, int threads) {
     for (const Evaluation* ev : best_per_size(r.ranked)) o.best.push_back(*ev);
   } else {
     for (int n : nodes) {
-      Layout l;
-      try {
-        l = resolve_layout(s, s.layout, s.layout_dp_given && n == s.cluster.nodes.front(), n);
-      } catch (const InputError&) {
-        continue;  // this machine's shape does not admit the layout at this size
-      }
+      // Checked for every node count when the option's scenario was read.
+      const Layout l = resolve_layout(s, s.layout, s.layout_dp_given && n == s.cluster.nodes.front(), n);
       ++o.evaluated;
       Evaluation ev = evaluate(s, l, n, EvalOptions{});
       if (!ev.memory.oom) o.best.push_back(std::move(ev));
@@ -200,7 +196,7 @@ int run_compare(const PlannerOptions& o, std::ostream& out) {
     }
     for (int n : opt.no_fit) {
       std::snprintf(line, sizeof line, "%-12s %8s %5d %6d  %s\n", first ? opt.name.c_str() : "", first ? price_col : "", n,
-                    n * a.cluster.gpus_per_node, "no layout fits in memory");
+                    n * a.cluster.gpus_per_node, s.has_search ? "no layout of the search space fits" : "the layout does not fit in memory");
       out << line;
       first = false;
     }

@@ -15,7 +15,7 @@ struct ComparedOption {
   std::string name;
   const Scenario* scenario = nullptr;  // the option's scenario (its hardware, nodes and price)
   std::vector<Evaluation> best;        // the best layout at each node count that has one, by node count
-  std::vector<int> no_fit;             // node counts where no layout fits in memory (or none is valid)
+  std::vector<int> no_fit;             // node counts where no layout fits in memory (or, searching, none is valid)
   std::size_t evaluated = 0;           // layouts considered over every node count
 };
 

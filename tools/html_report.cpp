@@ -354,7 +354,7 @@ std::string comparison_section(const Scenario& s) {
     for (int n : opt.no_fit) {
       head();
       o << "<td>" << n << " × " << a.cluster.gpus_per_node << "</td><td class='l' colspan='" << (to_train ? 6 : 4)
-        << "'>no layout fits in memory</td></tr>";
+        << "'>" << (s.has_search ? "no layout of the search space fits" : "the layout does not fit in memory") << "</td></tr>";
     }
   }
   o << "</table>";
