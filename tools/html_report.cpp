@@ -156,14 +156,23 @@ std::string scaling_chart(const std::vector<Evaluation>& evs) {
 // One step of a layout: a row per simulated GPU (one per pipeline stage) and stream. Tasks narrower
 // than kFine pixels that touch at the chart's resolution are drawn as one bar, coloured by the
 // category that takes most of its time and titled with its task count: a step of thousands of
-// passes stays a page of a few hundred bars, and looks the same.
+// passes stays a page of a few hundred bars, and looks the same. Backward compute gets a darker
+// shade of forward's, so that a stage's alternation shows.
 std::string timeline_chart(const sim::StepResult& r) {
+  constexpr int kBackward = sim::kCategories;  // backward compute, drawn apart from forward
+  const char* shade[sim::kCategories + 1];
+  for (int c = 0; c < sim::kCategories; ++c) shade[c] = kColors[c];
+  shade[kBackward] = "#1f3b63";
+  auto kind = [](const sim::TimelineEntry& e) {
+    return e.category == sim::kCompute && !e.name.empty() && e.name[0] == 'B' ? kBackward : e.category;
+  };
   std::vector<std::pair<int, int>> lanes;
   for (const auto& e : r.timeline)
     if (std::find(lanes.begin(), lanes.end(), std::make_pair(e.gpu, e.stream)) == lanes.end()) lanes.push_back({e.gpu, e.stream});
   std::sort(lanes.begin(), lanes.end());
   const int W = 860, row = 16, left = 120;
-  const int H = 20 + row * static_cast<int>(lanes.size());
+  const int legend_y = 6 + row * static_cast<int>(lanes.size());
+  const int H = legend_y + 24;
   const double scale = (W - left - 10) / r.step_time_s;
   constexpr double kFine = 2.0;
   static const char* stream_name[3] = {"compute", "dp/zero", "pp"};
@@ -189,11 +198,11 @@ std::string timeline_chart(const sim::StepResult& r) {
         x1 = std::max(x1, es[end]->end_s * scale);
         ++end;
       }
-      double busy[sim::kCategories] = {};
-      for (std::size_t j = k; j < end; ++j) busy[es[j]->category] += es[j]->end_s - es[j]->start_s;
-      const int cat = static_cast<int>(std::max_element(busy, busy + sim::kCategories) - busy);
+      double busy[sim::kCategories + 1] = {};
+      for (std::size_t j = k; j < end; ++j) busy[kind(*es[j])] += es[j]->end_s - es[j]->start_s;
+      const int cat = static_cast<int>(std::max_element(busy, busy + sim::kCategories + 1) - busy);
       const double x = left + es[k]->start_s * scale, w = std::max(0.5, left + x1 - x);
-      o << "<rect x='" << x << "' y='" << 2 + row * li << "' width='" << w << "' height='" << row - 4 << "' fill='" << kColors[cat]
+      o << "<rect x='" << x << "' y='" << 2 + row * li << "' width='" << w << "' height='" << row - 4 << "' fill='" << shade[cat]
         << "'><title>";
       if (end == k + 1) o << esc(es[k]->name) << " " << format_seconds(es[k]->end_s - es[k]->start_s);
       else o << end - k << " tasks, " << esc(es[k]->name) << " to " << esc(es[end - 1]->name) << ", over " << format_seconds(x1 / scale - es[k]->start_s);
@@ -201,6 +210,11 @@ std::string timeline_chart(const sim::StepResult& r) {
       k = end;
     }
   }
+  static const char* legend[] = {"forward", "backward", "recompute", "tp_comm", "pp_comm", "dp_comm", "optimizer"};
+  static const int legend_kind[] = {sim::kCompute, kBackward, sim::kRecompute, sim::kTpComm, sim::kPpComm, sim::kDpComm, sim::kOptimizer};
+  for (int i = 0; i < 7; ++i)
+    o << "<rect x='" << left + 100 * i << "' y='" << legend_y + 6 << "' width='12' height='12' fill='" << shade[legend_kind[i]]
+      << "'/><text x='" << left + 100 * i + 16 << "' y='" << legend_y + 17 << "' font-size='11'>" << legend[i] << "</text>";
   o << "</svg>";
   return o.str();
 }
