@@ -248,7 +248,7 @@ TEST(Scenario, CompareBlockMakesOneScenarioPerHardwareOption) {
                 R"(, "search": { "tp": [1, 2], "nodes": [2] }, "cost": { "gpu_hour_usd": 2 },
                    "compare": [ { "hardware": "test-gpu" },
                                 { "name": "small nodes", "hardware": "test-gpu", "gpus_per_node": 4, "nodes": [2, 3],
-                                  "gpu_hour_usd": 1.5, "network": { "nic_Gbps": 40 } } ])"),
+                                  "gpu_hour_usd": 1.5, "network": { "nic_Gbps": 40 }, "precision": "fp8" } ])"),
       "s.json", kProfiles);
   ASSERT_EQ(s.compare.size(), 2u);
   EXPECT_EQ(s.compare[0].name, "test-gpu");
@@ -266,6 +266,8 @@ TEST(Scenario, CompareBlockMakesOneScenarioPerHardwareOption) {
   EXPECT_EQ(b.cost.gpu_hour_usd, 1.5);
   EXPECT_EQ(b.cluster.network.nic_Gbps, 40);
   EXPECT_EQ(b.cluster.network.nics_per_node, 8);  // the profile's
+  EXPECT_EQ(b.training.precision, Precision::fp8);
+  EXPECT_EQ(a.training.precision, Precision::bf16);
 }
 
 TEST(Scenario, CompareBlockIsValidated) {
@@ -287,6 +289,7 @@ TEST(Scenario, CompareBlockIsValidated) {
   EXPECT_NE(net.find("compare[0].network.nic_Gbs"), std::string::npos) << net;
   EXPECT_NE(with(R"([{ "hardware": "test-gpu", "nodes": [2, 0] }])").find("compare[0].nodes[1]"), std::string::npos);
   EXPECT_NE(with(R"([{ "hardware": "test-gpu", "gpus_per_node": 0 }])").find("compare[0].gpus_per_node"), std::string::npos);
+  EXPECT_NE(with(R"([{ "hardware": "test-gpu", "precision": "fp4" }])").find("compare[0].precision"), std::string::npos);
   // Without a search block the scenario's layout is what is compared, so it must fit every option.
   const std::string fit = with(R"([{ "hardware": "test-gpu", "gpus_per_node": 3 }])");
   EXPECT_NE(fit.find("compare[0] (test-gpu): layout"), std::string::npos) << fit;

@@ -157,7 +157,8 @@ std::vector<int> read_node_counts(const json& v, const std::string& path) {
 Scenario parse_document(const json& doc, const std::string& file, const std::string& profile_dir);
 
 // The `compare` block: a list of hardware options, each the scenario with its own "hardware" and,
-// where the entry gives them, its own "nodes", "gpus_per_node", "network" keys and "gpu_hour_usd".
+// where the entry gives them, its own "nodes", "gpus_per_node", "network" keys, "precision" and
+// "gpu_hour_usd".
 // With a `search` block the comparison ranks the search space, so the alternatives leave out the
 // scenario's `layout` (a layout for one machine's node shape need not fit another's).
 std::vector<Alternative> read_compare(const json& doc, const json& block, const std::string& profile_dir) {
@@ -176,6 +177,11 @@ std::vector<Alternative> read_compare(const json& doc, const json& block, const 
     v["hardware"] = hw;
     if (ef.has("gpu_hour_usd")) v["cost"]["gpu_hour_usd"] = ef.number("gpu_hour_usd", std::nullopt, 0.0, 1e6);
     if (ef.has("gpus_per_node")) v["cluster"]["gpus_per_node"] = ef.integer("gpus_per_node", std::nullopt, 1, 1024);
+    if (ef.has("precision")) {
+      const std::string p = ef.string("precision");
+      (void)parse_precision(p, ef.path("precision"));
+      v["training"]["precision"] = p;
+    }
     if (const json* nodes = ef.find("nodes")) {
       v["cluster"]["nodes"] = read_node_counts(*nodes, ef.path("nodes"));
       if (v.contains("search") && v["search"].is_object() && v["search"].contains("nodes")) v["search"]["nodes"] = v["cluster"]["nodes"];
