@@ -61,36 +61,54 @@ class EventTimer {
   ~EventTimer() {
     for (auto e : ev_) cudaEventDestroy(e);
   }
+  // `tag` >= 0 also sums the bracket under that tag (tag_sums()).
   template <class F>
-  void time(int cls, cudaStream_t st, F&& fn) {
+  void time(int cls, cudaStream_t st, F&& fn, int tag = -1) {
     if (2 * used_ + 2 > ev_.size()) {
       for (int i = 0; i < 2; ++i) {
         ev_.emplace_back();
         TRAINSIM_CUDA(cudaEventCreate(&ev_.back()));
       }
       cls_.push_back(cls);
+      tag_.push_back(tag);
     }
     cls_[used_] = cls;
+    tag_[used_] = tag;
     TRAINSIM_CUDA(cudaEventRecord(ev_[2 * used_], st));
     fn();
     TRAINSIM_CUDA(cudaEventRecord(ev_[2 * used_ + 1], st));
     ++used_;
   }
-  // Per-class sums in ms of the brackets since the last call; the stream must be synchronised.
+  // Per-class sums in ms of the brackets since the last call, and per tag into tag_sums(); the
+  // stream must be synchronised.
   std::array<float, kClasses> collect() {
     std::array<float, kClasses> sums{};
+    std::fill(tag_sums_.begin(), tag_sums_.end(), 0.0f);
+    std::fill(tag_counts_.begin(), tag_counts_.end(), 0);
     for (std::size_t i = 0; i < used_; ++i) {
       float ms = 0;
       TRAINSIM_CUDA(cudaEventElapsedTime(&ms, ev_[2 * i], ev_[2 * i + 1]));
       sums[cls_[i]] += ms;
+      if (tag_[i] >= 0) {
+        if (static_cast<std::size_t>(tag_[i]) >= tag_sums_.size()) {
+          tag_sums_.resize(tag_[i] + 1, 0.0f);
+          tag_counts_.resize(tag_[i] + 1, 0);
+        }
+        tag_sums_[tag_[i]] += ms;
+        ++tag_counts_[tag_[i]];
+      }
     }
     used_ = 0;
     return sums;
   }
+  const std::vector<float>& tag_sums() const { return tag_sums_; }
+  const std::vector<int>& tag_counts() const { return tag_counts_; }
 
  private:
   std::vector<cudaEvent_t> ev_;
-  std::vector<int> cls_;
+  std::vector<int> cls_, tag_;
+  std::vector<float> tag_sums_;
+  std::vector<int> tag_counts_;
   std::size_t used_ = 0;
 };
 
@@ -490,7 +508,19 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
       kernel_timer.time(cls, st, fn);
     };
     EventTimer phase_timer;  // class 0 forward passes, 1 backward passes (with their recomputation)
-    auto gemm = [&](auto... args) { timed(0, [&] { mm.gemm(args...); }); };
+    // Each GEMM call also under its shape's tag: the shapes as RunnerResult::gemms lists them.
+    std::vector<GemmTiming>& shapes = r.gemms;
+    auto gemm = [&](bool ta, bool tb, int M, int N, int K, const void* A, const void* B, void* C, bool c32, float alpha = 1.0f,
+                    float beta = 0.0f) {
+      if (!c.time_kernel_classes) return mm.gemm(ta, tb, M, N, K, A, B, C, c32, alpha, beta);
+      int tag = 0;
+      while (tag < static_cast<int>(shapes.size()) &&
+             !(shapes[tag].ta == ta && shapes[tag].tb == tb && shapes[tag].m == M && shapes[tag].n == N && shapes[tag].k == K &&
+               shapes[tag].fp32_out == c32 && shapes[tag].accumulate == (beta != 0.0f)))
+        ++tag;
+      if (tag == static_cast<int>(shapes.size())) shapes.push_back({ta, tb, M, N, K, c32, beta != 0.0f, 0, 0});
+      kernel_timer.time(0, st, [&] { mm.gemm(ta, tb, M, N, K, A, B, C, c32, alpha, beta); }, tag);
+    };
     auto attn_fwd = [&](auto... args) { timed(1, [&] { attention_forward(args...); }); };
     auto attn_bwd = [&](auto... args) { timed(1, [&] { attention_backward(args...); }); };
     // Tensor-parallel sums of partial results (nothing to do on one rank).
@@ -867,6 +897,7 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
     };
 
     std::vector<float> step_ms, opt_ms, gemm_ms, attn_ms, fwd_ms, bwd_ms;
+    std::vector<std::vector<float>> shape_ms;  // per GEMM shape, per timed step
     cudaEvent_t e0, e1, e2, comm_done;
     TRAINSIM_CUDA(cudaEventCreate(&e0));
     TRAINSIM_CUDA(cudaEventCreate(&e1));
@@ -938,6 +969,12 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
       const auto kernels = kernel_timer.collect();
       const auto phases = phase_timer.collect();
       if (step >= c.warmup_steps) {
+        const std::vector<float>& by_shape = kernel_timer.tag_sums();
+        shape_ms.resize(r.gemms.size());
+        for (std::size_t g = 0; g < r.gemms.size(); ++g) {
+          shape_ms[g].push_back(g < by_shape.size() ? by_shape[g] : 0.0f);
+          r.gemms[g].calls_per_step = g < kernel_timer.tag_counts().size() ? kernel_timer.tag_counts()[g] : 0;
+        }
         gemm_ms.push_back(kernels[0]);
         attn_ms.push_back(kernels[1]);
         fwd_ms.push_back(phases[0]);
@@ -977,6 +1014,7 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
     r.step_ms_max = step_ms.back();
     r.optimizer_ms = opt_ms[opt_ms.size() / 2];
     r.gemm_ms = median_of(gemm_ms);
+    for (std::size_t g = 0; g < r.gemms.size() && g < shape_ms.size(); ++g) r.gemms[g].ms_per_step = median_of(shape_ms[g]);
     r.attention_ms = median_of(attn_ms);
     r.forward_ms = median_of(fwd_ms);
     r.backward_ms = median_of(bwd_ms);

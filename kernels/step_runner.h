@@ -77,11 +77,22 @@ struct RunnerConfig {
   bool time_kernel_classes = false;
 };
 
+// One GEMM shape of the step as the runner calls it (A m x k, B k x n, transposed as flagged; fp32
+// output, accumulated into when `accumulate`), and its time per step inside the step.
+struct GemmTiming {
+  bool ta = false, tb = false;
+  int m = 0, n = 0, k = 0;
+  bool fp32_out = false, accumulate = false;
+  int calls_per_step = 0;
+  double ms_per_step = 0;  // median over timed steps
+};
+
 struct RunnerResult {
   double step_ms = 0;          // median over timed steps
   double step_ms_min = 0, step_ms_max = 0;
   double optimizer_ms = 0;     // zeroing gradients + Adam, median
   double gemm_ms = 0, attention_ms = 0;  // with time_kernel_classes: their time within the step, median
+  std::vector<GemmTiming> gemms;         // with time_kernel_classes: each GEMM shape's time, first called first
   // The step's phases on the compute stream, medians: forward passes, backward passes (with any
   // recomputation and the waits for pipeline hand-offs inside them), and optimizer_ms. The rest of
   // the step is waiting for the last gradient buckets and hand-offs between passes.

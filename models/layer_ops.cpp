@@ -221,7 +221,10 @@ LayerOps head_ops(const OpContext& c) {
   Op dg = gemm("logits.dgrad", logits.m, logits.k, logits.n, e);
   const TpComm exit = c.tp <= 1 ? TpComm::none : (sp ? TpComm::reduce_scatter : TpComm::all_reduce);
   L.backward.push_back(with_comm(dg, exit, tokens * h * e));
-  L.backward.push_back(gemm("logits.wgrad", logits.k, logits.n, logits.m, e));
+  // The output layer's weight is kept vocabulary-major, [V/t, h] (the word embedding's layout,
+  // tied or not, as Megatron-LM and the step runner keep it), so its gradient is dlogits^T x input:
+  // a (V/t) x h x tokens GEMM, not the h x (V/t) one of a layer weight kept input-major.
+  L.backward.push_back(gemm("logits.wgrad", logits.n, logits.k, logits.m, e));
   L.backward.push_back(memory_op("final_norm.bwd", (m.family == Family::gpt ? kLayerNormBackwardPasses : 2.0) * 2.0 * rep * h * e,
                                  m.family == Family::gpt ? "layernorm.bwd" : "rmsnorm.bwd"));
   return with_width(std::move(L), c.model.hidden);

@@ -574,6 +574,21 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
                       100 * (k.attention_s / (rr.attention_ms * 1e-3) - 1), 1e3 * k.other_s, 1e3 * other_meas,
                       100 * (k.other_s / other_meas - 1));
         out << line << std::flush;
+        // Each GEMM shape timed inside the step against the cost model's time for its m x n x k.
+        const CostModel cost(one.hardware, one.training.precision);
+        json shapes = json::array();
+        for (const gpu::GemmTiming& g : rr.gemms) {
+          if (g.calls_per_step <= 0) continue;
+          const double per_call = g.ms_per_step * 1e-3 / g.calls_per_step, model = cost.gemm_time_s(g.m, g.n, g.k);
+          shapes.push_back({{"ta", g.ta}, {"tb", g.tb}, {"m", g.m}, {"n", g.n}, {"k", g.k}, {"fp32_out", g.fp32_out},
+                            {"accumulate", g.accumulate}, {"calls_per_step", g.calls_per_step}, {"measured_s", per_call},
+                            {"predicted_s", model}});
+          std::snprintf(line, sizeof line, "%-9s     %c%c %6d x %6d x %6d%s  x%-4d %9.1f us vs %9.1f us in the step (%+.1f%%)\n", "",
+                        g.ta ? 'T' : 'N', g.tb ? 'T' : 'N', g.m, g.n, g.k, g.fp32_out ? (g.accumulate ? " fp32+=" : " fp32  ") : "       ",
+                        g.calls_per_step, 1e6 * model, 1e6 * per_call, 100 * (model / per_call - 1));
+          out << line;
+        }
+        rec["kernel_classes"]["gemm_shapes"] = shapes;
       }
       records.push_back(rec);
     }
