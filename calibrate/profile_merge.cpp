@@ -24,6 +24,7 @@ gpu::Measurements single_gpu_measurements(const json& p) {
   const json& raw = p.at("measurements");
   m.device.topology = raw.value("topology", std::string());
   m.launch_overhead_us = raw.value("launch_overhead_us", 0.0);
+  m.context_bytes = raw.value("context_bytes", -1.0);
   m.gemm_check_rel_error = raw.value("gemm_check_rel_error", -1.0);
   // GEMMs: the profile's table (m, n, k, TFLOP/s) per data type.
   for (const auto& [dtype, rows] : p.at("gpu").at("gemm_tflops").items()) {
@@ -179,6 +180,10 @@ json merge_profiles(const std::vector<json>& runs, const std::string& name, cons
   std::vector<double> launch;
   for (const auto& m : ms) launch.push_back(m.launch_overhead_us);
   out.launch_overhead_us = median_of(launch);
+  std::vector<double> context;
+  for (const auto& m : ms)
+    if (m.context_bytes > 0) context.push_back(m.context_bytes);
+  if (!context.empty()) out.context_bytes = median_of(context);  // communicators: the last run's profile keeps them
   for (const auto& m : ms) out.gemm_check_rel_error = std::max(out.gemm_check_rel_error, m.gemm_check_rel_error);
   out.interference_slowdown = -1;  // measured with several GPUs only: the last run's profile keeps it
   out.notes.push_back("merged: each sample is the median of its times over " + std::to_string(runs.size()) + " calibration runs");

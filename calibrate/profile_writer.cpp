@@ -203,8 +203,34 @@ json make_profile(const gpu::Measurements& m, const json& base, const std::strin
   if (q > 0) p["compression"] = {{"int8_quantize_GBps", q}, {"topk_select_GBps", tk}, {"provenance", prov}};
   if (m.interference_slowdown >= 0)
     p["interference"] = {{"gemm_slowdown_with_comm", std::max(0.0, m.interference_slowdown)}, {"provenance", prov}};
+  // Runtime memory: the context as this run measured it; the communicators' figures need two GPUs,
+  // and a one-GPU run keeps the base profile's (saying so), or writes no section without them.
+  if (m.context_bytes > 0) {
+    json rt = {{"context_bytes", m.context_bytes}, {"provenance", prov}};
+    const json* old = base.contains("runtime_memory") ? &base["runtime_memory"] : nullptr;
+    if (m.nccl_comm_gpus >= 2) {
+      rt["nccl_first_communicator_bytes"] = m.nccl_first_comm_bytes;
+      rt["nccl_further_communicator_bytes"] = m.nccl_further_comm_bytes;
+      rt["provenance"]["rule"] = "communicators over " + std::to_string(m.nccl_comm_gpus) +
+                                 " GPUs, after all-reduces of 4 KiB to 64 MiB; per device, median";
+    } else if (old && old->contains("nccl_first_communicator_bytes")) {
+      rt["nccl_first_communicator_bytes"] = (*old)["nccl_first_communicator_bytes"];
+      rt["nccl_further_communicator_bytes"] = (*old)["nccl_further_communicator_bytes"];
+      const json op = old->value("provenance", json::object());
+      rt["provenance"]["rule"] = "context measured here (one GPU); NCCL communicators kept from the base profile, measured " +
+                                 op.value("date", std::string("earlier")) + " on " + std::to_string(op.value("device_count", 0)) +
+                                 " x " + op.value("device", std::string("?")) + " (" + op.value("command", std::string("?")) + ")";
+    } else {
+      rt = nullptr;
+    }
+    if (!rt.is_null()) p["runtime_memory"] = rt;
+  }
   // The raw record, so the fit can be re-checked without the GPU.
   json raw;
+  raw["context_bytes"] = m.context_bytes;
+  raw["nccl_first_comm_bytes"] = m.nccl_first_comm_bytes;
+  raw["nccl_further_comm_bytes"] = m.nccl_further_comm_bytes;
+  raw["nccl_comm_gpus"] = m.nccl_comm_gpus;
   raw["gemm_check_rel_error"] = m.gemm_check_rel_error;
   raw["launch_overhead_us"] = m.launch_overhead_us;
   raw["topology"] = m.device.topology;

@@ -14,6 +14,7 @@
 #include "memory_bench.h"
 #include "nccl_bench.h"
 #include "runner_kernels.h"
+#include "runtime_memory.h"
 #include "timing.h"
 
 namespace trainsim::gpu {
@@ -306,6 +307,17 @@ Measurements run_calibration(const CalibrationPlan& plan) {
   std::fprintf(stderr, "calibrate: %d x %s, CUDA %s, NCCL %s\n", m.device.count, m.device.name.c_str(),
                m.device.cuda_runtime.c_str(), m.device.nccl.c_str());
   TRAINSIM_CUDA(cudaSetDevice(0));
+  // First, while device 0 holds nothing else: the context, and the communicators' growth.
+  const RuntimeMemorySample rt = measure_runtime_memory(m.device.count);
+  m.context_bytes = rt.context_bytes;
+  m.nccl_first_comm_bytes = rt.nccl_first_bytes;
+  m.nccl_further_comm_bytes = rt.nccl_further_bytes;
+  m.nccl_comm_gpus = rt.gpus;
+  std::fprintf(stderr, "calibrate: runtime memory: context %.3f GiB", rt.context_bytes / (1 << 30));
+  if (rt.gpus >= 2)
+    std::fprintf(stderr, ", NCCL communicator over %d GPUs: first %.3f GiB, further %.3f GiB", rt.gpus,
+                 rt.nccl_first_bytes / (1 << 30), rt.nccl_further_bytes / (1 << 30));
+  std::fprintf(stderr, "\n");
   m.gemm_check_rel_error = check_gemm_bf16();
   std::fprintf(stderr, "calibrate: bf16 GEMM check, relative error %.2e\n", m.gemm_check_rel_error);
   const auto shapes = transformer_gemm_shapes(quick);

@@ -77,6 +77,10 @@ struct Measurements {
   double launch_overhead_us = 0;
   double gemm_check_rel_error = -1;  // cuBLASLt result against a CPU reference
   double interference_slowdown = -1; // GEMM slowdown with NCCL beside it (-1: not measured)
+  // Device memory besides the tensors (runtime_memory.h; -1: not measured).
+  double context_bytes = -1;
+  double nccl_first_comm_bytes = -1, nccl_further_comm_bytes = -1;
+  int nccl_comm_gpus = 0;
   std::vector<std::string> notes;    // what was skipped and why
 };
 

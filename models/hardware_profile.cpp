@@ -280,6 +280,14 @@ void read_links(JsonFields& top, HardwareProfile& hp) {
     read_provenance(c, "provenance", false);
     c.finish();
   }
+  if (top.has("runtime_memory")) {
+    JsonFields r = top.object("runtime_memory");
+    hp.context_bytes = r.number("context_bytes", std::nullopt, 1.0, 1e12);
+    hp.nccl_first_communicator_bytes = r.number("nccl_first_communicator_bytes", std::nullopt, 0.0, 1e12);
+    hp.nccl_further_communicator_bytes = r.number("nccl_further_communicator_bytes", std::nullopt, 0.0, 1e12);
+    hp.runtime_memory_provenance = read_provenance(r, "provenance", true);
+    r.finish();
+  }
   if (top.has("interference")) {
     JsonFields c = top.object("interference");
     hp.comm_compute_interference = c.number("gemm_slowdown_with_comm", std::nullopt, 0.0, 10.0);
@@ -327,6 +335,17 @@ void carry_over(HardwareProfile& hp, const HardwareProfile& base, double datashe
   if (hp.topk_select_GBps == 0) hp.topk_select_GBps = base.topk_select_GBps * bw_ratio;
   if (hp.comm_compute_interference == 0) hp.comm_compute_interference = base.comm_compute_interference;
   if (hp.h2d_GBps == 0) { hp.h2d_GBps = base.h2d_GBps; hp.d2h_GBps = base.d2h_GBps; }
+  // Runtime memory carries over in bytes: the same driver, CUDA and NCCL versions allocate alike.
+  if (hp.context_bytes == 0) {
+    hp.context_bytes = base.context_bytes;
+    hp.nccl_first_communicator_bytes = base.nccl_first_communicator_bytes;
+    hp.nccl_further_communicator_bytes = base.nccl_further_communicator_bytes;
+    hp.runtime_memory_provenance = base.runtime_memory_provenance;
+    if (hp.context_bytes > 0) {
+      hp.runtime_memory_provenance.source = "derived";
+      hp.runtime_memory_provenance.rule = "carried over in bytes from " + base.name;
+    }
+  }
 }
 
 std::string read_file(const std::string& path) {

@@ -91,6 +91,12 @@ struct HardwareProfile {
   // Host link.
   double h2d_GBps = 0, d2h_GBps = 0;
 
+  // Device memory a training process holds besides its tensors (0: not measured).
+  double context_bytes = 0;                    // CUDA context, cuBLAS, loaded kernels
+  double nccl_first_communicator_bytes = 0;    // the first NCCL communicator a rank creates
+  double nccl_further_communicator_bytes = 0;  // each further one
+  Provenance runtime_memory_provenance;
+
   // Inside a node.
   std::string intra_link;  // nvlink3 | nvlink4 | pcie4 | pcie5 ...
   int gpus_per_node = 8;

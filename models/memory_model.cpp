@@ -75,6 +75,17 @@ double stage_params_per_rank(const ModelConfig& m, int tp, int pp, int stage) {
   return p;
 }
 
+int nccl_communicators(const Layout& l, int stage) {
+  const int gpus = l.tp * l.pp * l.dp;
+  if (gpus == 1) return 0;
+  if (l.tp == 1 && l.pp == 1) return 1;  // the world is the data-parallel group
+  int n = 1;
+  if (l.tp > 1) ++n;
+  if (l.dp > 1) ++n;
+  if (l.pp > 1) n += (stage == 0 || stage == l.pp - 1) ? 2 : 1;
+  return n;
+}
+
 MemoryResult estimate_memory(const MemoryInput& in) {
   const ModelConfig& m = in.model;
   const Layout& L = in.layout;
@@ -146,7 +157,16 @@ MemoryResult estimate_memory(const MemoryInput& in) {
       buffers += tokens * per_token;
     }
     mb.buffers_bytes = buffers;
-    mb.workspace_bytes = kFixedWorkspaceBytes + kFragmentationFraction * (act + buffers);
+    const RuntimeMemory& rt = in.runtime;
+    mb.nccl_communicators = nccl_communicators(L, stage);
+    if (rt.context_bytes > 0) {
+      const int n = mb.nccl_communicators;
+      mb.runtime_bytes = rt.context_bytes + (n > 0 ? rt.nccl_first_communicator_bytes + (n - 1) * rt.nccl_further_communicator_bytes : 0.0);
+    } else {
+      mb.runtime_bytes = kFixedWorkspaceBytes;
+    }
+    mb.fragmentation_bytes = kFragmentationFraction * (act + buffers);
+    mb.workspace_bytes = mb.runtime_bytes + mb.fragmentation_bytes;
     mb.peak_bytes = weights + grads + opt + act + buffers + mb.workspace_bytes;
   }
   for (int s = 1; s < L.pp; ++s)

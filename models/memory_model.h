@@ -33,8 +33,23 @@ struct MemoryBreakdown {
   double activations_bytes = 0;
   double buffers_bytes = 0;    // gradient buckets, ZeRO-3 gathered parameters, compression buffers,
                                // one layer's backward working set
-  double workspace_bytes = 0;  // the stated allowance: context, library workspaces, fragmentation
+  double runtime_bytes = 0;    // outside the framework's tensors: the CUDA context with cuBLAS and
+                               // the loaded kernels, and NCCL's buffers for each communicator
+  int nccl_communicators = 0;  // communicators this rank creates (see nccl_communicators())
+  double fragmentation_bytes = 0;  // a caching allocator's slack over activations and buffers
+  double workspace_bytes = 0;  // runtime_bytes + fragmentation_bytes
   double peak_bytes = 0;
+  // What a runner that allocates the counted tensors in one exact arena (no caching allocator)
+  // holds at its peak: the peak less the fragmentation allowance.
+  double arena_peak_bytes() const { return peak_bytes - fragmentation_bytes; }
+};
+
+// Device memory a rank holds besides its tensors, from the hardware profile. With context_bytes 0
+// (a profile that measured none) the model charges the fixed allowance kFixedWorkspaceBytes.
+struct RuntimeMemory {
+  double context_bytes = 0;                   // CUDA context, cuBLAS and loaded kernels
+  double nccl_first_communicator_bytes = 0;   // the first NCCL communicator a rank creates
+  double nccl_further_communicator_bytes = 0; // each one after it
 };
 
 struct MemoryInput {
@@ -43,6 +58,7 @@ struct MemoryInput {
   Precision precision = Precision::bf16;
   int global_batch = 1;
   double device_bytes = 0;
+  RuntimeMemory runtime{};
 };
 
 struct MemoryResult {
@@ -60,8 +76,14 @@ double stage_params_per_rank(const ModelConfig& m, int tp, int pp, int stage);
 
 MemoryResult estimate_memory(const MemoryInput& in);
 
-// The fixed part of the workspace allowance: CUDA context, cuBLAS workspaces and NCCL channel
-// buffers; and the fragmentation fraction applied to activations and buffers.
+// NCCL communicators a rank of pipeline stage `stage` creates, as Megatron-LM's groups and this
+// project's runner create them: the world (when there is more than one GPU), then one per group of
+// more than one rank it belongs to: tensor parallel, data parallel (the world itself when the
+// layout is data parallel only), pipeline, and on the first and last stage the embedding group.
+int nccl_communicators(const Layout& l, int stage);
+
+// The allowance for a profile that measured no runtime memory: CUDA context, cuBLAS workspaces and
+// NCCL channel buffers together; and the fragmentation fraction applied to activations and buffers.
 inline constexpr double kFixedWorkspaceBytes = 1.0 * (1ull << 30);
 inline constexpr double kFragmentationFraction = 0.05;
 

@@ -12,6 +12,7 @@
 #include "nccl_tests_import.h"
 #include "nccl_transport.h"
 #include "profile_merge.h"
+#include "profile_writer.h"
 #include "hardware_profile.h"
 #include <nlohmann/json.hpp>
 
@@ -269,4 +270,30 @@ TEST(ProfileMerge, EachSampleTakesTheMedianOfItsRuns) {
   EXPECT_NEAR(m.attention[0].bwd_fraction, one.attention[0].bwd_fraction / 1.1, 1e-9);
   EXPECT_EQ(m.provenance.merged_runs, 3);
   EXPECT_EQ(merged["provenance"]["merged_from"].size(), 3u);
+}
+
+TEST(ProfileWriter, RuntimeMemoryIsWrittenAsMeasuredAndKeptWhereAOneGpuRunCannotMeasureIt) {
+  // A one-GPU run measures the context only: the communicators' figures stay from the base
+  // profile and the section says so; with two GPUs every figure is this run's.
+  std::ifstream in(TRAINSIM_RUNS "/2026-11-29-run1.json"), bin(kProfiles + "/h200-sxm.json");
+  ASSERT_TRUE(in && bin);
+  const nlohmann::json run = nlohmann::json::parse(in), base = nlohmann::json::parse(bin);
+  gpu::Measurements m = single_gpu_measurements(run);
+  m.context_bytes = 6.5e8;
+  const nlohmann::json one = make_profile(m, base, "h200-test", "test", "2026-12-01");
+  const HardwareProfile p1 = parse_hardware_profile(one.dump(), "one.json", kProfiles);
+  EXPECT_EQ(p1.context_bytes, 6.5e8);
+  EXPECT_EQ(p1.nccl_first_communicator_bytes, base["runtime_memory"]["nccl_first_communicator_bytes"].get<double>());
+  EXPECT_NE(p1.runtime_memory_provenance.rule.find("kept from the base profile"), std::string::npos);
+  m.nccl_comm_gpus = 2;
+  m.nccl_first_comm_bytes = 9e8;
+  m.nccl_further_comm_bytes = 4e8;
+  const HardwareProfile p2 = parse_hardware_profile(make_profile(m, base, "h200-test", "test", "2026-12-01").dump(), "two.json", kProfiles);
+  EXPECT_EQ(p2.nccl_first_communicator_bytes, 9e8);
+  EXPECT_EQ(p2.nccl_further_communicator_bytes, 4e8);
+  EXPECT_EQ(p2.runtime_memory_provenance.source, "measured");
+  // No context measured (an older run): the base profile's section is left as it was.
+  m.context_bytes = -1;
+  const nlohmann::json old = make_profile(m, base, "h200-test", "test", "2026-12-01");
+  EXPECT_EQ(old["runtime_memory"], base["runtime_memory"]);
 }

@@ -143,10 +143,54 @@ TEST(StateMemory, OomVerdictAndPeakStage) {
 }
 
 TEST(StateMemory, WorkspaceAllowanceIsStated) {
+  // Without measured runtime memory: the fixed allowance plus 5% of activations and buffers.
   const ModelConfig m = *find_model_preset("gpt-125m");
   Layout l;
   const auto r = estimate_memory({m, l, Precision::bf16, 8, 80e9});
   const auto& p = r.peak();
-  EXPECT_DOUBLE_EQ(p.workspace_bytes, kFixedWorkspaceBytes + kFragmentationFraction * (p.activations_bytes + p.buffers_bytes));
+  EXPECT_DOUBLE_EQ(p.runtime_bytes, kFixedWorkspaceBytes);
+  EXPECT_DOUBLE_EQ(p.fragmentation_bytes, kFragmentationFraction * (p.activations_bytes + p.buffers_bytes));
+  EXPECT_DOUBLE_EQ(p.workspace_bytes, p.runtime_bytes + p.fragmentation_bytes);
   EXPECT_DOUBLE_EQ(p.peak_bytes, p.params_bytes + p.grads_bytes + p.optimizer_bytes + p.activations_bytes + p.buffers_bytes + p.workspace_bytes);
+  EXPECT_DOUBLE_EQ(p.arena_peak_bytes(), p.peak_bytes - p.fragmentation_bytes);
+}
+
+TEST(StateMemory, CommunicatorsAreTheGroupsARankBelongsTo) {
+  // One GPU: none. Data parallel only: the world is the data-parallel group. Otherwise the world
+  // plus tensor, data and pipeline groups of more than one rank, plus the embedding group on the
+  // first and last stage.
+  auto lay = [](int tp, int pp, int dp) {
+    Layout l;
+    l.tp = tp;
+    l.pp = pp;
+    l.dp = dp;
+    return l;
+  };
+  EXPECT_EQ(nccl_communicators(lay(1, 1, 1), 0), 0);
+  EXPECT_EQ(nccl_communicators(lay(1, 1, 8), 0), 1);
+  EXPECT_EQ(nccl_communicators(lay(8, 1, 1), 0), 2);
+  EXPECT_EQ(nccl_communicators(lay(8, 1, 4), 0), 3);
+  EXPECT_EQ(nccl_communicators(lay(1, 2, 1), 0), 3);
+  EXPECT_EQ(nccl_communicators(lay(1, 2, 1), 1), 3);
+  EXPECT_EQ(nccl_communicators(lay(8, 4, 2), 0), 5);  // world, tp, dp, pp, embedding
+  EXPECT_EQ(nccl_communicators(lay(8, 4, 2), 1), 4);
+  EXPECT_EQ(nccl_communicators(lay(8, 4, 2), 3), 5);
+}
+
+TEST(StateMemory, RuntimeMemoryGrowsWithTheCommunicators) {
+  // context + first + (n - 1) further, n from the groups above; fragmentation on top.
+  const ModelConfig m = *find_model_preset("gpt-350m");
+  const RuntimeMemory rt{0.7e9, 0.9e9, 0.45e9};
+  Layout l;
+  l.tp = 2;
+  l.pp = 4;
+  l.dp = 2;
+  const auto r = estimate_memory({m, l, Precision::bf16, 64, 141e9, rt});
+  EXPECT_DOUBLE_EQ(r.per_stage[0].runtime_bytes, 0.7e9 + 0.9e9 + 4 * 0.45e9);  // world, tp, dp, pp, embedding
+  EXPECT_DOUBLE_EQ(r.per_stage[1].runtime_bytes, 0.7e9 + 0.9e9 + 3 * 0.45e9);
+  EXPECT_EQ(r.per_stage[3].nccl_communicators, 5);
+  Layout one;
+  const auto r1 = estimate_memory({m, one, Precision::bf16, 8, 141e9, rt});
+  EXPECT_DOUBLE_EQ(r1.peak().runtime_bytes, 0.7e9);
+  for (const auto& st : r.per_stage) EXPECT_DOUBLE_EQ(st.workspace_bytes, st.runtime_bytes + st.fragmentation_bytes);
 }

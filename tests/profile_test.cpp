@@ -79,6 +79,38 @@ TEST(Profiles, CostModelUsesNearestMeasuredShape) {
   EXPECT_NEAR(c.memory_time_s(2e9), 1e-3, 1e-12);
 }
 
+TEST(Profiles, RuntimeMemoryIsMeasuredOnTheH200AndCarriedOverInBytes) {
+  const HardwareProfile h200 = load_hardware_profile("h200-sxm", kProfiles);
+  EXPECT_EQ(h200.runtime_memory_provenance.source, "measured");
+  EXPECT_GT(h200.context_bytes, 0);
+  EXPECT_GT(h200.nccl_first_communicator_bytes, h200.nccl_further_communicator_bytes);
+  for (const char* name : {"h100-sxm", "a100-80g-sxm", "b200-sxm", "gb200-nvl72"}) {
+    const HardwareProfile hp = load_hardware_profile(name, kProfiles);
+    EXPECT_EQ(hp.context_bytes, h200.context_bytes) << name;
+    EXPECT_EQ(hp.nccl_first_communicator_bytes, h200.nccl_first_communicator_bytes) << name;
+    EXPECT_EQ(hp.nccl_further_communicator_bytes, h200.nccl_further_communicator_bytes) << name;
+    EXPECT_EQ(hp.runtime_memory_provenance.source, "derived") << name;
+    EXPECT_NE(hp.runtime_memory_provenance.rule.find("h200-sxm"), std::string::npos) << name;
+  }
+  // The section is read strictly: a missing figure, an unknown key and a missing provenance.
+  std::ifstream in(kProfiles + "/h200-sxm.json");
+  const nlohmann::json good = nlohmann::json::parse(in);
+  auto fails_at = [&](const std::function<void(nlohmann::json&)>& edit, const std::string& where) {
+    nlohmann::json bad = good;
+    edit(bad["runtime_memory"]);
+    try {
+      parse_hardware_profile(bad.dump(), "p.json", kProfiles);
+      ADD_FAILURE() << "accepted a profile broken at " << where;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(where), std::string::npos) << e.what();
+    }
+  };
+  fails_at([](nlohmann::json& r) { r.erase("context_bytes"); }, "runtime_memory.context_bytes");
+  fails_at([](nlohmann::json& r) { r["nccl_bytes"] = 1; }, "runtime_memory.nccl_bytes");
+  fails_at([](nlohmann::json& r) { r.erase("provenance"); }, "runtime_memory.provenance");
+  fails_at([](nlohmann::json& r) { r["nccl_further_communicator_bytes"] = -1; }, "runtime_memory.nccl_further_communicator_bytes");
+}
+
 TEST(Profiles, BadProfilesAreInputErrors) {
   EXPECT_THROW(parse_hardware_profile("{}", "p.json", kProfiles), InputError);
   try {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <array>
@@ -13,7 +14,9 @@
 
 #include "cost_model.h"
 #include "evaluation.h"
+#include "hardware_profile.h"
 #include "layer_ops.h"
+#include "memory_model.h"
 #include "model_presets.h"
 #include "scenario.h"
 
@@ -46,7 +49,7 @@ TEST(Validation, H200OneGpuRunsWithinFivePercentMedian) {
   // real runs (GPT 125M-6.7B, micro-batch 1-8, recompute none, selective and full; and the small
   // shapes at micro-batch 1-8 twice, before and after attention at micro-batch 2 was measured; run7
   // and run8 on two other H200 hosts two days after the profile's calibration, and the small shapes
-  // once more with every GEMM timed in place).
+  // once more with every GEMM timed in place; run9 the same day, with runtime memory measured).
   const Scenario base = load_scenario(kScenarios + "/validate-one-gpu.json", kProfiles);
   std::vector<double> time_err, mem_err;
   for (const char* file : {"h200-one-gpu.json", "h200-one-gpu-full-recompute.json", "h200-one-gpu-run2.json",
@@ -55,7 +58,7 @@ TEST(Validation, H200OneGpuRunsWithinFivePercentMedian) {
                            "h200-one-gpu-full-recompute-run4.json", "h200-one-gpu-run5.json", "h200-one-gpu-kernel-classes.json",
                            "h200-one-gpu-run6.json", "h200-small-gpt-kernel-classes.json",
                            "h200-small-gpt-kernel-classes-recalibrated.json", "h200-one-gpu-run7.json",
-                           "h200-one-gpu-run8.json", "h200-small-gpt-gemm-shapes.json"}) {
+                           "h200-one-gpu-run8.json", "h200-small-gpt-gemm-shapes.json", "h200-one-gpu-run9.json"}) {
     std::ifstream in(kRecords + "/" + file);
     ASSERT_TRUE(in) << file;
     const auto doc = nlohmann::json::parse(in);
@@ -69,7 +72,7 @@ TEST(Validation, H200OneGpuRunsWithinFivePercentMedian) {
       const Evaluation ev = evaluate(s, l, 1, EvalOptions{});
       ASSERT_TRUE(run["measured"]["finite"].get<bool>());
       time_err.push_back(std::fabs(ev.step.step_time_s / run["measured"]["step_time_s"].get<double>() - 1.0));
-      mem_err.push_back(std::fabs(ev.memory.peak().peak_bytes / run["measured"]["device_used_bytes"].get<double>() - 1.0));
+      mem_err.push_back(std::fabs(ev.memory.peak().arena_peak_bytes() / run["measured"]["device_used_bytes"].get<double>() - 1.0));
     }
   }
   ASSERT_GE(time_err.size(), 10u);
@@ -170,7 +173,7 @@ std::vector<DpRun> repredict(const std::string& scenario, const std::string& rec
     r.pred = ev.step.step_time_s;
     r.meas = run["measured"]["step_time_s"].get<double>();
     r.time_err = std::fabs(r.pred / r.meas - 1.0);
-    r.mem_err = std::fabs(ev.memory.peak().peak_bytes / run["measured"]["device_used_bytes"].get<double>() - 1.0);
+    r.mem_err = std::fabs(ev.memory.peak().arena_peak_bytes() / run["measured"]["device_used_bytes"].get<double>() - 1.0);
     if (run.contains("one_gpu")) {
       Scenario one = s;
       one.cluster.nodes = {1};
@@ -262,7 +265,7 @@ TEST(Validation, H200LlamaRunsOnOneAndTwoGpus) {
         const Layout l = layout_of(run["layout"]);
         const Evaluation ev = evaluate(s, l, 1, EvalOptions{});
         t1.push_back(std::fabs(ev.step.step_time_s / run["measured"]["step_time_s"].get<double>() - 1.0));
-        m1.push_back(std::fabs(ev.memory.peak().peak_bytes / run["measured"]["device_used_bytes"].get<double>() - 1.0));
+        m1.push_back(std::fabs(ev.memory.peak().arena_peak_bytes() / run["measured"]["device_used_bytes"].get<double>() - 1.0));
       }
     }
   }
@@ -334,6 +337,63 @@ TEST(Validation, H200FourGpuRunsWithinFivePercentMedian) {
   EXPECT_LE(median(t), 0.05);
   EXPECT_LE(median(m), 0.05);
   EXPECT_LT(*std::max_element(t.begin(), t.end()), 0.15);
+  // These runs are held out of the runtime-memory figures (read off the one- and two-GPU runs):
+  // with the fixed 1 GiB allowance the 125M's tp4 and pp4 were 20% and 12% under.
+  EXPECT_LT(*std::max_element(m.begin(), m.end()), 0.08);
+}
+
+TEST(Validation, RuntimeMemoryIsWhatTheRunsHeldOutsideTheirArena) {
+  // The profile's runtime memory is read off the recorded runs, rank by rank: device memory in
+  // use less the runner's arena (every tensor the memory model counts, allocated at once).
+  // context: median over one-GPU runs; first communicator: median over ranks whose only
+  // communicator is the world (data parallel, no compression), less the context; each further
+  // one: median over ranks with more (tensor or pipeline parallel), less context and first, per
+  // further communicator (nccl_communicators()). The four-GPU runs are held out (test above).
+  std::vector<double> one, first;
+  std::vector<std::pair<double, int>> more;  // (outside less context, communicators)
+  for (const auto& entry : std::filesystem::directory_iterator(kRecords)) {
+    std::ifstream in(entry.path());
+    const auto doc = nlohmann::json::parse(in);
+    if (!doc.contains("runs") || doc.value("hardware", "") != "h200-sxm") continue;
+    for (const auto& run : doc["runs"]) {
+      const auto& m = run["measured"];
+      const Layout l = layout_of(run["layout"]);
+      std::vector<double> outside;
+      if (m.contains("per_rank_device_used_bytes")) {
+        for (std::size_t r = 0; r < m["per_rank_device_used_bytes"].size(); ++r)
+          outside.push_back(m["per_rank_device_used_bytes"][r].get<double>() - m["per_rank_allocated_bytes"][r].get<double>());
+      } else if (m.contains("allocated_bytes") && l.tp * l.pp * l.dp == 1) {
+        outside.push_back(m["device_used_bytes"].get<double>() - m["allocated_bytes"].get<double>());
+      }
+      for (std::size_t r = 0; r < outside.size(); ++r) {
+        const int stage = static_cast<int>(r) / (l.tp * l.dp);
+        const int n = nccl_communicators(l, stage);
+        if (n == 0) one.push_back(outside[r]);
+        else if (n == 1 && l.compression.kind == Compression::Kind::none) first.push_back(outside[r]);
+        else if (n > 1) more.push_back({outside[r], n});
+      }
+    }
+  }
+  ASSERT_GE(one.size(), 100u);
+  ASSERT_GE(first.size(), 20u);
+  ASSERT_GE(more.size(), 20u);
+  const HardwareProfile hp = load_hardware_profile("h200-sxm", kProfiles);
+  const double context = median(one), first_comm = median(first) - context;
+  std::vector<double> further;
+  for (auto [o, n] : more) further.push_back((o - context - first_comm) / (n - 1));
+  std::printf("[ info ] outside the arena: context %.3f GiB (%zu runs), first communicator %.3f GiB (%zu ranks), "
+              "each further %.3f GiB (%zu ranks)\n", context / (1 << 30), one.size(), first_comm / (1 << 30), first.size(),
+              median(further) / (1 << 30), further.size());
+  // A new record moves these medians: the profile's runtime_memory is then rewritten to them.
+  EXPECT_NEAR(hp.context_bytes, context, 1.0) << "models/hardware/h200-sxm.json runtime_memory.context_bytes";
+  EXPECT_NEAR(hp.nccl_first_communicator_bytes, first_comm, 1.0) << "runtime_memory.nccl_first_communicator_bytes";
+  EXPECT_NEAR(hp.nccl_further_communicator_bytes, median(further), 1.0) << "runtime_memory.nccl_further_communicator_bytes";
+  // calibrate measures the context on its own (runtime_memory.h, before any benchmark): 692.9 MB
+  // on 2026-12-01 (calibrate/records/2026-12-01-h200-session-3-*), 1.2% under the runs' median.
+  EXPECT_NEAR(692912128.0 / context, 1.0, 0.03);
+  // The linear rule describes every two-GPU rank to within 0.3 GiB (the farthest: GPT 125M pp2
+  // ranks, 2.6 GiB outside against 2.34).
+  for (auto [o, n] : more) EXPECT_NEAR(o, context + first_comm + (n - 1) * median(further), 0.3 * (1 << 30)) << n;
 }
 
 TEST(Validation, MoreGpusLessThroughputOverSocketsIsPredicted) {

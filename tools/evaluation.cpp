@@ -42,7 +42,9 @@ sim::NetworkParams network_for(const Scenario& s, int nodes) {
 }
 
 MemoryResult memory_for(const Scenario& s, const Layout& l) {
-  MemoryInput mi{s.model, l, s.training.precision, s.training.global_batch, s.hardware.memory_bytes};
+  const HardwareProfile& hw = s.hardware;
+  MemoryInput mi{s.model, l, s.training.precision, s.training.global_batch, hw.memory_bytes,
+                 {hw.context_bytes, hw.nccl_first_communicator_bytes, hw.nccl_further_communicator_bytes}};
   return estimate_memory(mi);
 }
 

@@ -92,7 +92,7 @@ std::string memory_chart(const Evaluation& ev) {
   for (std::size_t i = 0; i < st.size(); ++i) {
     const double parts[6] = {st[i].params_bytes, st[i].grads_bytes, st[i].optimizer_bytes, st[i].activations_bytes,
                              st[i].buffers_bytes, st[i].workspace_bytes};
-    const char* names[6] = {"parameters", "gradients", "optimizer", "activations", "buffers", "workspace"};
+    const char* names[6] = {"parameters", "gradients", "optimizer", "activations", "buffers", "runtime + fragmentation"};
     double y = bottom;
     for (int p = 0; p < 6; ++p) {
       const double h = (bottom - 10) * parts[p] / vmax;
@@ -106,7 +106,7 @@ std::string memory_chart(const Evaluation& ev) {
   o << "<line x1='" << left << "' x2='" << W - 10 << "' y1='" << dy << "' y2='" << dy << "' stroke='#d62728' stroke-dasharray='6 3'/>"
     << "<text x='" << left << "' y='" << dy - 4 << "' font-size='11' fill='#d62728'>device memory " << format_bytes(ev.memory.device_bytes)
     << "</text><text x='4' y='20' font-size='11'>" << format_bytes(vmax / 1.1) << "</text>";
-  const char* names[6] = {"parameters", "gradients", "optimizer", "activations", "buffers", "workspace"};
+  const char* names[6] = {"parameters", "gradients", "optimizer", "activations", "buffers", "runtime + fragmentation"};
   for (int p = 0; p < 6; ++p)
     o << "<rect x='" << W - 130 << "' y='" << 30 + 16 * p << "' width='12' height='12' fill='" << kMemColors[p] << "'/><text x='" << W - 114
       << "' y='" << 41 + 16 * p << "' font-size='11'>" << names[p] << "</text>";

@@ -73,6 +73,9 @@ json result_to_json(const Scenario& s, const Evaluation& ev) {
                  {"activations_bytes", p.activations_bytes},
                  {"buffers_bytes", p.buffers_bytes},
                  {"workspace_bytes", p.workspace_bytes},
+                 {"runtime_bytes", p.runtime_bytes},
+                 {"nccl_communicators", p.nccl_communicators},
+                 {"fragmentation_bytes", p.fragmentation_bytes},
                  {"per_stage_peak_bytes", stages}};
   r["model"] = {{"name", s.model.name}, {"params", ev.params}, {"flops_per_token", ev.flops_per_token}};
   return r;

@@ -148,7 +148,7 @@ void print_evaluation(std::ostream& os, const Scenario& s, const Evaluation& ev)
   const MemoryBreakdown& p = ev.memory.peak();
   os << "\n  memory, peak rank (stage " << ev.memory.peak_stage << ")\n";
   auto row = [&](const char* name, double b) {
-    std::snprintf(line, sizeof line, "  %-12s %12s\n", name, format_bytes(b).c_str());
+    std::snprintf(line, sizeof line, "  %-13s %12s\n", name, format_bytes(b).c_str());
     os << line;
   };
   row("parameters", p.params_bytes);
@@ -156,8 +156,13 @@ void print_evaluation(std::ostream& os, const Scenario& s, const Evaluation& ev)
   row("optimizer", p.optimizer_bytes);
   row("activations", p.activations_bytes);
   row("buffers", p.buffers_bytes);
-  row("workspace", p.workspace_bytes);
-  std::snprintf(line, sizeof line, "  %-12s %12s of %s%s\n", "peak", format_bytes(p.peak_bytes).c_str(),
+  std::snprintf(line, sizeof line, "  %-13s %12s  CUDA context and %d NCCL communicator%s\n", "runtime",
+                format_bytes(p.runtime_bytes).c_str(), p.nccl_communicators, p.nccl_communicators == 1 ? "" : "s");
+  os << line;
+  std::snprintf(line, sizeof line, "  %-13s %12s  %.0f%% of activations and buffers\n", "fragmentation",
+                format_bytes(p.fragmentation_bytes).c_str(), 100 * kFragmentationFraction);
+  os << line;
+  std::snprintf(line, sizeof line, "  %-13s %12s of %s%s\n", "peak", format_bytes(p.peak_bytes).c_str(),
                 format_bytes(ev.memory.device_bytes).c_str(), ev.memory.oom ? "  OUT OF MEMORY" : "");
   os << line;
   if (ev.memory.per_stage.size() > 1) {

@@ -394,7 +394,7 @@ int validate_parallel(const Scenario& s, const PlannerOptions& opt, std::ostream
           const bool ok = finite && agree && ref_ok;
           all_ok = all_ok && ok;
           const double pred = ev.step.step_time_s, meas = mx[0] * 1e-3;
-          const double pmem = ev.memory.peak().peak_bytes, mmem = mx[1];
+          const double pmem = ev.memory.peak().arena_peak_bytes(), mmem = mx[1];
           const double te = pred / meas - 1.0, me = pmem / mmem - 1.0;
           if (ok && !shared) time_err.push_back(std::fabs(te));
           if (ok && !shared) mem_err.push_back(std::fabs(me));
@@ -541,7 +541,7 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
       const gpu::RunnerResult rr = gpu::run_gpt_training(rc);
       const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       const double pred = ev.step.step_time_s, meas = rr.step_ms * 1e-3;
-      const double pmem = ev.memory.peak().peak_bytes, mmem = rr.device_used_bytes;
+      const double pmem = ev.memory.peak().arena_peak_bytes(), mmem = rr.device_used_bytes;
       const double te = pred / meas - 1.0, me = pmem / mmem - 1.0;
       if (!rr.finite) progress << "validate: " << m.name << " " << describe(ev.layout) << ": loss is not finite; not counted\n";
       else { time_err.push_back(std::fabs(te)); mem_err.push_back(std::fabs(me)); }
