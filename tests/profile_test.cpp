@@ -79,6 +79,16 @@ TEST(Profiles, CostModelUsesNearestMeasuredShape) {
   EXPECT_NEAR(c.memory_time_s(2e9), 1e-3, 1e-12);
 }
 
+TEST(Profiles, Gb200HostLinkIsNvlinkC2cAtTheH200sFractionOfItsDatasheet) {
+  // 900 GB/s bidirectional per superchip, shared by its two GPUs: 225 GB/s per GPU and direction,
+  // at the fraction of PCIe Gen5's 64 GB/s the H200 measured. The DGX parts keep PCIe.
+  const HardwareProfile h200 = load_hardware_profile("h200-sxm", kProfiles);
+  const HardwareProfile gb = load_hardware_profile("gb200-nvl72", kProfiles);
+  EXPECT_NEAR(gb.h2d_GBps, 225.0 * h200.h2d_GBps / 64.0, 0.1);
+  EXPECT_NEAR(gb.d2h_GBps, 225.0 * h200.d2h_GBps / 64.0, 0.1);
+  EXPECT_LT(load_hardware_profile("b200-sxm", kProfiles).d2h_GBps, 64.0);
+}
+
 TEST(Profiles, RuntimeMemoryIsMeasuredOnTheH200AndCarriedOverInBytes) {
   const HardwareProfile h200 = load_hardware_profile("h200-sxm", kProfiles);
   EXPECT_EQ(h200.runtime_memory_provenance.source, "measured");

@@ -108,7 +108,7 @@ std::string memory_chart(const Evaluation& ev) {
     << "</text><text x='4' y='20' font-size='11'>" << format_bytes(vmax / 1.1) << "</text>";
   const char* names[6] = {"parameters", "gradients", "optimizer", "activations", "buffers", "runtime + fragmentation"};
   for (int p = 0; p < 6; ++p)
-    o << "<rect x='" << W - 130 << "' y='" << 30 + 16 * p << "' width='12' height='12' fill='" << kMemColors[p] << "'/><text x='" << W - 114
+    o << "<rect x='" << W - 190 << "' y='" << 30 + 16 * p << "' width='12' height='12' fill='" << kMemColors[p] << "'/><text x='" << W - 174
       << "' y='" << 41 + 16 * p << "' font-size='11'>" << names[p] << "</text>";
   o << "</svg>";
   return o.str();
