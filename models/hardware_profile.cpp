@@ -288,6 +288,12 @@ void read_links(JsonFields& top, HardwareProfile& hp) {
     hp.runtime_memory_provenance = read_provenance(r, "provenance", true);
     r.finish();
   }
+  if (top.has("power")) {
+    JsonFields pw = top.object("power");
+    hp.node_max_kW = pw.number("node_max_kW", std::nullopt, 0.001, 1e5);
+    hp.power_provenance = read_provenance(pw, "provenance", true);
+    pw.finish();
+  }
   if (top.has("interference")) {
     JsonFields c = top.object("interference");
     hp.comm_compute_interference = c.number("gemm_slowdown_with_comm", std::nullopt, 0.0, 10.0);

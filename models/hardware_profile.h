@@ -97,6 +97,10 @@ struct HardwareProfile {
   double nccl_further_communicator_bytes = 0;  // each further one
   Provenance runtime_memory_provenance;
 
+  // Power: a node's (the NVLink domain's) maximum input power, datasheet (0: not given).
+  double node_max_kW = 0;
+  Provenance power_provenance;
+
   // Inside a node.
   std::string intra_link;  // nvlink3 | nvlink4 | pcie4 | pcie5 ...
   int gpus_per_node = 8;

@@ -322,6 +322,11 @@ TEST(Cli, CompareRanksTheSearchOnEachHardwareOption) {
   EXPECT_EQ(best["layout"], largest["layout"]);
   EXPECT_EQ(best["step_time_s"], largest["step_time_s"]);
   EXPECT_EQ(best["cost_usd"], largest["cost_usd"]);
+  // Power and energy: the nodes' datasheet maximum (DGX B200: 14.3 kW) for the time to train.
+  EXPECT_NE(text.out.find("energy"), std::string::npos) << text.out;
+  EXPECT_DOUBLE_EQ(largest["facility_kW"].get<double>(), 14.3 * largest["nodes"].get<int>());
+  EXPECT_NEAR(largest["energy_kWh"].get<double>(), largest["facility_kW"].get<double>() * largest["time_to_train_s"].get<double>() / 3600.0,
+              1e-6 * largest["energy_kWh"].get<double>());
   // The report shows the same comparison, with the time-against-cost chart.
   const std::string page = report_page(f, "compare_report.html");
   for (const char* s : {"<h2>Hardware options</h2>", "b200-sxm <span class='note'>derived</span>", "h200-sxm <span class='note'>measured</span>",

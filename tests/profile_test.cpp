@@ -27,6 +27,9 @@ TEST(Profiles, ShippedProfilesLoadWithProvenance) {
     EXPECT_GT(hp.intra_busbw_GBps, 0);
     EXPECT_GT(hp.nic_Gbps, 0);
     EXPECT_FALSE(hp.gemm.at("bf16").empty());
+    EXPECT_GT(hp.node_max_kW, 0) << name;  // the system's maximum input power, from its datasheet
+    EXPECT_EQ(hp.power_provenance.source, "datasheet") << name;
+    EXPECT_FALSE(hp.power_provenance.reference.empty()) << name;
   }
 }
 

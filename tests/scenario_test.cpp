@@ -2,10 +2,13 @@
 // expected and what was found.
 #include <gtest/gtest.h>
 
+#include <sstream>
 #include <string>
 
+#include "evaluation.h"
 #include "input_error.h"
 #include "scenario.h"
+#include "text_report.h"
 
 using namespace trainsim;
 
@@ -293,4 +296,36 @@ TEST(Scenario, CompareBlockIsValidated) {
   // Without a search block the scenario's layout is what is compared, so it must fit every option.
   const std::string fit = with(R"([{ "hardware": "test-gpu", "gpus_per_node": 3 }])");
   EXPECT_NE(fit.find("compare[0] (test-gpu): layout"), std::string::npos) << fit;
+}
+
+TEST(Scenario, EnergyIsTheNodesMaximumPowerForTheTimeToTrain) {
+  // 4 DGX H200 nodes at their datasheet maximum of 10.2 kW, PUE 1.25: 51 kW from the grid. Energy
+  // to train = 51 kW x the time to train in hours; its cost = that x $0.10 per kWh.
+  const std::string text = R"({ "name": "e", "model": "gpt-1.3b", "hardware": "h200-sxm",
+      "training": { "global_batch": 64, "tokens_total": 1e10 }, "cluster": { "nodes": 4, "gpus_per_node": 8 },
+      "layout": { "tp": 1, "pp": 1, "micro_batch": 2 }, "cost": { "energy_usd_per_kWh": 0.10, "pue": 1.25 } })";
+  const Scenario s = parse_scenario(text, "e.json", TRAINSIM_PROFILES);
+  EXPECT_EQ(s.hardware.node_max_kW, 10.2);
+  EXPECT_EQ(s.hardware.power_provenance.source, "datasheet");
+  const Evaluation ev = evaluate(s, resolve_layout(s, s.layout, false, 4), 4, EvalOptions{});
+  ASSERT_GT(ev.time_to_train_s, 0);
+  EXPECT_DOUBLE_EQ(ev.facility_kW, 4 * 10.2 * 1.25);
+  EXPECT_NEAR(ev.energy_kWh, 51.0 * ev.time_to_train_s / 3600.0, 1e-9 * ev.energy_kWh);
+  EXPECT_NEAR(ev.energy_usd, 0.10 * ev.energy_kWh, 1e-9 * ev.energy_usd);
+  std::ostringstream os;
+  print_evaluation(os, s, ev);
+  const std::string report = os.str();
+  EXPECT_NE(report.find("at the nodes' maximum power (51.0 kW with PUE 1.25, an upper bound)"), std::string::npos) << report;
+  EXPECT_EQ(format_energy(1234.0), "1.23 MWh");
+  EXPECT_EQ(format_power(1312.0), "1.31 MW");
+}
+
+TEST(Scenario, EnergyNeedsTheProfilesNodePower) {
+  // test-gpu gives no node power: pricing energy is an error, not a silent zero.
+  std::string e = error_of(base_with(R"("layout": { "tp": 2 })", R"(, "cost": { "energy_usd_per_kWh": 0.1 })"));
+  EXPECT_NE(e.find("cost.energy_usd_per_kWh: energy needs the hardware profile's node power (power.node_max_kW)"), std::string::npos) << e;
+  e = error_of(base_with(R"("layout": { "tp": 2 })", R"(, "cost": { "pue": 1.2 })"));
+  EXPECT_NE(e.find("cost.pue"), std::string::npos) << e;
+  e = error_of(base_with(R"("layout": { "tp": 2 })", R"(, "cost": { "pue": 0.9 })"));
+  EXPECT_NE(e.find("cost.pue"), std::string::npos) << e;
 }

@@ -186,6 +186,13 @@ Evaluation evaluate(const Scenario& s, const Layout& l, int nodes, const EvalOpt
     ev.time_to_train_s = s.training.tokens_total / (ev.tokens_per_s * goodput(ev));
     ev.cost_usd = ev.time_to_train_s / 3600.0 * ev.gpus * s.cost.gpu_hour_usd;
   }
+  if (s.hardware.node_max_kW > 0) {
+    ev.facility_kW = nodes * s.hardware.node_max_kW * s.cost.pue;
+    if (s.training.tokens_total > 0) {
+      ev.energy_kWh = ev.facility_kW * ev.time_to_train_s / 3600.0;
+      ev.energy_usd = ev.energy_kWh * s.cost.energy_usd_per_kWh;
+    }
+  }
   return ev;
 }
 

@@ -23,6 +23,11 @@ struct Evaluation {
   double flops_per_token = 0;
   double time_to_train_s = 0;
   double cost_usd = 0;
+  // With the profile's node power: the cluster's draw at the nodes' maximum input power times the
+  // site's PUE (an upper bound: training runs below it), and the energy and its cost to train.
+  double facility_kW = 0;
+  double energy_kWh = 0;
+  double energy_usd = 0;
   InputPipelineResult input;        // when the scenario has a `data` block
   ReliabilityResult reliability;    // when it has a `reliability` block: time to train and cost include it
   // When it has a `stragglers` block: the step above is with them.

@@ -170,7 +170,9 @@ int run_compare(const PlannerOptions& o, std::ostream& out) {
   std::snprintf(line, sizeof line, "%-12s %8s %5s %6s  %-44s %9s %11s %6s", "hardware", "$/GPU-h", "nodes", "GPUs", "layout", "step",
                 "tokens/s", "MFU");
   out << line;
-  if (to_train) out << "  time to train    GPU-hours         cost";
+  bool powered = false;  // some option's profile gives its node power
+  for (const ComparedOption& opt : c.options) powered |= opt.scenario->hardware.node_max_kW > 0;
+  if (to_train) out << "  time to train    GPU-hours         cost" << (powered ? "      power     energy" : "");
   else out << "  tokens per $";
   out << "\n";
   for (const ComparedOption& opt : c.options) {
@@ -188,6 +190,14 @@ int run_compare(const PlannerOptions& o, std::ostream& out) {
         std::snprintf(line, sizeof line, "  %13s %12s %12s", format_seconds(ev.time_to_train_s).c_str(),
                       format_count(ev.time_to_train_s / 3600.0 * ev.gpus).c_str(),
                       a.cost.gpu_hour_usd > 0 ? money(ev.cost_usd).c_str() : "-");
+        out << line;
+        if (powered) {
+          const bool has = ev.facility_kW > 0;
+          std::snprintf(line, sizeof line, " %10s %10s", has ? format_power(ev.facility_kW).c_str() : "-",
+                        has ? format_energy(ev.energy_kWh).c_str() : "-");
+        } else {
+          line[0] = '\0';
+        }
       } else {
         std::snprintf(line, sizeof line, "  %12s", a.cost.gpu_hour_usd > 0 ? format_count(tokens_per_dollar(a, ev)).c_str() : "-");
       }
@@ -233,6 +243,9 @@ int run_compare(const PlannerOptions& o, std::ostream& out) {
     if (c.cheapest.option >= 0) out << (c.priced ? "most tokens per dollar: " : "most tokens per GPU-hour: ") << describe_pick(c.cheapest) << "\n";
   }
   if (!c.priced) out << "not every option has a price (gpu_hour_usd): GPU-hours are compared instead of money\n";
+  if (powered && to_train)
+    out << "power: the nodes' maximum input power (datasheet)" << (s.cost.pue > 1 ? " times the site's PUE" : "")
+        << ", an upper bound on the draw; energy: that power for the time to train\n";
   return 0;
 }
 

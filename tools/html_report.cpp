@@ -251,7 +251,9 @@ std::string capacity_table(const Scenario& s, const std::vector<Evaluation>& evs
   const bool rel = s.reliability.given;
   o << "<h2>Training " << fmt("%.3g", s.training.tokens_total) << " tokens</h2><table><tr><th>nodes</th><th>GPUs</th><th>tokens/s</th>";
   if (rel) o << "<th>failure every</th><th>checkpoint every</th><th>goodput</th>";
-  o << "<th>time to train</th><th>GPU-hours</th>" << (s.cost.gpu_hour_usd > 0 ? "<th>cost</th>" : "") << "</tr>";
+  const bool power = s.hardware.node_max_kW > 0;
+  o << "<th>time to train</th><th>GPU-hours</th>" << (s.cost.gpu_hour_usd > 0 ? "<th>cost</th>" : "")
+    << (power ? "<th>power</th><th>energy</th>" : "") << "</tr>";
   for (const Evaluation& e : evs) {
     const bool late = s.training.deadline_days > 0 && e.time_to_train_s > s.training.deadline_days * 86400.0;
     o << "<tr><td>" << e.nodes << "</td><td>" << e.gpus << "</td><td>" << fmt("%.0f", e.tokens_per_s) << "</td>";
@@ -261,13 +263,16 @@ std::string capacity_table(const Scenario& s, const std::vector<Evaluation>& evs
     o << "<td" << (late ? " style='color:#b00'" : "") << ">" << format_seconds(e.time_to_train_s) << "</td><td>"
       << format_count(e.time_to_train_s / 3600.0 * e.gpus) << "</td>";
     if (s.cost.gpu_hour_usd > 0) o << "<td>$" << format_count(e.cost_usd) << "</td>";
+    if (power) o << "<td>" << format_power(e.facility_kW) << "</td><td>" << format_energy(e.energy_kWh) << "</td>";
     o << "</tr>";
   }
   o << "</table><p class='note'>";
   if (rel)
     o << "Any GPU or node failure stops the job, which restarts from its last checkpoint; checkpoints at Daly's optimum "
          "interval. ";
-  if (s.training.deadline_days > 0) o << "In red: over the " << s.training.deadline_days << "-day deadline.";
+  if (s.training.deadline_days > 0) o << "In red: over the " << s.training.deadline_days << "-day deadline. ";
+  if (power) o << "Power: the nodes' maximum input power (datasheet)" << (s.cost.pue > 1 ? " times the site's PUE" : "")
+               << ", an upper bound on the draw; energy: that power for the time to train.";
   o << "</p>";
   return o.str();
 }
@@ -343,7 +348,7 @@ std::string comparison_section(const Scenario& s) {
   std::ostringstream o;
   o << "<h2>Hardware options</h2><table><tr><th class='l'>hardware</th><th>$/GPU-h</th><th>nodes</th>"
     << "<th class='l'>best layout</th><th>step</th><th>tokens/s</th><th>MFU</th>";
-  if (to_train) o << "<th>time to train</th><th>cost</th>";
+  if (to_train) o << "<th>time to train</th><th>cost</th><th>energy</th>";
   o << "</tr>";
   for (const auto& opt : c.options) {
     const Scenario& a = *opt.scenario;
@@ -362,12 +367,13 @@ std::string comparison_section(const Scenario& s) {
         << "</td>";
       if (to_train)
         o << "<td" << (late ? " style='color:#b00'" : "") << ">" << format_seconds(ev.time_to_train_s) << "</td><td>"
-          << (a.cost.gpu_hour_usd > 0 ? usd_short(ev.cost_usd) : std::string("—")) << "</td>";
+          << (a.cost.gpu_hour_usd > 0 ? usd_short(ev.cost_usd) : std::string("—")) << "</td><td>"
+          << (ev.facility_kW > 0 ? format_energy(ev.energy_kWh) : std::string("—")) << "</td>";
       o << "</tr>";
     }
     for (int n : opt.no_fit) {
       head();
-      o << "<td>" << n << " × " << a.cluster.gpus_per_node << "</td><td class='l' colspan='" << (to_train ? 6 : 4)
+      o << "<td>" << n << " × " << a.cluster.gpus_per_node << "</td><td class='l' colspan='" << (to_train ? 7 : 4)
         << "'>" << (s.has_search ? "no layout of the search space fits" : "the layout does not fit in memory") << "</td></tr>";
     }
   }

@@ -152,6 +152,11 @@ int run_sweep(const PlannerOptions& o, std::ostream& out) {
         out << line;
         if (s.cost.budget_usd > 0 && ev.cost_usd > s.cost.budget_usd) out << "  (over budget)";
       }
+      if (ev.facility_kW > 0) {
+        std::snprintf(line, sizeof line, "  %s at %s", format_energy(ev.energy_kWh).c_str(), format_power(ev.facility_kW).c_str());
+        out << line;
+        if (s.cost.energy_usd_per_kWh > 0) out << " ($" << format_count(ev.energy_usd) << ")";
+      }
       if (s.training.deadline_days > 0 && days <= s.training.deadline_days && !ev.memory.oom && (smallest == 0 || ev.nodes < smallest))
         smallest = ev.nodes;
       out << "\n";

@@ -58,7 +58,10 @@ json result_to_json(const Scenario& s, const Evaluation& ev) {
       r["time_to_train_s"] = ev.time_to_train_s;
       r["gpu_hours"] = ev.time_to_train_s / 3600.0 * ev.gpus;
       if (s.cost.gpu_hour_usd > 0) r["cost_usd"] = ev.cost_usd;
+      if (ev.facility_kW > 0) r["energy_kWh"] = ev.energy_kWh;
+      if (s.cost.energy_usd_per_kWh > 0) r["energy_usd"] = ev.energy_usd;
     }
+    if (ev.facility_kW > 0) r["facility_kW"] = ev.facility_kW;
   }
   const MemoryBreakdown& p = ev.memory.peak();
   json stages = json::array();

@@ -303,6 +303,11 @@ Scenario parse_document(const json& doc, const std::string& file, const std::str
       JsonFields cf = top.object("cost");
       s.cost.gpu_hour_usd = cf.number("gpu_hour_usd", 0.0, 0.0, 1e6);
       s.cost.budget_usd = cf.number("budget_usd", 0.0, 0.0, 1e15);
+      s.cost.energy_usd_per_kWh = cf.number("energy_usd_per_kWh", 0.0, 0.0, 100.0);
+      s.cost.pue = cf.number("pue", 1.0, 1.0, 5.0);
+      if ((s.cost.energy_usd_per_kWh > 0 || cf.has("pue")) && !(s.hardware.node_max_kW > 0))
+        throw InputError(cf.has("pue") ? cf.path("pue") : cf.path("energy_usd_per_kWh"),
+                         "energy needs the hardware profile's node power (power.node_max_kW), which " + s.hardware.name + " does not give");
       cf.finish();
     }
     if (top.has("reliability")) {

@@ -77,6 +77,10 @@ struct ValidateSpec {
 struct CostSpec {
   double gpu_hour_usd = 0;
   double budget_usd = 0;
+  // Energy: price per kWh drawn from the grid (0: not priced) and the site's power usage
+  // effectiveness (facility power over IT power; 1: the IT load alone).
+  double energy_usd_per_kWh = 0;
+  double pue = 1.0;
 };
 
 struct Scenario;

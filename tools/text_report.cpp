@@ -33,6 +33,27 @@ std::string format_count(double x) {
   return buf;
 }
 
+namespace {
+// Three significant figures at most, without switching to exponent notation: 970, 12.5, 1.00.
+std::string three_figures(double v, const char* unit) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, v >= 100 ? "%.0f %s" : v >= 10 ? "%.1f %s" : "%.2f %s", v, unit);
+  return buf;
+}
+}  // namespace
+
+std::string format_energy(double kWh) {
+  if (!std::isfinite(kWh)) return "-";
+  if (kWh < 1e3) return three_figures(kWh, "kWh");
+  if (kWh < 1e6) return three_figures(kWh / 1e3, "MWh");
+  return three_figures(kWh / 1e6, "GWh");
+}
+
+std::string format_power(double kW) {
+  if (kW < 1e3) return three_figures(kW, "kW");
+  return three_figures(kW / 1e3, "MW");
+}
+
 std::string straggler_summary(const Scenario& s, const Evaluation& ev) {
   const auto& st = ev.stragglers;
   char line[512];
@@ -141,6 +162,16 @@ void print_evaluation(std::ostream& os, const Scenario& s, const Evaluation& ev)
         os << line;
       }
       os << "\n";
+      if (ev.facility_kW > 0) {
+        os << "  energy " << format_energy(ev.energy_kWh) << " at the nodes' maximum power (" << format_power(ev.facility_kW);
+        if (s.cost.pue > 1) os << " with PUE " << s.cost.pue;
+        os << ", an upper bound)";
+        if (s.cost.energy_usd_per_kWh > 0) {
+          std::snprintf(line, sizeof line, ", $%s of electricity", format_count(ev.energy_usd).c_str());
+          os << line;
+        }
+        os << "\n";
+      }
     }
   } else {
     os << "not simulated: out of memory\n";

@@ -9,6 +9,8 @@ namespace trainsim {
 std::string format_bytes(double bytes);     // "12.3 GiB"
 std::string format_seconds(double s);       // "812 ms", "3.41 s", "16.2 min", "12.5 days"; "never" if infinite
 std::string format_count(double x);
+std::string format_energy(double kWh);      // "812 kWh", "3.41 MWh", "1.25 GWh"; "-" if infinite
+std::string format_power(double kW);        // "81.6 kW", "1.31 MW"
 // One line on the scenario's stragglers for `ev` (slowest GPU, and the step without them where simulated).
 std::string straggler_summary(const Scenario& s, const Evaluation& ev);         // "%.0f", or "-" where infinite
 // A terminal summary of one evaluated layout: step time and its exposed breakdown, rates, memory.
