@@ -6,6 +6,7 @@
 #include <string>
 
 #include "hardware_compare.h"
+#include "input_error.h"
 #include "layout_search.h"
 #include "scenario.h"
 
@@ -85,4 +86,35 @@ TEST(Compare, TheDeadlineKeepsOnlySizesThatMeetIt) {
   const Comparison g = compare_hardware(scenario(R"([{ "hardware": "test-gpu" }])", deadline_days), 1);
   EXPECT_FALSE(g.priced);
   EXPECT_EQ(g.options[0].best[g.cheapest_in_deadline.size].nodes, 4);
+}
+
+TEST(Compare, SizesOverThePowerBudgetAreNotPicked) {
+  // The powered test part draws 10 kW a node: 2 nodes 20 kW, 4 nodes 40 kW. A 30 kW budget leaves
+  // only 2 nodes, so the fastest option is its 2-node size although 4 nodes train sooner.
+  auto text = [](const std::string& budget) {
+    return R"({ "name": "t", "model": "gpt-1.3b", "training": { "global_batch": 64, "tokens_total": 1e9 },
+        "hardware": "test-gpu-powered", "cluster": { "nodes": [2, 4], "gpus_per_node": 8)" + budget + R"( },
+        "search": { "tp": [1, 2], "pp": [1], "micro_batch": [1, 2], "recompute": ["none"], "zero": [1], "nodes": [2, 4] },
+        "compare": [{ "hardware": "test-gpu-powered", "gpu_hour_usd": 1 }] })";
+  };
+  const Comparison free = compare_hardware(parse_scenario(text(""), "t.json", kProfiles), 1);
+  ASSERT_EQ(free.options[0].best.size(), 2u);
+  EXPECT_EQ(free.options[0].best[free.fastest.size].nodes, 4);
+  EXPECT_DOUBLE_EQ(free.options[0].best[1].facility_kW, 40.0);
+  const Comparison c = compare_hardware(parse_scenario(text(R"(, "power_budget_kW": 30)"), "t.json", kProfiles), 1);
+  ASSERT_EQ(c.options[0].best.size(), 2u);
+  EXPECT_FALSE(c.options[0].best[0].over_power_budget);
+  EXPECT_TRUE(c.options[0].best[1].over_power_budget);
+  EXPECT_EQ(c.options[0].best[c.fastest.size].nodes, 2);
+  EXPECT_EQ(c.options[0].best[c.cheapest.size].nodes, 2);
+  // A budget on a part that gives no node power is an input error naming the option.
+  std::string bad = text(R"(, "power_budget_kW": 30)");
+  bad.replace(bad.rfind("test-gpu-powered"), 16, "test-gpu");
+  try {
+    parse_scenario(bad, "t.json", kProfiles);
+    ADD_FAILURE() << "accepted a power budget without node power";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("compare[0]"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("power_budget_kW"), std::string::npos) << e.what();
+  }
 }

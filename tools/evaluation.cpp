@@ -188,6 +188,7 @@ Evaluation evaluate(const Scenario& s, const Layout& l, int nodes, const EvalOpt
   }
   if (s.hardware.node_max_kW > 0) {
     ev.facility_kW = nodes * s.hardware.node_max_kW * s.cost.pue;
+    ev.over_power_budget = s.cluster.power_budget_kW > 0 && ev.facility_kW > s.cluster.power_budget_kW;
     if (s.training.tokens_total > 0) {
       ev.energy_kWh = ev.facility_kW * ev.time_to_train_s / 3600.0;
       ev.energy_usd = ev.energy_kWh * s.cost.energy_usd_per_kWh;

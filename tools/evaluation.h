@@ -28,6 +28,7 @@ struct Evaluation {
   double facility_kW = 0;
   double energy_kWh = 0;
   double energy_usd = 0;
+  bool over_power_budget = false;  // facility_kW above the scenario's cluster.power_budget_kW
   InputPipelineResult input;        // when the scenario has a `data` block
   ReliabilityResult reliability;    // when it has a `reliability` block: time to train and cost include it
   // When it has a `stragglers` block: the step above is with them.

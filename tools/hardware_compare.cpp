@@ -94,11 +94,12 @@ Comparison compare_hardware(const Scenario& s, int threads) {
   const bool priced = c.priced;
   if (s.training.tokens_total > 0) {
     // A job that never finishes (goodput 0) has an infinite time to train: it qualifies for nothing.
+    // A size over the site's power budget cannot be installed: it qualifies for nothing either.
     c.fastest = best_pick(c.options, [](const Scenario&, const Evaluation& ev) -> double {
-      return std::isfinite(ev.time_to_train_s) ? -ev.time_to_train_s : std::nan("");
+      return std::isfinite(ev.time_to_train_s) && !ev.over_power_budget ? -ev.time_to_train_s : std::nan("");
     });
     auto cost = [priced](const Scenario&, const Evaluation& ev) -> double {
-      if (!std::isfinite(ev.time_to_train_s)) return std::nan("");
+      if (!std::isfinite(ev.time_to_train_s) || ev.over_power_budget) return std::nan("");
       return priced ? -ev.cost_usd : -ev.time_to_train_s / 3600.0 * ev.gpus;
     };
     c.cheapest = best_pick(c.options, cost);
@@ -108,8 +109,11 @@ Comparison compare_hardware(const Scenario& s, int threads) {
         return ev.time_to_train_s <= deadline_s ? cost(o, ev) : std::nan("");
       });
   } else {
-    c.fastest = best_pick(c.options, [](const Scenario&, const Evaluation& ev) { return ev.tokens_per_s; });
+    c.fastest = best_pick(c.options, [](const Scenario&, const Evaluation& ev) {
+      return ev.over_power_budget ? std::nan("") : ev.tokens_per_s;
+    });
     c.cheapest = best_pick(c.options, [priced](const Scenario& o, const Evaluation& ev) {
+      if (ev.over_power_budget) return std::nan("");
       return priced ? tokens_per_dollar(o, ev) : ev.tokens_per_s * goodput(ev) * 3600.0 / ev.gpus;
     });
   }
@@ -193,8 +197,8 @@ int run_compare(const PlannerOptions& o, std::ostream& out) {
         out << line;
         if (powered) {
           const bool has = ev.facility_kW > 0;
-          std::snprintf(line, sizeof line, " %10s %10s", has ? format_power(ev.facility_kW).c_str() : "-",
-                        has ? format_energy(ev.energy_kWh).c_str() : "-");
+          std::snprintf(line, sizeof line, " %10s %10s%s", has ? format_power(ev.facility_kW).c_str() : "-",
+                        has ? format_energy(ev.energy_kWh).c_str() : "-", ev.over_power_budget ? "  over the power budget" : "");
         } else {
           line[0] = '\0';
         }
@@ -246,6 +250,8 @@ int run_compare(const PlannerOptions& o, std::ostream& out) {
   if (powered && to_train)
     out << "power: the nodes' maximum input power (datasheet)" << (s.cost.pue > 1 ? " times the site's PUE" : "")
         << ", an upper bound on the draw; energy: that power for the time to train\n";
+  if (s.cluster.power_budget_kW > 0)
+    out << "sizes over the " << format_power(s.cluster.power_budget_kW) << " power budget are not picked\n";
   return 0;
 }
 

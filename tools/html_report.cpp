@@ -368,7 +368,8 @@ std::string comparison_section(const Scenario& s) {
       if (to_train)
         o << "<td" << (late ? " style='color:#b00'" : "") << ">" << format_seconds(ev.time_to_train_s) << "</td><td>"
           << (a.cost.gpu_hour_usd > 0 ? usd_short(ev.cost_usd) : std::string("—")) << "</td><td>"
-          << (ev.facility_kW > 0 ? format_energy(ev.energy_kWh) : std::string("—")) << "</td>";
+          << (ev.facility_kW > 0 ? format_energy(ev.energy_kWh) : std::string("—"))
+          << (ev.over_power_budget ? " <span style='color:#b00'>over the power budget</span>" : "") << "</td>";
       o << "</tr>";
     }
     for (int n : opt.no_fit) {

@@ -156,8 +156,10 @@ int run_sweep(const PlannerOptions& o, std::ostream& out) {
         std::snprintf(line, sizeof line, "  %s at %s", format_energy(ev.energy_kWh).c_str(), format_power(ev.facility_kW).c_str());
         out << line;
         if (s.cost.energy_usd_per_kWh > 0) out << " ($" << format_count(ev.energy_usd) << ")";
+        if (ev.over_power_budget) out << "  (over the power budget)";
       }
-      if (s.training.deadline_days > 0 && days <= s.training.deadline_days && !ev.memory.oom && (smallest == 0 || ev.nodes < smallest))
+      if (s.training.deadline_days > 0 && days <= s.training.deadline_days && !ev.memory.oom && !ev.over_power_budget &&
+          (smallest == 0 || ev.nodes < smallest))
         smallest = ev.nodes;
       out << "\n";
     }
@@ -174,7 +176,9 @@ int run_sweep(const PlannerOptions& o, std::ostream& out) {
       }
     }
     if (s.training.deadline_days > 0) {
-      if (smallest > 0) out << "smallest cluster that meets the " << s.training.deadline_days << "-day deadline: " << smallest << " nodes\n";
+      if (smallest > 0)
+        out << "smallest cluster that meets the " << s.training.deadline_days << "-day deadline"
+            << (s.cluster.power_budget_kW > 0 ? " within the power budget" : "") << ": " << smallest << " nodes\n";
       else out << "no swept size meets the " << s.training.deadline_days << "-day deadline\n";
     }
   }
@@ -295,11 +299,14 @@ int run_search(const PlannerOptions& o, std::ostream& out, std::ostream& progres
         out << line;
       }
       out << "\n";
-      if (s.training.deadline_days > 0 && ev->time_to_train_s <= s.training.deadline_days * 86400.0 && smallest == 0)
+      if (s.training.deadline_days > 0 && ev->time_to_train_s <= s.training.deadline_days * 86400.0 && !ev->over_power_budget &&
+          smallest == 0)
         smallest = ev->nodes;
     }
     if (s.training.tokens_total > 0 && s.training.deadline_days > 0) {
-      if (smallest > 0) out << "smallest cluster that meets the " << s.training.deadline_days << "-day deadline: " << smallest << " nodes\n";
+      if (smallest > 0)
+        out << "smallest cluster that meets the " << s.training.deadline_days << "-day deadline"
+            << (s.cluster.power_budget_kW > 0 ? " within the power budget" : "") << ": " << smallest << " nodes\n";
       else out << "no searched size meets the " << s.training.deadline_days << "-day deadline\n";
     }
   }

@@ -62,6 +62,7 @@ json result_to_json(const Scenario& s, const Evaluation& ev) {
       if (s.cost.energy_usd_per_kWh > 0) r["energy_usd"] = ev.energy_usd;
     }
     if (ev.facility_kW > 0) r["facility_kW"] = ev.facility_kW;
+    if (s.cluster.power_budget_kW > 0) r["over_power_budget"] = ev.over_power_budget;
   }
   const MemoryBreakdown& p = ev.memory.peak();
   json stages = json::array();

@@ -255,6 +255,10 @@ Scenario parse_document(const json& doc, const std::string& file, const std::str
       JsonFields nw = cl.object("network");
       read_network(nw, n);
     }
+    s.cluster.power_budget_kW = cl.number("power_budget_kW", 0.0, 0.0, 1e9);
+    if (s.cluster.power_budget_kW > 0 && !(s.hardware.node_max_kW > 0))
+      throw InputError(cl.path("power_budget_kW"),
+                       "a power budget needs the hardware profile's node power (power.node_max_kW), which " + s.hardware.name + " does not give");
     cl.finish();
 
     if (top.has("layout")) {

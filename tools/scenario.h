@@ -35,6 +35,9 @@ struct ClusterSpec {
   std::vector<int> nodes;  // one count, or several for a sweep
   int gpus_per_node = 0;
   NetworkSpec network;
+  // The site's power for the cluster (0: none given): sizes that would draw more at the nodes'
+  // maximum power, times the PUE, are marked and not picked.
+  double power_budget_kW = 0;
 };
 
 // Each layout key as a list of values; empty means "the default range" (filled in by the search).
