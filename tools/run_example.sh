@@ -16,3 +16,5 @@ echo
 build/planner search scenarios/llama2-7b-one-node.json --top 5
 echo
 build/planner compare scenarios/llama3-70b-h100-h200-b200.json
+echo
+build/planner compare scenarios/llama3-405b-b200-vs-gb200-nvl72.json
