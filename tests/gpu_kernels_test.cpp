@@ -10,6 +10,7 @@
 #include <mutex>
 #include <thread>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -19,12 +20,38 @@
 #include "grad_comm.h"
 #include "measurements.h"
 #include "pipeline_schedule.h"
+#include "runtime_memory.h"
 #include "step_runner.h"
 
 using namespace trainsim::gpu;
 
 #define REQUIRE_GPU() \
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device visible"
+
+// First in this file, while the process holds nothing else on device 0.
+TEST(GpuKernels, RuntimeMemoryIsTheContextAndEachCommunicatorsBuffers) {
+  // The context with cuBLAS, cuBLASLt's 64 MiB workspace and loaded GEMM kernels: 0.65 GiB on the
+  // H200 runs (CUDA 13), so between a quarter and two GiB; with two or more GPUs each communicator
+  // adds something under 4 GiB on every device, the second no more than the first.
+  REQUIRE_GPU();
+  const RuntimeMemorySample s = measure_runtime_memory(cuda_device_count());
+  EXPECT_GT(s.context_bytes, 0.25 * (1 << 30));
+  EXPECT_LT(s.context_bytes, 2.0 * (1 << 30));
+  if (cuda_device_count() >= 2) {
+    EXPECT_EQ(s.gpus, cuda_device_count());
+    EXPECT_GT(s.nccl_first_bytes, 0);
+    EXPECT_LT(s.nccl_first_bytes, 4.0 * (1 << 30));
+    EXPECT_GT(s.nccl_further_bytes, 0);
+    EXPECT_LE(s.nccl_further_bytes, s.nccl_first_bytes);
+  } else {
+    EXPECT_EQ(s.gpus, 0);
+  }
+  std::printf("[ info ] context %.3f GiB", s.context_bytes / (1 << 30));
+  if (s.gpus >= 2)
+    std::printf("; communicators over %d GPUs: first %.3f GiB, further %.3f GiB", s.gpus, s.nccl_first_bytes / (1 << 30),
+                s.nccl_further_bytes / (1 << 30));
+  std::printf("\n");
+}
 
 TEST(GpuKernels, GemmMatchesCpuReference) {
   REQUIRE_GPU();
