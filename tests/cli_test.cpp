@@ -322,9 +322,14 @@ TEST(Cli, CompareRanksTheSearchOnEachHardwareOption) {
   EXPECT_EQ(best["layout"], largest["layout"]);
   EXPECT_EQ(best["step_time_s"], largest["step_time_s"]);
   EXPECT_EQ(best["cost_usd"], largest["cost_usd"]);
-  // Power and energy: the nodes' datasheet maximum (DGX B200: 14.3 kW) for the time to train.
+  // Power and energy: the nodes' datasheet maximum (DGX B200: 14.3 kW) times the site's PUE, for
+  // the time to train; sizes over the site's power are marked.
   EXPECT_NE(text.out.find("energy"), std::string::npos) << text.out;
-  EXPECT_DOUBLE_EQ(largest["facility_kW"].get<double>(), 14.3 * largest["nodes"].get<int>());
+  EXPECT_NE(text.out.find("over the power budget"), std::string::npos) << text.out;
+  const double pue = alone["cost"]["pue"].get<double>();
+  EXPECT_DOUBLE_EQ(largest["facility_kW"].get<double>(), 14.3 * largest["nodes"].get<int>() * pue);
+  EXPECT_LE(largest["facility_kW"].get<double>(), alone["cluster"]["power_budget_kW"].get<double>());
+  EXPECT_FALSE(largest["over_power_budget"].get<bool>());
   EXPECT_NEAR(largest["energy_kWh"].get<double>(), largest["facility_kW"].get<double>() * largest["time_to_train_s"].get<double>() / 3600.0,
               1e-6 * largest["energy_kWh"].get<double>());
   // The report shows the same comparison, with the time-against-cost chart.
