@@ -263,7 +263,9 @@ std::string capacity_table(const Scenario& s, const std::vector<Evaluation>& evs
     o << "<td" << (late ? " style='color:#b00'" : "") << ">" << format_seconds(e.time_to_train_s) << "</td><td>"
       << format_count(e.time_to_train_s / 3600.0 * e.gpus) << "</td>";
     if (s.cost.gpu_hour_usd > 0) o << "<td>$" << format_count(e.cost_usd) << "</td>";
-    if (power) o << "<td>" << format_power(e.facility_kW) << "</td><td>" << format_energy(e.energy_kWh) << "</td>";
+    if (power)
+      o << "<td" << (e.over_power_budget ? " style='color:#b00'" : "") << ">" << format_power(e.facility_kW) << "</td><td>"
+        << format_energy(e.energy_kWh) << "</td>";
     o << "</tr>";
   }
   o << "</table><p class='note'>";
@@ -273,6 +275,7 @@ std::string capacity_table(const Scenario& s, const std::vector<Evaluation>& evs
   if (s.training.deadline_days > 0) o << "In red: over the " << s.training.deadline_days << "-day deadline. ";
   if (power) o << "Power: the nodes' maximum input power (datasheet)" << (s.cost.pue > 1 ? " times the site's PUE" : "")
                << ", an upper bound on the draw; energy: that power for the time to train.";
+  if (power && s.cluster.power_budget_kW > 0) o << " Power in red: over the site's " << format_power(s.cluster.power_budget_kW) << ".";
   o << "</p>";
   return o.str();
 }
@@ -367,9 +370,9 @@ std::string comparison_section(const Scenario& s) {
         << "</td>";
       if (to_train)
         o << "<td" << (late ? " style='color:#b00'" : "") << ">" << format_seconds(ev.time_to_train_s) << "</td><td>"
-          << (a.cost.gpu_hour_usd > 0 ? usd_short(ev.cost_usd) : std::string("—")) << "</td><td>"
-          << (ev.facility_kW > 0 ? format_energy(ev.energy_kWh) : std::string("—"))
-          << (ev.over_power_budget ? " <span style='color:#b00'>over the power budget</span>" : "") << "</td>";
+          << (a.cost.gpu_hour_usd > 0 ? usd_short(ev.cost_usd) : std::string("—")) << "</td><td"
+          << (ev.over_power_budget ? " style='color:#b00' title='over the site&#39;s power budget'" : "") << ">"
+          << (ev.facility_kW > 0 ? format_energy(ev.energy_kWh) : std::string("—")) << "</td>";
       o << "</tr>";
     }
     for (int n : opt.no_fit) {
@@ -402,7 +405,9 @@ std::string comparison_section(const Scenario& s) {
   }
   o << "<p class='note'>Each option is the scenario on that hardware: its search space at each of the option's node counts, "
        "the best layout at each size. Profiles marked <i>measured</i> were calibrated on that part; <i>derived</i> ones carry a "
-       "calibrated part's efficiency to the datasheet's peaks by the rule their file states. In red: over the deadline.</p>";
+       "calibrated part's efficiency to the datasheet's peaks by the rule their file states. In red: over the deadline";
+  if (s.cluster.power_budget_kW > 0) o << " (time to train) or over the site's " << format_power(s.cluster.power_budget_kW) << " (energy)";
+  o << ". Energy: the nodes' maximum input power" << (s.cost.pue > 1 ? " times the PUE" : "") << " for the time to train.</p>";
   return o.str();
 }
 
@@ -423,7 +428,7 @@ std::string render_report(const Scenario& s, int top) {
   }
   std::ostringstream o;
   o << "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>" << esc(s.name) << "</title><style>"
-    << "body{font-family:system-ui,sans-serif;margin:24px auto;max-width:900px;color:#222}h1{font-size:22px}"
+    << "body{font-family:system-ui,sans-serif;margin:24px auto;max-width:980px;color:#222}h1{font-size:22px}"
     << "h2{font-size:17px;margin-top:28px;border-bottom:1px solid #ddd}table{border-collapse:collapse;font-size:12px}"
     << "td,th{padding:3px 8px;border-bottom:1px solid #eee;text-align:right;white-space:nowrap}th{background:#f4f4f4}td.l,th.l{text-align:left}"
     << ".note{color:#666;font-size:12px}</style></head><body>";

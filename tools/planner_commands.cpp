@@ -298,6 +298,7 @@ int run_search(const PlannerOptions& o, std::ostream& out, std::ostream& progres
         std::snprintf(line, sizeof line, "  %10s", cost.c_str());
         out << line;
       }
+      if (ev->over_power_budget) out << "  (over the power budget: " << format_power(ev->facility_kW) << ")";
       out << "\n";
       if (s.training.deadline_days > 0 && ev->time_to_train_s <= s.training.deadline_days * 86400.0 && !ev->over_power_budget &&
           smallest == 0)
