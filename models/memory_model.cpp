@@ -159,7 +159,8 @@ MemoryResult estimate_memory(const MemoryInput& in) {
     mb.buffers_bytes = buffers;
     const RuntimeMemory& rt = in.runtime;
     mb.nccl_communicators = nccl_communicators(L, stage);
-    if (rt.context_bytes > 0) {
+    mb.runtime_measured = rt.context_bytes > 0;
+    if (mb.runtime_measured) {
       const int n = mb.nccl_communicators;
       mb.runtime_bytes = rt.context_bytes + (n > 0 ? rt.nccl_first_communicator_bytes + (n - 1) * rt.nccl_further_communicator_bytes : 0.0);
     } else {

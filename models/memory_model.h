@@ -36,6 +36,7 @@ struct MemoryBreakdown {
   double runtime_bytes = 0;    // outside the framework's tensors: the CUDA context with cuBLAS and
                                // the loaded kernels, and NCCL's buffers for each communicator
   int nccl_communicators = 0;  // communicators this rank creates (see nccl_communicators())
+  bool runtime_measured = false;  // runtime_bytes from the profile's measurement, not the fixed allowance
   double fragmentation_bytes = 0;  // a caching allocator's slack over activations and buffers
   double workspace_bytes = 0;  // runtime_bytes + fragmentation_bytes
   double peak_bytes = 0;

@@ -149,6 +149,7 @@ TEST(StateMemory, WorkspaceAllowanceIsStated) {
   const auto r = estimate_memory({m, l, Precision::bf16, 8, 80e9});
   const auto& p = r.peak();
   EXPECT_DOUBLE_EQ(p.runtime_bytes, kFixedWorkspaceBytes);
+  EXPECT_FALSE(p.runtime_measured);
   EXPECT_DOUBLE_EQ(p.fragmentation_bytes, kFragmentationFraction * (p.activations_bytes + p.buffers_bytes));
   EXPECT_DOUBLE_EQ(p.workspace_bytes, p.runtime_bytes + p.fragmentation_bytes);
   EXPECT_DOUBLE_EQ(p.peak_bytes, p.params_bytes + p.grads_bytes + p.optimizer_bytes + p.activations_bytes + p.buffers_bytes + p.workspace_bytes);
@@ -189,6 +190,7 @@ TEST(StateMemory, RuntimeMemoryGrowsWithTheCommunicators) {
   EXPECT_DOUBLE_EQ(r.per_stage[0].runtime_bytes, 0.7e9 + 0.9e9 + 4 * 0.45e9);  // world, tp, dp, pp, embedding
   EXPECT_DOUBLE_EQ(r.per_stage[1].runtime_bytes, 0.7e9 + 0.9e9 + 3 * 0.45e9);
   EXPECT_EQ(r.per_stage[3].nccl_communicators, 5);
+  EXPECT_TRUE(r.per_stage[0].runtime_measured);
   Layout one;
   const auto r1 = estimate_memory({m, one, Precision::bf16, 8, 141e9, rt});
   EXPECT_DOUBLE_EQ(r1.peak().runtime_bytes, 0.7e9);

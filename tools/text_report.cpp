@@ -187,8 +187,12 @@ void print_evaluation(std::ostream& os, const Scenario& s, const Evaluation& ev)
   row("optimizer", p.optimizer_bytes);
   row("activations", p.activations_bytes);
   row("buffers", p.buffers_bytes);
-  std::snprintf(line, sizeof line, "  %-13s %12s  CUDA context and %d NCCL communicator%s\n", "runtime",
-                format_bytes(p.runtime_bytes).c_str(), p.nccl_communicators, p.nccl_communicators == 1 ? "" : "s");
+  if (p.runtime_measured)
+    std::snprintf(line, sizeof line, "  %-13s %12s  CUDA context and %d NCCL communicator%s\n", "runtime",
+                  format_bytes(p.runtime_bytes).c_str(), p.nccl_communicators, p.nccl_communicators == 1 ? "" : "s");
+  else
+    std::snprintf(line, sizeof line, "  %-13s %12s  fixed allowance (the profile measured no runtime memory)\n", "runtime",
+                  format_bytes(p.runtime_bytes).c_str());
   os << line;
   std::snprintf(line, sizeof line, "  %-13s %12s  %.0f%% of activations and buffers\n", "fragmentation",
                 format_bytes(p.fragmentation_bytes).c_str(), 100 * kFragmentationFraction);
