@@ -21,6 +21,7 @@ void Engine::reset() {
   edges_.clear();
   stream_last_.clear();
   link_capacity_.clear();
+  link_sequence_.clear();
   paths_.clear();
   flows_.clear();
   active_.clear();
@@ -47,6 +48,7 @@ StreamId Engine::add_stream() {
 LinkId Engine::add_link(double capacity_Bps) {
   if (!(capacity_Bps > 0)) throw std::invalid_argument("link capacity must be positive");
   link_capacity_.push_back(capacity_Bps);
+  link_sequence_.push_back(kNoFlow);
   return static_cast<LinkId>(link_capacity_.size() - 1);
 }
 
@@ -132,6 +134,39 @@ void Engine::recompute_rates() {
   for (LinkId l : touched_) unfrozen_on_link_[l] = 0;
 }
 
+void Engine::find_tails() {
+  std::int32_t sequences = 0;
+  for (Task& t : tasks_) {
+    const std::int32_t seq = t.spec.sequence;
+    sequences = std::max(sequences, seq + 1);
+    t.tail = -1;
+    if (seq < 0 || t.flows_end == t.flows_begin) continue;
+    // Tasks sharing flows have the same tail when of the same sequence (else their links are
+    // marked shared and neither has one).
+    if (t.shares >= 0) {
+      t.tail = tasks_[t.shares].tail;
+      continue;
+    }
+    // A lone flow takes its bottleneck's capacity (an empty path delivers at once); the task ends
+    // with its slowest flow.
+    double tail = 0;
+    for (std::int32_t f = t.flows_begin; f < t.flows_end && tail >= 0; ++f) {
+      const Flow& fl = flows_[f];
+      double rate = kInf;
+      for (std::int32_t p = fl.path_begin; p < fl.path_end; ++p) {
+        if (link_sequence_[paths_[p]] != seq) {
+          tail = -1;
+          break;
+        }
+        rate = std::min(rate, link_capacity_[paths_[p]]);
+      }
+      if (tail >= 0 && rate != kInf) tail = std::max(tail, fl.bytes / rate);
+    }
+    t.tail = tail;
+  }
+  sequence_running_.assign(static_cast<std::size_t>(sequences), -1);
+}
+
 void Engine::run() {
   EventQueue& heap = queue_;
   heap.clear(tasks_.size());
@@ -159,10 +194,13 @@ void Engine::run() {
     pr.rate = rate;
     for (TaskId id : pr.running) {
       Task& t = tasks_[id];
+      // A task in its tail has done its fixed work: the processor's speed no longer matters to it.
+      if (t.tail >= 0 && now >= t.work_end) continue;
       t.work_left = std::max(0.0, t.work_left - t.work_rate * (now - t.work_since));
       t.work_since = now;
       t.work_rate = rate;
-      heap.schedule(id, now + t.work_left / rate);
+      t.work_end = now + t.work_left / rate;
+      heap.schedule(id, t.tail >= 0 ? t.work_end + t.tail : t.work_end);
     }
   };
   // An interferer starts or stops: the processor's largest active slowdown is kept with the number
@@ -208,18 +246,28 @@ void Engine::run() {
   auto schedule_start = [&](TaskId id) {
     Task& t = tasks_[id];
     t.start = now;
+    if (t.spec.sequence >= 0) {
+      TaskId& running = sequence_running_[t.spec.sequence];
+      if (running >= 0) throw std::logic_error("two tasks of one sequence overlap");
+      running = id;
+    }
     if (t.interf_end > t.interf_begin) interfere_on(t);
     const double d = t.spec.duration_s;
+    // A task with a tail completes at one event, its fixed work's end plus the tail.
     if (d > 0 && t.spec.processor >= 0) {
       Processor& pr = processors_[t.spec.processor];
       t.work_left = d;
       t.work_since = now;
       t.work_rate = pr.rate;
+      t.work_end = now + d / pr.rate;
       t.proc_slot = static_cast<std::int32_t>(pr.running.size());
       pr.running.push_back(id);
-      heap.schedule(id, now + d / pr.rate);
+      heap.schedule(id, t.tail >= 0 ? t.work_end + t.tail : t.work_end);
     } else if (d > 0) {
-      heap.schedule(id, now + d);
+      t.work_end = now + d;
+      heap.schedule(id, t.tail >= 0 ? t.work_end + t.tail : t.work_end);
+    } else if (t.tail > 0) {
+      heap.schedule(id, now + t.tail);
     } else {
       ready.push_back(id);  // latency phase is empty: go straight to flows or completion
     }
@@ -237,7 +285,7 @@ void Engine::run() {
   // Moves a task past its fixed phase: starts its flows, or completes it.
   auto after_fixed = [&](TaskId id) {
     Task& t = tasks_[id];
-    if (t.flows_end == t.flows_begin) {
+    if (t.flows_end == t.flows_begin || t.tail >= 0) {
       completed.push_back(id);
       return;
     }
@@ -268,6 +316,7 @@ void Engine::run() {
   auto finish_task = [&](TaskId id) {
     Task& t = tasks_[id];
     t.finish = now;
+    if (t.spec.sequence >= 0) sequence_running_[t.spec.sequence] = -1;
     if (t.interf_end > t.interf_begin) interfere_off(t);
     makespan_ = std::max(makespan_, now);
     ++done;
@@ -283,6 +332,7 @@ void Engine::run() {
   };
 
   link_flows_.assign(link_capacity_.size(), 0);
+  find_tails();
   for (std::size_t i = 0; i < tasks_.size(); ++i)
     if (tasks_[i].pending == 0) schedule_start(static_cast<TaskId>(i));
 

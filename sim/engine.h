@@ -5,7 +5,10 @@
 // Time-advance contract: every piece of work is either a fixed duration (analytic backend: its
 // completion is known when it starts) or a set of flows over links (flow-level backend: completion
 // depends on the rates that max-min fair sharing gives every active flow, recomputed whenever a
-// flow starts or ends). A task may have both: a fixed latency first, then its flows.
+// flow starts or ends). A task may have both: a fixed latency first, then its flows. Flows that
+// can never be shared (every link of theirs is crossed only by one sequence's tasks, which run one
+// at a time) take their bottleneck's rate throughout, so such a task ends at a single event: its
+// fixed work's end plus that tail.
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -27,6 +30,11 @@ struct TaskSpec {
   std::int16_t category = 0; // caller's category, for breakdowns
   std::int32_t lane = 0;     // caller's grouping (rank), for traces and breakdowns
   ProcessorId processor = -1;  // the fixed work runs on this processor, at its current speed
+  // The caller runs the tasks of one sequence one at a time (each waits, directly or not, for the
+  // one before; run() throws std::logic_error if two overlap). A link crossed only by flows of one
+  // sequence's tasks is never shared, so those flows always take their path's bottleneck rate:
+  // the engine times such a task's flows as a fixed tail after its fixed work. -1: none.
+  std::int32_t sequence = -1;
 };
 
 struct Flow {
@@ -69,12 +77,16 @@ class Engine {
     const Task& l = tasks_[like];
     const std::int32_t fb = l.flows_begin, fe = l.flows_end, ib = l.interf_begin, ie = l.interf_end;
     const TaskId id = static_cast<TaskId>(tasks_.size());
+    const std::int32_t like_sequence = l.spec.sequence;
     Task& t = tasks_.emplace_back();  // may move `l`
     t.spec = spec;
     t.flows_begin = fb;
     t.flows_end = fe;
     t.interf_begin = ib;
     t.interf_end = ie;
+    t.shares = like;
+    if (spec.sequence != like_sequence)
+      for (std::int32_t f = fb; f < fe; ++f) mark_links(flows_[f], -1);
     if (spec.stream >= 0) order_on_stream(spec.stream, id);
     return id;
   }
@@ -94,6 +106,7 @@ class Engine {
     f.path_begin = static_cast<std::int32_t>(paths_.size());
     for (int i = 0; i < path_len; ++i) paths_.push_back(path[i]);
     f.path_end = static_cast<std::int32_t>(paths_.size());
+    mark_links(f, t.spec.sequence);
     flows_.push_back(f);
     t.flows_end = static_cast<std::int32_t>(flows_.size());
   }
@@ -131,6 +144,10 @@ class Engine {
     // re-keys the task's completion in the event queue.
     double work_left = 0, work_since = 0, work_rate = 1;
     std::int32_t proc_slot = -1;
+    TaskId shares = -1;  // the earlier task whose flows this one shares (add_task with `like`)
+    // A task whose every flow crosses only links of its own sequence: the time its flows take
+    // after its fixed work (-1 otherwise), and when that fixed work ends.
+    double tail = -1, work_end = 0;
   };
   struct Interference {
     ProcessorId processor;
@@ -145,12 +162,22 @@ class Engine {
     if (spec.processor >= static_cast<ProcessorId>(processor_count_)) throw std::invalid_argument("unknown processor");
     if (spec.stream >= static_cast<StreamId>(stream_last_.size())) throw std::out_of_range("unknown stream");
   }
+  // Records that a flow of a task of `sequence` crosses the links of `f`.
+  void mark_links(const Flow& f, std::int32_t sequence) {
+    const std::int32_t seq = sequence >= 0 ? sequence : -1;
+    for (std::int32_t p = f.path_begin; p < f.path_end; ++p) {
+      std::int32_t& owner = link_sequence_[paths_[p]];
+      owner = owner == kNoFlow || owner == seq ? seq : -1;
+    }
+  }
   void order_on_stream(StreamId s, TaskId id) {
     TaskId& last = stream_last_[s];
     if (last >= 0) add_dependency(last, id);
     last = id;
   }
   void recompute_rates();
+  // Gives every task whose flows cross only links of its own sequence its tail.
+  void find_tails();
 
   std::vector<Task> tasks_;
   std::vector<Edge> edges_;
@@ -176,6 +203,10 @@ class Engine {
   std::vector<std::int32_t> link_slot_, offset_, fill_, members_;
   std::vector<LinkId> touched_;
   std::vector<std::int32_t> link_flows_;  // active flows crossing each link
+  // By link: the one sequence whose tasks' flows cross it; -1 for several, or for a task of none.
+  static constexpr std::int32_t kNoFlow = -2;  // no flow crosses it
+  std::vector<std::int32_t> link_sequence_;
+  std::vector<TaskId> sequence_running_;  // the task of each sequence running now (-1 none)
   std::vector<Interference> interf_;
   struct Processor {
     std::vector<double> active_slowdowns;  // of the interfering tasks running now

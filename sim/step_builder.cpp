@@ -624,6 +624,7 @@ TaskId Builder::compute_task(int gpu, double dur, int cat, const std::string& na
   spec.lane = gpu;
   spec.label = label(name);
   spec.processor = proc_[gpu];
+  spec.sequence = sim_index_[gpu];  // the tasks of a compute queue run one after another
   const TaskId t = e_.add_task(spec);
   lane_stream_.push_back(0);
   RankQueues& q = q_[gpu];
@@ -665,6 +666,7 @@ void Builder::run_parts(const std::vector<int>& gpus, std::initializer_list<Part
     spec.lane = g;
     spec.label = label(name);
     spec.processor = proc_[g];
+    spec.sequence = sim_index_[g];  // the tasks of a compute queue run one after another
     Gpu0Task rec;
     rec.nparts = 0;
     double tp_bytes = 0;

@@ -155,3 +155,74 @@ TEST(Engine, ATaskLikeAnotherCarriesItsFlowsAndInterference) {
   EXPECT_NEAR(e.finish(after), 5.0, 1e-9);
   EXPECT_NEAR(e.finish(compute), 6.5, 1e-9);
 }
+
+namespace {
+// A chain of three tasks (one sequence when `sequence` >= 0), each 1 s of work on processor p and
+// then 200 B over link `own` of 100 B/s, and a communication task (1 s of latency, then a flow)
+// that slows p by 1 (half speed) while it runs. Unshared: it starts after the first task and sends
+// 100 B over another link. Shared: it starts at 0 and sends 300 B over `own`. Returns the finish of
+// every task, the chain's first.
+std::vector<double> chain_with_interferer(std::int32_t sequence, bool shared) {
+  Engine e;
+  const LinkId own = e.add_link(100.0), other = e.add_link(100.0);
+  const ProcessorId p = e.add_processor();
+  std::vector<TaskId> chain;
+  for (int i = 0; i < 3; ++i) {
+    TaskSpec s;
+    s.duration_s = 1.0;
+    s.processor = p;
+    s.sequence = sequence;
+    const TaskId t = i == 0 ? e.add_task(s) : e.add_task(s, chain.front());
+    if (i == 0) e.add_flow(t, 200.0, &own, 1);
+    if (i > 0) e.add_dependency(chain.back(), t);
+    chain.push_back(t);
+  }
+  TaskSpec x;
+  x.duration_s = 1.0;
+  const TaskId comm = e.add_task(x);
+  e.add_flow(comm, shared ? 300.0 : 100.0, shared ? &own : &other, 1);
+  e.add_interference(comm, p, 1.0);
+  if (!shared) e.add_dependency(chain.front(), comm);
+  e.run();
+  std::vector<double> out;
+  for (TaskId t : chain) out.push_back(e.finish(t));
+  out.push_back(e.finish(comm));
+  return out;
+}
+}  // namespace
+
+TEST(Engine, FlowsOnLinksOfOneSequenceAreTimedAsATailAfterTheFixedWork) {
+  // Task 0: work 0-1, flow 1-3. The interferer: latency 3-4, its flow on the other link 4-5, so p
+  // runs at half speed over 3-5. Task 1: its 1 s of work takes 3-5 at half speed, flow 5-7. Task 2:
+  // work 7-8, flow 8-10. A sequence's flows are never shared, so its tails must give exactly the
+  // times of the general flow machinery.
+  const std::vector<double> expect{3.0, 7.0, 10.0, 5.0};
+  for (std::int32_t sequence : {0, -1}) {
+    const std::vector<double> got = chain_with_interferer(sequence, false);
+    ASSERT_EQ(got.size(), expect.size());
+    for (std::size_t i = 0; i < expect.size(); ++i) EXPECT_NEAR(got[i], expect[i], 1e-12) << sequence << " " << i;
+  }
+}
+
+TEST(Engine, ALinkSharedWithAnotherTaskGivesTheSequenceNoTail) {
+  // The interferer now starts at 0 and its 300 B cross the chain's link. p at half speed over its
+  // whole run: task 0's 1 s of work takes 0-2. The interferer's flow runs alone 1-2 (100 B), then
+  // shares the link with task 0's from 2 (50 B/s each): both have 200 B left, both end at 6. Task
+  // 1: work 6-7, flow 7-9; task 2: work 9-10, flow 10-12. With a sequence or without, the same.
+  const std::vector<double> expect{6.0, 9.0, 12.0, 6.0};
+  for (std::int32_t sequence : {0, -1}) {
+    const std::vector<double> got = chain_with_interferer(sequence, true);
+    ASSERT_EQ(got.size(), expect.size());
+    for (std::size_t i = 0; i < expect.size(); ++i) EXPECT_NEAR(got[i], expect[i], 1e-9) << sequence << " " << i;
+  }
+}
+
+TEST(Engine, TasksOfOneSequenceThatOverlapAreReported) {
+  Engine e;
+  TaskSpec s;
+  s.duration_s = 1.0;
+  s.sequence = 0;
+  e.add_task(s);
+  e.add_task(s);  // no dependency on the first: both would run at 0
+  EXPECT_THROW(e.run(), std::logic_error);
+}
