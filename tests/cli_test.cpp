@@ -256,7 +256,7 @@ TEST(Cli, EveryExampleScenarioSimulates) {
 }
 
 TEST(Cli, EveryPlanningCommandRunsOnEveryExampleScenario) {
-  // sweep, export and report on every scenario in scenarios/; search on those that have a search
+  // sweep, what-if, export and report on every scenario in scenarios/; search on those that have a search
   // space, and on the others (the validate inputs) an exit status of 2 that names the missing block.
   for (const auto& e : std::filesystem::directory_iterator(kScenarios)) {
     if (e.path().extension() != ".json") continue;
@@ -280,6 +280,9 @@ TEST(Cli, EveryPlanningCommandRunsOnEveryExampleScenario) {
     const Outcome sweep = run("sweep " + f + " --json");
     ASSERT_EQ(sweep.status, 0) << f << ": " << sweep.err;
     EXPECT_FALSE(nlohmann::json::parse(sweep.out).empty()) << f;
+    const Outcome what_if = run("what-if " + f + " --json");
+    ASSERT_EQ(what_if.status, 0) << f << ": " << what_if.err;
+    EXPECT_EQ(nlohmann::json::parse(what_if.out)["parts"].size(), 5u) << f;
     const Outcome exported = run("export " + f);
     ASSERT_EQ(exported.status, 0) << f << ": " << exported.err;
     EXPECT_NE(exported.out.find("--tensor-model-parallel-size"), std::string::npos) << f;
@@ -289,6 +292,30 @@ TEST(Cli, EveryPlanningCommandRunsOnEveryExampleScenario) {
     EXPECT_GT(std::filesystem::file_size(html), 1000u) << f;
     std::filesystem::remove(html);
   }
+}
+
+TEST(Cli, WhatIfNamesThePartThatSetsTheStep) {
+  // Data parallel over four nodes on one 25 GbE NIC each: the network sets the step. The text
+  // says so, the JSON gives every part faster and slower, and a factor that is not above 1 is bad
+  // input (exit 2, naming the flag).
+  const std::string f = kScenarios + "/slow-network-25gbe.json";
+  const Outcome text = run("what-if " + f + " --nodes 4");
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_NE(text.out.find("network bandwidth (NICs) sets this step: 2x faster cuts it by"), std::string::npos) << text.out;
+  const Outcome js = run("what-if " + f + " --nodes 4 --factor 1.5 --json");
+  ASSERT_EQ(js.status, 0) << js.err;
+  const auto j = nlohmann::json::parse(js.out);
+  EXPECT_EQ(j["sets_the_step"], "network");
+  EXPECT_EQ(j["factor"].get<double>(), 1.5);
+  const double base = j["base"]["step_time_s"].get<double>();
+  for (const auto& part : j["parts"]) {
+    EXPECT_LE(part["faster"]["step_time_s"].get<double>(), base * (1 + 1e-12)) << part["part"];
+    EXPECT_GE(part["slower"]["step_time_s"].get<double>(), base * (1 - 1e-12)) << part["part"];
+  }
+  const Outcome bad = run("what-if " + f + " --factor 0.5");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.err.find("--factor"), std::string::npos) << bad.err;
+  EXPECT_TRUE(bad.out.empty());
 }
 
 TEST(Cli, CompareRanksTheSearchOnEachHardwareOption) {

@@ -9,6 +9,7 @@
 #include "hardware_compare.h"
 #include "layout_search.h"
 #include "text_report.h"
+#include "what_if.h"
 
 namespace trainsim {
 
@@ -411,6 +412,28 @@ std::string comparison_section(const Scenario& s) {
   return o.str();
 }
 
+// The winner's step with each part of the hardware twice as fast and half as fast: a bar for what
+// the faster part saves, the part that saves most named.
+std::string what_if_table(const Scenario& s, const Evaluation& best) {
+  const WhatIf w = what_if(s, best.layout, best.nodes, 2.0, "report");
+  const double base = w.base.step.step_time_s;
+  std::ostringstream o;
+  o << "<h2>What sets the winner's step</h2><p class='note'>Each part of the hardware twice as fast, then half as fast, the rest "
+    << "as profiled. " << esc(part_description(w.sets_the_step)) << " sets this step.</p>"
+    << "<table><tr><th class='l'>part</th><th>2× faster</th><th>change</th><th class='l'></th><th>2× slower</th><th>change</th></tr>";
+  for (const WhatIfRow& r : w.rows) {
+    const double saved = std::max(0.0, 1 - r.faster.step.step_time_s / base);
+    const bool first = r.part == w.sets_the_step;
+    o << "<tr><td class='l'>" << (first ? "<b>" : "") << esc(part_description(r.part)) << (first ? "</b>" : "") << "</td><td>"
+      << format_seconds(r.faster.step.step_time_s) << "</td><td>" << fmt("%+.1f%%", 100 * (r.faster.step.step_time_s / base - 1))
+      << "</td><td class='l'><div style='background:" << (first ? "#2a7" : "#9cb") << ";height:10px;width:" << fmt("%.0f", 200 * saved)
+      << "px'></div></td><td>" << format_seconds(r.slower.step.step_time_s) << "</td><td>"
+      << fmt("%+.1f%%", 100 * (r.slower.step.step_time_s / base - 1)) << "</td></tr>";
+  }
+  o << "</table>";
+  return o.str();
+}
+
 }  // namespace
 
 std::string render_report(const Scenario& s, int top) {
@@ -474,6 +497,7 @@ std::string render_report(const Scenario& s, int top) {
   o << "</table><h2>Where the step goes (exposed time, first pipeline stage)</h2>" << breakdown_chart(ranked);
   const Evaluation& best = ranked.front();
   o << "<h2>Memory per pipeline stage, winner</h2>" << memory_chart(best);
+  o << what_if_table(s, best);
   std::vector<Evaluation> sweep;
   if (s.cluster.nodes.size() > 1 || (s.has_search && s.search.nodes.size() > 1)) {
     const auto nodes_list = s.search.nodes.size() > 1 ? s.search.nodes : s.cluster.nodes;

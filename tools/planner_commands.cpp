@@ -12,6 +12,7 @@
 #include "result_json.h"
 #include "text_report.h"
 #include "trace_export.h"
+#include "what_if.h"
 
 namespace trainsim {
 
@@ -325,6 +326,16 @@ int run_search(const PlannerOptions& o, std::ostream& out, std::ostream& progres
 }  // namespace trainsim
 
 namespace trainsim {
+
+int run_what_if(const PlannerOptions& o, std::ostream& out) {
+  const Scenario s = load_scenario(o.scenario, o.profile_dir);
+  const int nodes = o.nodes > 0 ? o.nodes : s.cluster.nodes.front();
+  const Layout l = chosen_layout(s, o, nodes);
+  const WhatIf w = what_if(s, l, nodes, o.factor, "--factor");
+  if (o.json) out << what_if_to_json(s, w).dump(2) << "\n";
+  else print_what_if(out, s, w);
+  return 0;
+}
 
 int run_export(const PlannerOptions& o, std::ostream& out) {
   const Scenario s = load_scenario(o.scenario, o.profile_dir);

@@ -47,6 +47,7 @@ struct PlannerOptions {
   int threads = 0;
   std::string json_out;  // validate: where to write the JSON record
   std::string output;    // report: the HTML file
+  double factor = 2;     // what-if: how many times faster (and slower) each part is made
   Sharding sharding;
 };
 
@@ -58,6 +59,8 @@ int run_search(const PlannerOptions& o, std::ostream& out, std::ostream& progres
 int run_compare(const PlannerOptions& o, std::ostream& out);
 int run_report(const PlannerOptions& o);
 int run_export(const PlannerOptions& o, std::ostream& out);
+// The layout's step with each part of the hardware faster and slower (what_if.h).
+int run_what_if(const PlannerOptions& o, std::ostream& out);
 int run_validate(const PlannerOptions& o, std::ostream& out, std::ostream& progress);
 
 }  // namespace trainsim

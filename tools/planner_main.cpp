@@ -75,6 +75,13 @@ int run_planner(int argc, char** argv, const Sharding& sharding) {
   exp->add_option("--nodes", opt.nodes, "node count (default: the scenario's first)");
   exp->add_flag("--json", opt.json, "print JSON");
 
+  auto* wif = app.add_subcommand("what-if", "the layout's step with each part of the hardware faster and slower: which one sets it");
+  wif->add_option("scenario", opt.scenario, "scenario JSON file")->required();
+  wif->add_option("--layout", opt.layout_overrides, "override layout keys");
+  wif->add_option("--nodes", opt.nodes, "node count (default: the scenario's first)");
+  wif->add_option("--factor", opt.factor, "how many times faster, then slower, each part is made (above 1; default 2)");
+  wif->add_flag("--json", opt.json, "print JSON");
+
   auto* val = app.add_subcommand("validate", "run the best layouts that fit this machine for real; predicted vs measured");
   val->add_option("scenario", opt.scenario, "scenario JSON file")->required();
   val->add_option("--top", opt.top, "layouts per model");
@@ -94,6 +101,7 @@ int run_planner(int argc, char** argv, const Sharding& sharding) {
     if (*search) return run_search(opt, std::cout, std::cerr);
     if (*cmp) return run_compare(opt, std::cout);
     if (*exp) return run_export(opt, std::cout);
+    if (*wif) return run_what_if(opt, std::cout);
     if (*rep) return run_report(opt);
     if (*val) {
       opt.json = !opt.json_out.empty();

@@ -6,6 +6,14 @@ namespace trainsim {
 
 using nlohmann::json;
 
+namespace {
+json breakdown_json(const Evaluation& ev) {
+  json b = json::object();
+  for (int c = 0; c < sim::kCategories; ++c) b[sim::category_name(c)] = ev.step.breakdown_s[c];
+  return b;
+}
+}  // namespace
+
 json layout_to_json(const Layout& l) {
   return json{{"tp", l.tp}, {"pp", l.pp}, {"dp", l.dp}, {"vpp", l.vpp}, {"micro_batch", l.micro_batch},
               {"sequence_parallel", l.sequence_parallel}, {"recompute", to_string(l.recompute)}, {"zero", l.zero},
@@ -22,9 +30,7 @@ json result_to_json(const Scenario& s, const Evaluation& ev) {
     r["step_time_s"] = ev.step.step_time_s;
     r["tokens_per_s"] = ev.tokens_per_s;
     r["mfu"] = ev.mfu;
-    json b = json::object();
-    for (int c = 0; c < sim::kCategories; ++c) b[sim::category_name(c)] = ev.step.breakdown_s[c];
-    r["breakdown_s"] = b;
+    r["breakdown_s"] = breakdown_json(ev);
     r["comm_bytes_per_gpu"] = {{"tp", ev.step.tp_bytes_per_gpu}, {"dp", ev.step.dp_bytes_per_gpu}};
     if (ev.scaling_efficiency_vs_1gpu > 0) r["scaling_efficiency"] = ev.scaling_efficiency_vs_1gpu;
     if (s.data.given)
@@ -83,6 +89,22 @@ json result_to_json(const Scenario& s, const Evaluation& ev) {
                  {"per_stage_peak_bytes", stages}};
   r["model"] = {{"name", s.model.name}, {"params", ev.params}, {"flops_per_token", ev.flops_per_token}};
   return r;
+}
+
+json what_if_to_json(const Scenario& s, const WhatIf& w) {
+  json parts = json::array();
+  for (const WhatIfRow& r : w.rows) {
+    auto side = [](const Evaluation& ev) {
+      return json{{"step_time_s", ev.step.step_time_s}, {"tokens_per_s", ev.tokens_per_s}, {"breakdown_s", breakdown_json(ev)}};
+    };
+    parts.push_back({{"part", part_name(r.part)}, {"description", part_description(r.part)}, {"faster", side(r.faster)}, {"slower", side(r.slower)}});
+  }
+  return json{{"scenario", s.name},
+              {"factor", w.factor},
+              {"base", result_to_json(s, w.base)},
+              {"parts", parts},
+              {"sets_the_step", part_name(w.sets_the_step)},
+              {"most_sensitive_to_slowdown", part_name(w.most_sensitive_to_slowdown)}};
 }
 
 }  // namespace trainsim

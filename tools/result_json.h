@@ -2,11 +2,14 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "evaluation.h"
+#include "what_if.h"
 
 namespace trainsim {
 
 // The result contract of SCENARIO.md for one evaluated layout.
 nlohmann::json result_to_json(const Scenario& s, const Evaluation& ev);
 nlohmann::json layout_to_json(const Layout& l);
+// `planner what-if --json`: the layout's result as profiled, then each part's step made faster and slower.
+nlohmann::json what_if_to_json(const Scenario& s, const WhatIf& w);
 
 }  // namespace trainsim

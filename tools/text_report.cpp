@@ -207,4 +207,48 @@ void print_evaluation(std::ostream& os, const Scenario& s, const Evaluation& ev)
   }
 }
 
+void print_what_if(std::ostream& os, const Scenario& s, const WhatIf& w) {
+  const Evaluation& b = w.base;
+  char line[256];
+  os << s.name << ": " << s.model.name << " on " << b.nodes << " x " << s.cluster.gpus_per_node << " " << s.hardware.name
+     << " (" << b.gpus << " GPUs)\n";
+  os << "layout  " << describe(b.layout) << "\n";
+  std::snprintf(line, sizeof line, "step    %s   %.0f tokens/s as profiled\n\n", format_seconds(b.step.step_time_s).c_str(), b.tokens_per_s);
+  os << line;
+  std::snprintf(line, sizeof line, "%gx", w.factor);
+  const std::string f = line;
+  std::snprintf(line, sizeof line, "  %-31s %20s %20s\n", "one part, the rest as profiled", (f + " faster").c_str(), (f + " slower").c_str());
+  os << line;
+  const double base = b.step.step_time_s;
+  auto change = [&](const Evaluation& ev) {
+    char cell[64];
+    std::snprintf(cell, sizeof cell, "%9s %+7.1f%%", format_seconds(ev.step.step_time_s).c_str(), 100.0 * (ev.step.step_time_s / base - 1));
+    return std::string(cell);
+  };
+  for (const WhatIfRow& r : w.rows) {
+    std::snprintf(line, sizeof line, "  %-31s %20s %20s\n", part_description(r.part), change(r.faster).c_str(), change(r.slower).c_str());
+    os << line;
+  }
+  // The part that sets the step, and the runner-up, by what a faster one saves.
+  const WhatIfRow* first = nullptr;
+  const WhatIfRow* second = nullptr;
+  for (const WhatIfRow& r : w.rows)
+    if (r.part == w.sets_the_step) first = &r;
+  for (const WhatIfRow& r : w.rows)
+    if (&r != first && (!second || r.faster.step.step_time_s < second->faster.step.step_time_s)) second = &r;
+  auto saved = [&](const WhatIfRow& r) { return 100.0 * (1 - r.faster.step.step_time_s / base); };
+  if (first && saved(*first) > 0) {
+    std::snprintf(line, sizeof line, "\n  %s sets this step: %s cuts it by %.1f%%", part_description(first->part), (f + " faster").c_str(),
+                  saved(*first));
+    os << line;
+    if (second) {
+      std::snprintf(line, sizeof line, "; the next, %s, by %.1f%%", part_description(second->part), std::max(0.0, saved(*second)));
+      os << line;
+    }
+    os << ".\n";
+  } else {
+    os << "\n  no part of the hardware made faster shortens this step.\n";
+  }
+}
+
 }  // namespace trainsim

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "evaluation.h"
+#include "what_if.h"
 
 namespace trainsim {
 
@@ -15,5 +16,7 @@ std::string format_power(double kW);        // "81.6 kW", "1.31 MW"
 std::string straggler_summary(const Scenario& s, const Evaluation& ev);         // "%.0f", or "-" where infinite
 // A terminal summary of one evaluated layout: step time and its exposed breakdown, rates, memory.
 void print_evaluation(std::ostream& os, const Scenario& s, const Evaluation& ev);
+// `planner what-if`: the step with each part of the hardware faster and slower, and which sets it.
+void print_what_if(std::ostream& os, const Scenario& s, const WhatIf& w);
 
 }  // namespace trainsim

@@ -1,0 +1,111 @@
+// `planner what-if`: each part of the hardware made faster and slower, and which one sets the step.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "input_error.h"
+#include "scenario.h"
+#include "what_if.h"
+
+using namespace trainsim;
+
+namespace {
+
+const std::string kProfiles = TRAINSIM_PROFILES;
+
+Scenario scenario(int nodes, const std::string& layout, const std::string& network = "", int gpus_per_node = 8) {
+  const std::string text = R"({ "name": "t", "model": "gpt-1.3b", "training": { "global_batch": 64 },
+      "hardware": "h200-sxm", "cluster": { "nodes": )" + std::to_string(nodes) + R"(, "gpus_per_node": )" +
+                           std::to_string(gpus_per_node) + network + R"( },
+      "layout": )" + layout + "}";
+  return parse_scenario(text, "t.json", kProfiles);
+}
+
+double step_s(const Scenario& s, int nodes) {
+  const Layout l = resolve_layout(s, s.layout, false, nodes);
+  return evaluate(s, l, nodes, EvalOptions{}).step.step_time_s;
+}
+
+}  // namespace
+
+TEST(WhatIf, OneGpuStepDependsOnNoLink) {
+  // One GPU (tp = pp = dp = 1 on a node of one GPU) sends nothing: NVLink, the network and
+  // latency make no difference, faster or slower; compute does.
+  const Scenario s = scenario(1, R"({ "tp": 1, "pp": 1, "dp": 1, "micro_batch": 2, "recompute": "none" })", "", 1);
+  const Layout l = resolve_layout(s, s.layout, true, 1);
+  const WhatIf w = what_if(s, l, 1, 2.0, "--factor");
+  ASSERT_EQ(w.rows.size(), 5u);
+  for (const WhatIfRow& r : w.rows) {
+    if (r.part == HardwarePart::compute || r.part == HardwarePart::memory) {
+      EXPECT_LT(r.faster.step.step_time_s, w.base.step.step_time_s) << part_name(r.part);
+      EXPECT_GT(r.slower.step.step_time_s, w.base.step.step_time_s) << part_name(r.part);
+    } else {
+      EXPECT_EQ(r.faster.step.step_time_s, w.base.step.step_time_s) << part_name(r.part);
+      EXPECT_EQ(r.slower.step.step_time_s, w.base.step.step_time_s) << part_name(r.part);
+    }
+  }
+  EXPECT_EQ(w.sets_the_step, HardwarePart::compute);
+}
+
+TEST(WhatIf, ComputeAndMemoryBothTwiceAsFastHalveAOneGpuStep) {
+  // On one GPU every op takes the larger of FLOPs over the compute rate and bytes over the memory
+  // bandwidth (GEMM rates and attention fractions from the measured tables, element-wise kernels
+  // and Adam from the measured bandwidths), or the launch interval when that is longer. Without
+  // the launch floor, both parts twice as fast halve every op, so the step is exactly half.
+  // Either part alone saves less than that.
+  Scenario s = scenario(1, R"({ "tp": 1, "pp": 1, "dp": 1, "micro_batch": 2, "recompute": "selective" })", "", 1);
+  s.hardware.kernel_launch_us = 0;
+  const double base = step_s(s, 1);
+  const Scenario both = with_part_scaled(with_part_scaled(s, HardwarePart::compute, 2.0), HardwarePart::memory, 2.0);
+  EXPECT_NEAR(step_s(both, 1) / base, 0.5, 1e-9);
+  const double compute_only = step_s(with_part_scaled(s, HardwarePart::compute, 2.0), 1);
+  const double memory_only = step_s(with_part_scaled(s, HardwarePart::memory, 2.0), 1);
+  EXPECT_GT(compute_only, 0.5 * base);
+  EXPECT_GT(memory_only, 0.5 * base);
+  EXPECT_LT(compute_only, memory_only);  // a 1.3B model's step is mostly GEMMs
+}
+
+TEST(WhatIf, DataParallelOverSlowEthernetIsSetByTheNetwork) {
+  // Data parallel over 4 nodes with one 25 GbE NIC each: the gradient all-reduce dwarfs the
+  // compute, so twice the NIC bandwidth saves most; compute and NVLink matter little. A ring's
+  // bandwidth term is 2(n-1)/n S/B, so doubling B removes at most half of the step.
+  const Scenario s = scenario(4, R"({ "tp": 1, "pp": 1, "micro_batch": 1, "recompute": "none", "zero": 0 })",
+                              R"(, "network": { "nic_Gbps": 25, "nics_per_node": 1 })");
+  const Layout l = resolve_layout(s, s.layout, false, 4);
+  const WhatIf w = what_if(s, l, 4, 2.0, "--factor");
+  EXPECT_EQ(w.sets_the_step, HardwarePart::network);
+  EXPECT_EQ(w.most_sensitive_to_slowdown, HardwarePart::network);
+  const double base = w.base.step.step_time_s;
+  for (const WhatIfRow& r : w.rows) {
+    if (r.part != HardwarePart::network) continue;
+    EXPECT_GT(r.faster.step.step_time_s, 0.5 * base);
+    EXPECT_LT(r.faster.step.step_time_s, 0.8 * base);
+  }
+}
+
+TEST(WhatIf, ScaledNetworkKeepsTheProfilesMeasuredCollectives) {
+  // A scenario on the profile's own network uses the collectives measured across nodes; the
+  // network made faster must stay "the profile's network" (its figure scaled with it), not fall
+  // back to unmeasured alpha-beta; a scenario on another network keeps the profile's figure.
+  Scenario s = scenario(2, R"({ "tp": 1, "pp": 1, "micro_batch": 1 })");
+  s.hardware.nic_Gbps = s.cluster.network.nic_Gbps;
+  s.hardware.nic_efficiency = s.cluster.network.efficiency;
+  s.hardware.inter_latency_us = s.cluster.network.latency_us;
+  const Scenario fast = with_part_scaled(s, HardwarePart::network, 2.0);
+  EXPECT_DOUBLE_EQ(fast.cluster.network.nic_Gbps, 2 * s.cluster.network.nic_Gbps);
+  EXPECT_DOUBLE_EQ(fast.hardware.nic_Gbps, fast.cluster.network.nic_Gbps);
+  const Scenario low = with_part_scaled(s, HardwarePart::latency, 2.0);
+  EXPECT_DOUBLE_EQ(low.cluster.network.latency_us, s.cluster.network.latency_us / 2);
+  EXPECT_DOUBLE_EQ(low.hardware.inter_latency_us, low.cluster.network.latency_us);
+  Scenario other = s;
+  other.cluster.network.nic_Gbps = 25;
+  EXPECT_DOUBLE_EQ(with_part_scaled(other, HardwarePart::network, 2.0).hardware.nic_Gbps, s.hardware.nic_Gbps);
+  // Scaled by 1, every part leaves the step as it was.
+  for (HardwarePart p : kHardwareParts) EXPECT_EQ(step_s(with_part_scaled(s, p, 1.0), 2), step_s(s, 2)) << part_name(p);
+}
+
+TEST(WhatIf, FactorMustBeAboveOne) {
+  const Scenario s = scenario(1, R"({ "tp": 1, "pp": 1, "micro_batch": 1 })");
+  const Layout l = resolve_layout(s, s.layout, false, 1);
+  for (double f : {1.0, 0.5, -2.0}) EXPECT_THROW(what_if(s, l, 1, f, "--factor"), InputError) << f;
+}

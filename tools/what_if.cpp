@@ -1,0 +1,112 @@
+#include "what_if.h"
+
+#include <cmath>
+
+#include "input_error.h"
+
+namespace trainsim {
+
+const char* part_name(HardwarePart p) {
+  switch (p) {
+    case HardwarePart::compute: return "compute";
+    case HardwarePart::memory: return "memory";
+    case HardwarePart::nvlink: return "nvlink";
+    case HardwarePart::network: return "network";
+    case HardwarePart::latency: return "latency";
+  }
+  return "?";
+}
+
+const char* part_description(HardwarePart p) {
+  switch (p) {
+    case HardwarePart::compute: return "GPU compute (GEMM, attention)";
+    case HardwarePart::memory: return "HBM bandwidth";
+    case HardwarePart::nvlink: return "NVLink inside a node";
+    case HardwarePart::network: return "network bandwidth (NICs)";
+    case HardwarePart::latency: return "communication latency";
+  }
+  return "?";
+}
+
+namespace {
+
+void scale_fits(std::vector<CollectiveFit>& fits, double busbw, double alpha) {
+  for (CollectiveFit& f : fits) {
+    f.busbw_GBps *= busbw;
+    f.alpha_us *= alpha;
+    for (CollectiveFit::Segment& sg : f.segments) {
+      sg.busbw_GBps *= busbw;
+      sg.alpha_us *= alpha;
+    }
+  }
+}
+
+}  // namespace
+
+Scenario with_part_scaled(const Scenario& s, HardwarePart p, double factor) {
+  Scenario out = s;
+  HardwareProfile& hw = out.hardware;
+  NetworkSpec& net = out.cluster.network;
+  // The profile's collectives measured across nodes apply only while the scenario keeps the
+  // profile's network (network_for): a part that changes it changes the profile's figure with it.
+  const bool profiled_network = net.nic_Gbps == hw.nic_Gbps && net.efficiency == hw.nic_efficiency &&
+                                net.latency_us == hw.inter_latency_us;
+  switch (p) {
+    case HardwarePart::compute:
+      // Attention runs at a measured fraction of the peak, GEMMs at measured rates: both scale.
+      for (auto& [dtype, tflops] : hw.peak_tflops) tflops *= factor;
+      for (auto& [dtype, tflops] : hw.measured_tflops) tflops *= factor;
+      for (auto& [dtype, table] : hw.gemm)
+        for (GemmPoint& g : table) g.tflops *= factor;
+      break;
+    case HardwarePart::memory:
+      hw.memory_bandwidth_GBps *= factor;
+      hw.datasheet_memory_bandwidth_GBps *= factor;
+      for (BandwidthPoint& b : hw.memory_bound) b.GBps *= factor;
+      for (auto& [kernel, points] : hw.memory_kernels)
+        for (BandwidthPoint& b : points) b.GBps *= factor;
+      hw.int8_quantize_GBps *= factor;
+      hw.topk_select_GBps *= factor;
+      break;
+    case HardwarePart::nvlink:
+      hw.intra_link_GBps *= factor;
+      hw.intra_busbw_GBps *= factor;
+      for (PeerCopy& c : hw.peer_copies) c.GBps *= factor;
+      scale_fits(hw.intra_collectives, factor, 1.0);
+      break;
+    case HardwarePart::network:
+      net.nic_Gbps *= factor;
+      if (profiled_network) hw.nic_Gbps = net.nic_Gbps;
+      scale_fits(hw.inter_collectives, factor, 1.0);
+      break;
+    case HardwarePart::latency:
+      hw.intra_latency_us /= factor;
+      net.latency_us /= factor;
+      if (profiled_network) hw.inter_latency_us = net.latency_us;
+      scale_fits(hw.intra_collectives, 1.0, 1.0 / factor);
+      scale_fits(hw.inter_collectives, 1.0, 1.0 / factor);
+      break;
+  }
+  return out;
+}
+
+WhatIf what_if(const Scenario& s, const Layout& l, int nodes, double factor, const std::string& where) {
+  if (!(factor > 1) || !std::isfinite(factor))
+    throw InputError(where, "the factor must be a number above 1 (each part is made that many times faster, then slower)");
+  WhatIf w;
+  w.factor = factor;
+  EvalOptions eo;
+  w.base = evaluate(s, l, nodes, eo);
+  double best_gain = -1, worst_loss = -1;
+  for (HardwarePart p : kHardwareParts) {
+    WhatIfRow row{p, evaluate(with_part_scaled(s, p, factor), l, nodes, eo), evaluate(with_part_scaled(s, p, 1.0 / factor), l, nodes, eo)};
+    const double gain = w.base.step.step_time_s - row.faster.step.step_time_s;
+    const double loss = row.slower.step.step_time_s - w.base.step.step_time_s;
+    if (gain > best_gain) best_gain = gain, w.sets_the_step = p;
+    if (loss > worst_loss) worst_loss = loss, w.most_sensitive_to_slowdown = p;
+    w.rows.push_back(std::move(row));
+  }
+  return w;
+}
+
+}  // namespace trainsim

@@ -1,0 +1,48 @@
+#pragma once
+// `planner what-if`: what each part of the hardware is worth to one layout's step. The step is
+// simulated again with one part at a time made `factor` times faster, then `factor` times slower,
+// everything else as profiled: the part whose speed moves the step most is the one that sets it
+// (the shortest stave of the barrel). Each part scales every profile figure that describes it, so
+// that measured tables stay consistent with the rates the simulator derives from them.
+#include <string>
+#include <vector>
+
+#include "evaluation.h"
+
+namespace trainsim {
+
+enum class HardwarePart {
+  compute,  // GEMM and attention rates (the measured tables, the measured and datasheet peaks)
+  memory,   // HBM bandwidth (memory-bound kernels, optimizer, compression kernels, GEMM roofline)
+  nvlink,   // bandwidth inside a node (ring bus bandwidth and the measured collectives' busbw)
+  network,  // NIC bandwidth across nodes (line rate and the measured across-node collectives)
+  latency,  // per-step latency of collectives and transfers, inside and across nodes
+};
+inline constexpr HardwarePart kHardwareParts[] = {HardwarePart::compute, HardwarePart::memory, HardwarePart::nvlink,
+                                                  HardwarePart::network, HardwarePart::latency};
+const char* part_name(HardwarePart p);         // "compute", ...
+const char* part_description(HardwarePart p);  // "GPU compute (GEMM, attention)", ...
+
+// The scenario with part `p` `factor` times faster (> 0; below 1 slower): its rates multiplied
+// by `factor`, or its latencies divided by it.
+Scenario with_part_scaled(const Scenario& s, HardwarePart p, double factor);
+
+struct WhatIfRow {
+  HardwarePart part;
+  Evaluation faster, slower;  // the layout with the part `factor` times faster, and slower
+};
+struct WhatIf {
+  double factor = 2;
+  Evaluation base;
+  std::vector<WhatIfRow> rows;  // in kHardwareParts order
+  // The part whose speed-up shortens the step most (ties: the first), and the one whose slow-down
+  // lengthens it most.
+  HardwarePart sets_the_step = HardwarePart::compute;
+  HardwarePart most_sensitive_to_slowdown = HardwarePart::compute;
+};
+
+// `l` on `nodes` nodes of the scenario, as profiled and with each part scaled. `factor` must be
+// above 1 (InputError otherwise, naming `where`).
+WhatIf what_if(const Scenario& s, const Layout& l, int nodes, double factor, const std::string& where);
+
+}  // namespace trainsim
