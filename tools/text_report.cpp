@@ -213,8 +213,12 @@ void print_what_if(std::ostream& os, const Scenario& s, const WhatIf& w) {
   os << s.name << ": " << s.model.name << " on " << b.nodes << " x " << s.cluster.gpus_per_node << " " << s.hardware.name
      << " (" << b.gpus << " GPUs)\n";
   os << "layout  " << describe(b.layout) << "\n";
-  std::snprintf(line, sizeof line, "step    %s   %.0f tokens/s as profiled\n\n", format_seconds(b.step.step_time_s).c_str(), b.tokens_per_s);
+  std::snprintf(line, sizeof line, "step    %s   %.0f tokens/s as profiled\n", format_seconds(b.step.step_time_s).c_str(), b.tokens_per_s);
   os << line;
+  if (b.memory.oom)
+    os << "        (out of memory: the stage with the highest peak needs " << format_bytes(b.memory.peak().peak_bytes) << " of "
+       << format_bytes(b.memory.device_bytes) << "; the steps below are as if it fit)\n";
+  os << "\n";
   std::snprintf(line, sizeof line, "%gx", w.factor);
   const std::string f = line;
   std::snprintf(line, sizeof line, "  %-31s %20s %20s\n", "one part, the rest as profiled", (f + " faster").c_str(), (f + " slower").c_str());
