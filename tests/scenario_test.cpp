@@ -2,6 +2,9 @@
 // expected and what was found.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 
@@ -328,4 +331,82 @@ TEST(Scenario, EnergyNeedsTheProfilesNodePower) {
   EXPECT_NE(e.find("cost.pue"), std::string::npos) << e;
   e = error_of(base_with(R"("layout": { "tp": 2 })", R"(, "cost": { "pue": 0.9 })"));
   EXPECT_NE(e.find("cost.pue"), std::string::npos) << e;
+}
+
+namespace {
+// Every leaf and every object of `j` by JSON pointer, the root left out.
+void pointers(const nlohmann::json& j, const nlohmann::json::json_pointer& at, std::vector<nlohmann::json::json_pointer>& out) {
+  if (j.is_object())
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      out.push_back(at / it.key());
+      pointers(it.value(), at / it.key(), out);
+    }
+  else if (j.is_array())
+    for (std::size_t i = 0; i < j.size(); ++i) {
+      out.push_back(at / i);
+      pointers(j[i], at / i, out);
+    }
+}
+// The last object key on the path: what an error about the value there must name.
+std::string last_key(const nlohmann::json::json_pointer& p) {
+  nlohmann::json::json_pointer q = p;
+  while (!q.empty()) {
+    const std::string k = q.back();
+    if (k.empty() || k.find_first_not_of("0123456789") != std::string::npos) return k;
+    q.pop_back();
+  }
+  return "";
+}
+}  // namespace
+
+TEST(Scenario, EveryMutationOfTheExamplesIsAcceptedOrRejectedNamingTheKey) {
+  // Each example scenario, one key at a time: removed, or its value replaced by one of another
+  // type. A removal may be accepted (an optional key) or rejected; a value of the wrong type must
+  // be rejected. Either way parsing never fails other than with an InputError, and a rejected
+  // wrong type names its key.
+  std::size_t mutations = 0, rejected = 0;
+  for (const auto& e : std::filesystem::directory_iterator(TRAINSIM_SCENARIOS)) {
+    if (e.path().extension() != ".json") continue;
+    std::ifstream in(e.path());
+    const nlohmann::json doc = nlohmann::json::parse(in);
+    std::vector<nlohmann::json::json_pointer> all;
+    pointers(doc, nlohmann::json::json_pointer(), all);
+    for (const auto& p : all) {
+      const nlohmann::json& v = doc.at(p);
+      std::vector<std::pair<std::string, nlohmann::json>> wrong;
+      if (v.is_number()) wrong = {{"a string", "x"}, {"an object", nlohmann::json::object()}};
+      else if (v.is_string()) wrong = {{"a number", 7}, {"a list", nlohmann::json::array()}};
+      else if (v.is_boolean()) wrong = {{"a number", 3}};
+      else if (v.is_array()) wrong = {{"an object", nlohmann::json::object()}, {"a string", "x"}};
+      else if (v.is_object()) wrong = {{"a list", nlohmann::json::array()}, {"a number", 1}};
+      const std::string where = e.path().filename().string() + " " + p.to_string();
+      for (const auto& [what, value] : wrong) {
+        nlohmann::json m = doc;
+        m.at(p) = value;
+        ++mutations;
+        try {
+          parse_scenario(m.dump(), "m.json", TRAINSIM_PROFILES);
+          ADD_FAILURE() << where << " as " << what << " was accepted";
+        } catch (const InputError& err) {
+          ++rejected;
+          EXPECT_NE(std::string(err.what()).find(last_key(p)), std::string::npos) << where << " as " << what << ": " << err.what();
+        } catch (const std::exception& err) {
+          ADD_FAILURE() << where << " as " << what << ": not an input error: " << err.what();
+        }
+      }
+      nlohmann::json m = doc;
+      m.at(p.parent_pointer()).is_object() ? static_cast<void>(m.at(p.parent_pointer()).erase(p.back()))
+                                           : m.at(p.parent_pointer()).erase(std::stoul(p.back()));
+      ++mutations;
+      try {
+        parse_scenario(m.dump(), "m.json", TRAINSIM_PROFILES);
+      } catch (const InputError&) {
+        ++rejected;
+      } catch (const std::exception& err) {
+        ADD_FAILURE() << where << " removed: not an input error: " << err.what();
+      }
+    }
+  }
+  EXPECT_GT(mutations, 1000u);
+  std::printf("[ info ] %zu mutations of the example scenarios, %zu rejected\n", mutations, rejected);
 }
