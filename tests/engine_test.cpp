@@ -189,6 +189,14 @@ std::vector<double> chain_with_interferer(std::int32_t sequence, bool shared) {
   out.push_back(e.finish(comm));
   return out;
 }
+// The chain with a sequence and without one: both must give `expect`.
+void expect_chain_finishes(bool shared, const std::vector<double>& expect, double tolerance) {
+  for (std::int32_t sequence : {0, -1}) {
+    const std::vector<double> got = chain_with_interferer(sequence, shared);
+    ASSERT_EQ(got.size(), expect.size());
+    for (std::size_t i = 0; i < expect.size(); ++i) EXPECT_NEAR(got[i], expect[i], tolerance) << sequence << " " << i;
+  }
+}
 }  // namespace
 
 TEST(Engine, FlowsOnLinksOfOneSequenceAreTimedAsATailAfterTheFixedWork) {
@@ -196,12 +204,7 @@ TEST(Engine, FlowsOnLinksOfOneSequenceAreTimedAsATailAfterTheFixedWork) {
   // runs at half speed over 3-5. Task 1: its 1 s of work takes 3-5 at half speed, flow 5-7. Task 2:
   // work 7-8, flow 8-10. A sequence's flows are never shared, so its tails must give exactly the
   // times of the general flow machinery.
-  const std::vector<double> expect{3.0, 7.0, 10.0, 5.0};
-  for (std::int32_t sequence : {0, -1}) {
-    const std::vector<double> got = chain_with_interferer(sequence, false);
-    ASSERT_EQ(got.size(), expect.size());
-    for (std::size_t i = 0; i < expect.size(); ++i) EXPECT_NEAR(got[i], expect[i], 1e-12) << sequence << " " << i;
-  }
+  expect_chain_finishes(false, {3.0, 7.0, 10.0, 5.0}, 1e-12);
 }
 
 TEST(Engine, ALinkSharedWithAnotherTaskGivesTheSequenceNoTail) {
@@ -209,12 +212,7 @@ TEST(Engine, ALinkSharedWithAnotherTaskGivesTheSequenceNoTail) {
   // whole run: task 0's 1 s of work takes 0-2. The interferer's flow runs alone 1-2 (100 B), then
   // shares the link with task 0's from 2 (50 B/s each): both have 200 B left, both end at 6. Task
   // 1: work 6-7, flow 7-9; task 2: work 9-10, flow 10-12. With a sequence or without, the same.
-  const std::vector<double> expect{6.0, 9.0, 12.0, 6.0};
-  for (std::int32_t sequence : {0, -1}) {
-    const std::vector<double> got = chain_with_interferer(sequence, true);
-    ASSERT_EQ(got.size(), expect.size());
-    for (std::size_t i = 0; i < expect.size(); ++i) EXPECT_NEAR(got[i], expect[i], 1e-9) << sequence << " " << i;
-  }
+  expect_chain_finishes(true, {6.0, 9.0, 12.0, 6.0}, 1e-9);
 }
 
 TEST(Engine, TasksOfOneSequenceThatOverlapAreReported) {

@@ -12,7 +12,9 @@
 namespace trainsim {
 
 enum class HardwarePart {
-  compute,  // GEMM and attention rates (the measured tables, the measured and datasheet peaks)
+  compute,  // GEMM and attention rates (the measured tables, the measured and datasheet peaks;
+            // attention is priced as a fraction of the peak, so it moves with compute here even
+            // where the measured kernels are memory-bound)
   memory,   // HBM bandwidth (memory-bound kernels, optimizer, compression kernels, GEMM roofline)
   nvlink,   // bandwidth inside a node (ring bus bandwidth and the measured collectives' busbw)
   network,  // NIC bandwidth across nodes (line rate and the measured across-node collectives)
