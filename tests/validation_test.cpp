@@ -49,7 +49,8 @@ TEST(Validation, H200OneGpuRunsWithinFivePercentMedian) {
   // real runs (GPT 125M-6.7B, micro-batch 1-8, recompute none, selective and full; and the small
   // shapes at micro-batch 1-8 twice, before and after attention at micro-batch 2 was measured; run7
   // and run8 on two other H200 hosts two days after the profile's calibration, and the small shapes
-  // once more with every GEMM timed in place; run9 the same day, with runtime memory measured).
+  // once more with every GEMM timed in place; run9 the same day, with runtime memory measured;
+  // run10 and the small shapes' run10 two days after it, on the H200 lent then).
   const Scenario base = load_scenario(kScenarios + "/validate-one-gpu.json", kProfiles);
   std::vector<double> time_err, mem_err;
   for (const char* file : {"h200-one-gpu.json", "h200-one-gpu-full-recompute.json", "h200-one-gpu-run2.json",
@@ -58,7 +59,8 @@ TEST(Validation, H200OneGpuRunsWithinFivePercentMedian) {
                            "h200-one-gpu-full-recompute-run4.json", "h200-one-gpu-run5.json", "h200-one-gpu-kernel-classes.json",
                            "h200-one-gpu-run6.json", "h200-small-gpt-kernel-classes.json",
                            "h200-small-gpt-kernel-classes-recalibrated.json", "h200-one-gpu-run7.json",
-                           "h200-one-gpu-run8.json", "h200-small-gpt-gemm-shapes.json", "h200-one-gpu-run9.json"}) {
+                           "h200-one-gpu-run8.json", "h200-small-gpt-gemm-shapes.json", "h200-one-gpu-run9.json",
+                           "h200-one-gpu-run10.json", "h200-small-gpt-run10.json"}) {
     std::ifstream in(kRecords + "/" + file);
     ASSERT_TRUE(in) << file;
     const auto doc = nlohmann::json::parse(in);
@@ -254,7 +256,7 @@ TEST(Validation, H200LlamaRunsOnOneAndTwoGpus) {
   std::vector<double> t1, m1, t2, m2;
   {
     const Scenario base = load_scenario(kScenarios + "/validate-llama-one-gpu.json", kProfiles);
-    for (const char* file : {"h200-llama-one-gpu.json", "h200-llama-one-gpu-kernel-classes.json"}) {
+    for (const char* file : {"h200-llama-one-gpu.json", "h200-llama-one-gpu-kernel-classes.json", "h200-llama-one-gpu-run2.json"}) {
       std::ifstream in(kRecords + "/" + file);
       ASSERT_TRUE(in) << file;
       const auto doc = nlohmann::json::parse(in);
