@@ -318,6 +318,33 @@ TEST(Cli, WhatIfNamesThePartThatSetsTheStep) {
   EXPECT_TRUE(bad.out.empty());
 }
 
+TEST(Cli, WhatIfSearchAsksTheSpaceAgain) {
+  // --search ranks the scenario's space again with each part changed: the text gives both tables
+  // and what is worth the most, the JSON each part's best layout with the winner kept beside it;
+  // --search with --layout, or on a scenario without a search block, is bad input.
+  const std::string f = kScenarios + "/slow-network-25gbe.json";
+  const Outcome text = run("what-if " + f + " --search --nodes 2 --threads 2");
+  ASSERT_EQ(text.status, 0) << text.err;
+  for (const char* s : {"the search space searched again", "one part 2x faster", "one part 2x slower", "is worth the most:", "winner kept"})
+    EXPECT_NE(text.out.find(s), std::string::npos) << s << "\n" << text.out;
+  const Outcome js = run("what-if " + f + " --search --nodes 2 --threads 2 --json");
+  ASSERT_EQ(js.status, 0) << js.err;
+  const auto j = nlohmann::json::parse(js.out);
+  EXPECT_EQ(j["nodes"], 2);
+  ASSERT_EQ(j["parts"].size(), 5u);
+  for (const auto& part : j["parts"])
+    for (const char* side : {"faster", "slower"})
+      EXPECT_GE(part[side]["tokens_per_s"].get<double>(), part[side]["winner_kept"]["tokens_per_s"].get<double>() * (1 - 1e-12))
+          << part["part"] << " " << side;
+  const Outcome with_layout = run("what-if " + f + " --search --layout tp=4");
+  EXPECT_EQ(with_layout.status, 2);
+  EXPECT_NE(with_layout.err.find("--layout"), std::string::npos) << with_layout.err;
+  const Outcome no_space = run("what-if " + kScenarios + "/llama3-70b-stragglers.json --search");
+  EXPECT_EQ(no_space.status, 2);
+  EXPECT_NE(no_space.err.find("search"), std::string::npos) << no_space.err;
+  EXPECT_TRUE(no_space.out.empty());
+}
+
 TEST(Cli, CompareRanksTheSearchOnEachHardwareOption) {
   // The example comparison: every option's rows and the picks, in text and in JSON; each option's
   // best layout at a size is the one `planner search` finds on a scenario of that hardware alone.

@@ -109,3 +109,51 @@ TEST(WhatIf, FactorMustBeAboveOne) {
   const Layout l = resolve_layout(s, s.layout, false, 1);
   for (double f : {1.0, 0.5, -2.0}) EXPECT_THROW(what_if(s, l, 1, f, "--factor"), InputError) << f;
 }
+
+namespace {
+
+Scenario searched(int nodes) {
+  const std::string text = R"({ "name": "t", "model": "gpt-1.3b", "training": { "global_batch": 64 },
+      "hardware": "h200-sxm", "cluster": { "nodes": )" + std::to_string(nodes) + R"(, "gpus_per_node": 8 },
+      "search": { "tp": [1, 2, 4, 8], "pp": [1, 2], "micro_batch": [1, 2], "recompute": ["none", "selective"], "zero": [0, 1] } })";
+  return parse_scenario(text, "t.json", kProfiles);
+}
+
+}  // namespace
+
+TEST(WhatIf, SearchedAgainTheBestIsAtLeastTheWinnerKept) {
+  // The winner as profiled is one of the space's layouts, and its memory does not depend on the
+  // hardware's speeds, so with any part scaled the space's best is at least as fast as keeping it,
+  // and exactly it when the same layout wins.
+  const Scenario s = searched(2);
+  const WhatIfSearch w = what_if_search(s, 2, 2.0, 2, "--factor");
+  ASSERT_EQ(w.rows.size(), 5u);
+  ASSERT_EQ(w.kept.rows.size(), 5u);
+  EXPECT_GT(w.layouts, 10u);
+  EXPECT_GT(w.fit, 0u);
+  for (std::size_t i = 0; i < w.rows.size(); ++i)
+    for (int side = 0; side < 2; ++side) {
+      const Evaluation& best = side ? w.rows[i].slower : w.rows[i].faster;
+      const Evaluation& kept = side ? w.kept.rows[i].slower : w.kept.rows[i].faster;
+      EXPECT_GE(best.tokens_per_s, kept.tokens_per_s * (1 - 1e-12)) << part_name(w.rows[i].part) << " side " << side;
+      if (describe(best.layout) == describe(w.kept.base.layout)) {
+        EXPECT_EQ(best.step.step_time_s, kept.step.step_time_s) << part_name(w.rows[i].part);
+      }
+    }
+  // Compute twice as fast is worth something whatever the layout.
+  EXPECT_GT(w.rows[0].faster.tokens_per_s, w.kept.base.tokens_per_s);
+}
+
+TEST(WhatIf, OnOneNodeTheNetworkChangesNoLayoutOfTheSpace) {
+  // Inside one node nothing crosses a NIC: every layout's step is the same with the network twice
+  // as fast or twice as slow, so the search finds the same winner at the same step.
+  const Scenario s = searched(1);
+  const WhatIfSearch w = what_if_search(s, 1, 2.0, 2, "--factor");
+  const WhatIfSearchRow& net = w.rows[3];
+  ASSERT_EQ(net.part, HardwarePart::network);
+  for (const Evaluation* ev : {&net.faster, &net.slower}) {
+    EXPECT_EQ(describe(ev->layout), describe(w.kept.base.layout));
+    EXPECT_EQ(ev->step.step_time_s, w.kept.base.step.step_time_s);
+  }
+  EXPECT_THROW(what_if_search(s, 1, 1.0, 2, "--factor"), InputError);
+}

@@ -329,6 +329,15 @@ namespace trainsim {
 
 int run_what_if(const PlannerOptions& o, std::ostream& out) {
   const Scenario s = load_scenario(o.scenario, o.profile_dir);
+  if (o.search) {
+    if (!o.layout_overrides.empty()) throw InputError("--layout", "what-if --search picks the layouts itself; leave out --layout");
+    if (!s.has_search) throw InputError(s.file + ": search", "the scenario has no \"search\" block for what-if --search");
+    const int nodes = o.nodes > 0 ? o.nodes : !s.search.nodes.empty() ? s.search.nodes.front() : s.cluster.nodes.front();
+    const WhatIfSearch w = what_if_search(s, nodes, o.factor, o.threads, "--factor");
+    if (o.json) out << what_if_search_to_json(s, w).dump(2) << "\n";
+    else print_what_if_search(out, s, w);
+    return 0;
+  }
   const int nodes = o.nodes > 0 ? o.nodes : s.cluster.nodes.front();
   const Layout l = chosen_layout(s, o, nodes);
   const WhatIf w = what_if(s, l, nodes, o.factor, "--factor");

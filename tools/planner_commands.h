@@ -48,6 +48,7 @@ struct PlannerOptions {
   std::string json_out;  // validate: where to write the JSON record
   std::string output;    // report: the HTML file
   double factor = 2;     // what-if: how many times faster (and slower) each part is made
+  bool search = false;   // what-if: search the space again with each part changed
   Sharding sharding;
 };
 

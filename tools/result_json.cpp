@@ -107,4 +107,22 @@ json what_if_to_json(const Scenario& s, const WhatIf& w) {
               {"most_sensitive_to_slowdown", part_name(w.most_sensitive_to_slowdown)}};
 }
 
+json what_if_search_to_json(const Scenario& s, const WhatIfSearch& w) {
+  json parts = json::array();
+  for (std::size_t i = 0; i < w.rows.size(); ++i) {
+    const WhatIfSearchRow& r = w.rows[i];
+    const WhatIfRow& kept = w.kept.rows[i];
+    auto side = [&](const Evaluation& best, const Evaluation& winner_kept) {
+      json j = result_to_json(s, best);
+      j["winner_kept"] = {{"step_time_s", winner_kept.step.step_time_s}, {"tokens_per_s", winner_kept.tokens_per_s}};
+      return j;
+    };
+    parts.push_back({{"part", part_name(r.part)}, {"description", part_description(r.part)}, {"faster", side(r.faster, kept.faster)},
+                     {"slower", side(r.slower, kept.slower)}});
+  }
+  return json{{"scenario", s.name},        {"factor", w.kept.factor}, {"nodes", w.nodes},   {"layouts", w.layouts},
+              {"fit_in_memory", w.fit},    {"objective", s.search.objective},
+              {"base", result_to_json(s, w.kept.base)}, {"parts", parts}};
+}
+
 }  // namespace trainsim

@@ -11,5 +11,6 @@ nlohmann::json result_to_json(const Scenario& s, const Evaluation& ev);
 nlohmann::json layout_to_json(const Layout& l);
 // `planner what-if --json`: the layout's result as profiled, then each part's step made faster and slower.
 nlohmann::json what_if_to_json(const Scenario& s, const WhatIf& w);
+nlohmann::json what_if_search_to_json(const Scenario& s, const WhatIfSearch& w);
 
 }  // namespace trainsim

@@ -11,6 +11,8 @@ build/planner sweep scenarios/slow-network-25gbe.json
 echo
 build/planner what-if scenarios/slow-network-25gbe.json --nodes 4
 echo
+build/planner what-if scenarios/gpt3-175b-1024-gpus.json --search
+echo
 build/planner sweep scenarios/llama3-405b-2k-to-16k-gpus.json
 echo
 build/planner sweep scenarios/llama3-70b-stragglers.json

@@ -255,4 +255,66 @@ void print_what_if(std::ostream& os, const Scenario& s, const WhatIf& w) {
   }
 }
 
+void print_what_if_search(std::ostream& os, const Scenario& s, const WhatIfSearch& w) {
+  const Evaluation& b = w.kept.base;
+  char line[320];
+  os << s.name << ": " << s.model.name << " on " << w.nodes << " x " << s.cluster.gpus_per_node << " " << s.hardware.name << " ("
+     << b.gpus << " GPUs), the search space searched again with each part of the hardware changed\n";
+  os << w.layouts << " layouts, " << w.fit << " fit in memory; ranked by " << s.search.objective << "\n";
+  std::snprintf(line, sizeof line, "as profiled: %s   %s   %.0f tokens/s\n", describe_short(b.layout).c_str(),
+                format_seconds(b.step.step_time_s).c_str(), b.tokens_per_s);
+  os << line;
+  std::snprintf(line, sizeof line, "%gx", w.kept.factor);
+  const std::string f = line;
+  auto pct = [&](const Evaluation& ev) { return 100.0 * (ev.tokens_per_s / b.tokens_per_s - 1); };
+  for (int side = 0; side < 2; ++side) {
+    std::snprintf(line, sizeof line, "\n  %-31s %-46s %9s %11s %8s %12s\n", ("one part " + f + (side ? " slower" : " faster")).c_str(),
+                  "best layout then", "step", "tokens/s", "vs now", "winner kept");
+    os << line;
+    for (std::size_t i = 0; i < w.rows.size(); ++i) {
+      const Evaluation& ev = side ? w.rows[i].slower : w.rows[i].faster;
+      const Evaluation& kept = side ? w.kept.rows[i].slower : w.kept.rows[i].faster;
+      const bool same = describe(ev.layout) == describe(b.layout);
+      std::snprintf(line, sizeof line, "  %-31s %-46s %9s %11.0f %+7.1f%% %+11.1f%%\n", part_description(w.rows[i].part),
+                    same ? "the same" : describe_short(ev.layout).c_str(), format_seconds(ev.step.step_time_s).c_str(), ev.tokens_per_s,
+                    pct(ev), pct(kept));
+      os << line;
+    }
+  }
+  // The part worth most when made faster, with the layout searched again; and every part whose
+  // change of speed changes the winner.
+  const WhatIfSearchRow* top = nullptr;
+  for (const WhatIfSearchRow& r : w.rows)
+    if (!top || r.faster.tokens_per_s > top->faster.tokens_per_s) top = &r;
+  if (top && top->faster.tokens_per_s > b.tokens_per_s) {
+    const std::size_t i = static_cast<std::size_t>(top - w.rows.data());
+    std::snprintf(line, sizeof line, "\n  %s %s faster is worth the most: %+.1f%% tokens/s", part_description(top->part), f.c_str(),
+                  pct(top->faster));
+    os << line;
+    if (describe(top->faster.layout) != describe(b.layout)) {
+      std::snprintf(line, sizeof line, " with %s, %+.1f%% keeping today's winner", describe_short(top->faster.layout).c_str(),
+                    pct(w.kept.rows[i].faster));
+      os << line;
+    } else {
+      os << ", with today's winner";
+    }
+    os << ".\n";
+  } else {
+    os << "\n  no part of the hardware made faster raises the best throughput.\n";
+  }
+  std::vector<std::string> changed;
+  for (const WhatIfSearchRow& r : w.rows) {
+    const bool f_changed = describe(r.faster.layout) != describe(b.layout), s_changed = describe(r.slower.layout) != describe(b.layout);
+    if (f_changed || s_changed)
+      changed.push_back(std::string(part_description(r.part)) + (f_changed && s_changed ? " faster or slower" : f_changed ? " faster" : " slower"));
+  }
+  if (changed.empty()) {
+    os << "  today's winner stays the best layout whichever part changes.\n";
+  } else {
+    os << "  the best layout changes with ";
+    for (std::size_t i = 0; i < changed.size(); ++i) os << (i == 0 ? "" : i + 1 == changed.size() ? " and " : ", ") << changed[i];
+    os << ".\n";
+  }
+}
+
 }  // namespace trainsim

@@ -18,5 +18,7 @@ std::string straggler_summary(const Scenario& s, const Evaluation& ev);         
 void print_evaluation(std::ostream& os, const Scenario& s, const Evaluation& ev);
 // `planner what-if`: the step with each part of the hardware faster and slower, and which sets it.
 void print_what_if(std::ostream& os, const Scenario& s, const WhatIf& w);
+// `planner what-if --search`: the best layout of the space with each part faster and slower.
+void print_what_if_search(std::ostream& os, const Scenario& s, const WhatIfSearch& w);
 
 }  // namespace trainsim

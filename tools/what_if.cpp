@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "input_error.h"
+#include "layout_search.h"
 
 namespace trainsim {
 
@@ -106,6 +107,35 @@ WhatIf what_if(const Scenario& s, const Layout& l, int nodes, double factor, con
     if (loss > worst_loss) worst_loss = loss, w.most_sensitive_to_slowdown = p;
     w.rows.push_back(std::move(row));
   }
+  return w;
+}
+
+WhatIfSearch what_if_search(const Scenario& s, int nodes, double factor, int threads, const std::string& where) {
+  if (!(factor > 1) || !std::isfinite(factor))
+    throw InputError(where, "the factor must be a number above 1 (each part is made that many times faster, then slower)");
+  Scenario at = s;
+  at.search.nodes = {nodes};
+  const std::vector<Candidate> cands = enumerate_layouts(at);
+  if (cands.empty())
+    throw InputError(s.file + ": search", "no layout in the search space satisfies the constraints at " + std::to_string(nodes) + " nodes");
+  SearchOptions so;
+  so.threads = threads;
+  // The space's layouts and their memory do not depend on the hardware's speeds: every search
+  // below ranks the same layouts.
+  auto best = [&](const Scenario& sc, std::size_t* fit) {
+    SearchResult r = search_layouts(sc, cands, so);
+    if (fit) *fit = r.ranked.size();
+    if (r.ranked.empty())
+      throw InputError(s.file + ": search", "every layout of the search space at " + std::to_string(nodes) + " nodes is out of memory");
+    return std::move(r.ranked.front());
+  };
+  WhatIfSearch w;
+  w.nodes = nodes;
+  w.layouts = cands.size();
+  const Evaluation base = best(at, &w.fit);
+  w.kept = what_if(at, base.layout, nodes, factor, where);
+  for (HardwarePart p : kHardwareParts)
+    w.rows.push_back({p, best(with_part_scaled(at, p, factor), nullptr), best(with_part_scaled(at, p, 1.0 / factor), nullptr)});
   return w;
 }
 

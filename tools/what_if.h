@@ -47,4 +47,21 @@ struct WhatIf {
 // above 1 (InputError otherwise, naming `where`).
 WhatIf what_if(const Scenario& s, const Layout& l, int nodes, double factor, const std::string& where);
 
+// The same question asked of the scenario's search space rather than of one layout: a faster (or
+// slower) part can favour another layout, so the space is searched again with each part scaled
+// and the best layout then is set against the best as profiled, and against that winner kept.
+struct WhatIfSearchRow {
+  HardwarePart part;
+  Evaluation faster, slower;  // the best layout of the space with the part scaled
+};
+struct WhatIfSearch {
+  int nodes = 0;
+  std::size_t layouts = 0, fit = 0;  // valid layouts of the space at `nodes`, and those that fit in memory
+  WhatIf kept;                       // the best layout as profiled (kept.base) with each part scaled
+  std::vector<WhatIfSearchRow> rows;  // in kHardwareParts order
+};
+// Throws InputError (naming `where`) for a factor not above 1, and (naming the scenario's search
+// block) when the space has no valid layout at `nodes` or none fits in memory.
+WhatIfSearch what_if_search(const Scenario& s, int nodes, double factor, int threads, const std::string& where);
+
 }  // namespace trainsim
