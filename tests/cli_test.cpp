@@ -468,6 +468,16 @@ TEST(Cli, ReportIsOneSelfContainedPage) {
   for (auto p = page.find("<svg"); p != std::string::npos; p = page.find("<svg", p + 1)) ++svgs;
   EXPECT_EQ(svgs, 4u);
   EXPECT_NE(page.find("Top candidates"), std::string::npos);
+  // The winner's what-if, and the space searched again with each part changed (five parts, each
+  // faster and slower).
+  EXPECT_NE(page.find("What sets the winner's step"), std::string::npos);
+  const auto again = page.find("Would another layout win on other hardware?");
+  ASSERT_NE(again, std::string::npos);
+  std::size_t rows = 0;
+  for (auto p = page.find("<tr><td class='l'", again); p != std::string::npos && p < page.find("</table>", again);
+       p = page.find("<tr><td class='l'", p + 1))
+    ++rows;
+  EXPECT_EQ(rows, 10u);
   EXPECT_EQ(page.find("http://"), page.find("http://www.w3.org/2000/svg"));  // no external resources
   EXPECT_EQ(page.find("<script"), std::string::npos);
   // A path that cannot be written: exit 2, nothing left behind.

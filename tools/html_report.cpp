@@ -434,6 +434,32 @@ std::string what_if_table(const Scenario& s, const Evaluation& best) {
   return o.str();
 }
 
+// The search space searched again at the winner's size with each part twice as fast and half as
+// fast: the best layout then, against the winner kept.
+std::string what_if_search_table(const Scenario& s, const Evaluation& best) {
+  const WhatIfSearch w = what_if_search(s, best.nodes, 2.0, 0, "report");
+  const Evaluation& b = w.kept.base;
+  auto pct = [&](const Evaluation& ev) { return fmt("%+.1f%%", 100 * (ev.tokens_per_s / b.tokens_per_s - 1)); };
+  std::ostringstream o;
+  o << "<h2>Would another layout win on other hardware?</h2><p class='note'>The search space at " << w.nodes
+    << " nodes searched again with each part twice as fast, then half as fast: the best layout then, its tokens/s against "
+       "the winner's today, and the winner kept on that hardware.</p>"
+    << "<table><tr><th class='l'>part</th><th class='l'></th><th class='l'>best layout then</th><th>tokens/s</th><th>winner kept</th></tr>";
+  for (std::size_t i = 0; i < w.rows.size(); ++i)
+    for (int side = 0; side < 2; ++side) {
+      const Evaluation& ev = side ? w.rows[i].slower : w.rows[i].faster;
+      const Evaluation& kept = side ? w.kept.rows[i].slower : w.kept.rows[i].faster;
+      const bool same = describe(ev.layout) == describe(b.layout);
+      o << "<tr>";
+      if (side == 0) o << "<td class='l' rowspan='2'>" << esc(part_description(w.rows[i].part)) << "</td>";
+      o << "<td class='l'>2× " << (side ? "slower" : "faster") << "</td><td class='l'>"
+        << (same ? std::string("<span class='note'>the same</span>") : "<b>" + esc(describe_short(ev.layout)) + "</b>") << "</td><td>"
+        << pct(ev) << "</td><td>" << pct(kept) << "</td></tr>";
+    }
+  o << "</table>";
+  return o.str();
+}
+
 }  // namespace
 
 std::string render_report(const Scenario& s, int top) {
@@ -498,6 +524,7 @@ std::string render_report(const Scenario& s, int top) {
   const Evaluation& best = ranked.front();
   o << "<h2>Memory per pipeline stage, winner</h2>" << memory_chart(best);
   o << what_if_table(s, best);
+  if (s.has_search) o << what_if_search_table(s, best);
   std::vector<Evaluation> sweep;
   if (s.cluster.nodes.size() > 1 || (s.has_search && s.search.nodes.size() > 1)) {
     const auto nodes_list = s.search.nodes.size() > 1 ? s.search.nodes : s.cluster.nodes;
