@@ -116,6 +116,11 @@ class Engine {
 
   double start(TaskId t) const { return tasks_[t].start; }
   double finish(TaskId t) const { return tasks_[t].finish; }
+  // Calls f(s) for every task s that waits for `t` (its dependants, stream order included).
+  template <class F>
+  void for_each_successor(TaskId t, F&& f) const {
+    for (std::int32_t e = tasks_[t].succ_head; e >= 0; e = edges_[e].next) f(edges_[e].to);
+  }
   // The dependency whose completion let `t` start (-1 if it started at time zero).
   TaskId binding_predecessor(TaskId t) const { return tasks_[t].binding; }
   const TaskSpec& spec(TaskId t) const { return tasks_[t].spec; }

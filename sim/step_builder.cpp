@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -234,6 +235,10 @@ struct BuilderWorkspace {
   std::vector<char> is_sim;
   std::vector<double> speed;  // by GPU id: its compute speed in this run
   Handoffs h;
+  std::vector<std::int64_t> role;  // per task: its place in the schedule (Builder::role_key), -1 none
+  std::vector<char> downstream;    // per task: scratch of the cut comparison
+  std::vector<std::pair<std::int64_t, TaskId>> frontier[2], transfer_roles;
+  std::vector<TaskId> stack;
 };
 
 BuilderWorkspace& thread_workspace() {
@@ -288,12 +293,13 @@ class Builder {
   // the others (it does not depend on the number of micro-batches); nullptr: computed here.
   // `routed`: plans shared with the step's other runs (nullptr: this run's own).
   // `period`: when positive, the run also measures its own periodicity (see Periodicity) over
-  // its last two groups of `period` micro-batches.
+  // its last two groups of `period` micro-batches, or with `cut`, by the state of the schedule at
+  // two cuts `period` micro-batches apart (see measure_cut).
   Builder(const StepInput& in, int microbatches, PlanShapeCache* shapes, std::vector<ChunkWork>* chunk_cache = nullptr,
-          RoutedPlans* routed = nullptr, int period = 0)
+          RoutedPlans* routed = nullptr, int period = 0, bool cut = false)
       : in_(in), L_(in.layout), m_(*in.model), cost_(*in.cost), microbatches_(microbatches), e_(thread_engine()),
         plan_cache_(routed ? *routed : own_plans_), shapes_(shapes), chunk_cache_(chunk_cache),
-        period_(period > 0 && microbatches >= 3 * period ? period : 0) {
+        period_(period > 0 && microbatches >= (cut ? 2 : 3) * period ? period : 0), cut_(cut && period_ > 0) {
     e_.reset();
     for (auto* v : {&ws_.sim_gpus, &ws_.lane_stream}) v->clear();
     ws_.gpu0_tasks.clear();
@@ -507,6 +513,34 @@ class Builder {
   std::vector<std::int32_t> plan_flows_scratch_;
   std::vector<Calls> calls_scratch_, grad_calls_scratch_, stage_calls_;
   const int period_;
+  // The cut comparison (measure_cut): each stage's schedule is cut before its forward number
+  // n - P v (cut 0) and n (cut 1), n picked by choose_cut; by simulated GPU, the last task of its
+  // compute queue before each cut, and the first after it.
+  const bool cut_;
+  bool cut_valid_ = true;
+  std::vector<std::array<TaskId, 2>> cut_last_, cut_first_;
+  std::vector<TaskId> cut_diverge_;  // by simulated GPU: the first task of the op after its last forward
+  std::vector<std::pair<double, double>> cut_bytes_;  // GPU 0's DP and TP bytes as each op of its order is built
+  double diverge_s_ = 0;  // when the first task that the run of M + P micro-batches does not share starts
+  // Picks the cuts (after the run): the latest forward n whose cut leaves everything before it ended
+  // by diverge_s_, with n - P v past every stage's warm-up. Returns false where there is none.
+  bool choose_cut();
+  // Marks in ws_.downstream everything that descends from `seeds`; the earliest start among them
+  // (-1 if a seed is missing).
+  double descend(const std::vector<TaskId>& seeds);
+  void fill_roles();  // role_ of every pass of one task and every transfer
+  // The state of the cut whose first tasks after it are `seeds` (see measure_cut), by role key;
+  // false where a task of it has no role. `end`: when the last task before the cut ends.
+  bool cut_state(const std::vector<TaskId>& seeds, std::vector<std::pair<std::int64_t, TaskId>>& state, double* end);
+  std::vector<std::int64_t>& role_ = ws_.role;
+  // A pass's or transfer's place in the schedule, the same for the pass P micro-batches later but
+  // for the micro-batch (the key's last digit): kind 0 forward, 1 backward, 2 forward's transfer,
+  // 3 backward's transfer.
+  std::int64_t role_key(int kind, int gpu, int vs, int mb) const {
+    return ((static_cast<std::int64_t>(kind) * static_cast<std::int64_t>(sim_gpus_.size()) + sim_index_[gpu]) * (vpp_ * L_.pp) + vs) *
+               microbatches_ + mb;
+  }
+  void measure_cut();
   Periodicity periodicity_;
   // By period (second-to-last, last): GPU 0's byte counts as its first forward of the period is
   // built, and its breakdown as that forward starts.
@@ -1048,10 +1082,22 @@ void Builder::build_stage(int stage, const std::vector<int>& gpus) {
   };
   std::vector<TaskId>& first = ws_.first;
   bool extras_gathered = false;
+  // The schedule of M + P micro-batches runs this one's order up to the op after the last forward;
+  // that op on is where it diverges (see choose_cut).
+  int diverge_pos = -1;
+  if (cut_) {
+    const int total = microbatches_ * vpp_;
+    const int warm = pipeline_warmup(pk, pp, vpp_, microbatches_, stage);
+    diverge_pos = total > warm ? warm + 2 * (total - 1 - warm) + 1 : -1;
+    if (diverge_pos < 0 || diverge_pos >= static_cast<int>(order.size())) cut_valid_ = false;
+    if (!gpus.empty() && gpus.front() == 0) cut_bytes_.assign(order.size() + 1, {0.0, 0.0});
+  }
 
-  for (const PipeOp& op : order) {
+  for (std::size_t oi = 0; oi < order.size(); ++oi) {
+    const PipeOp& op = order[oi];
     const int vs = op.chunk * pp + stage;
-    if (period_ > 0 && stage == 0 && op.forward && op.chunk == 0 && !gpus.empty() && gpus.front() == 0)
+    if (cut_ && !gpus.empty() && gpus.front() == 0) cut_bytes_[oi] = {dp_bytes_gpu0_, tp_bytes_gpu0_};
+    if (period_ > 0 && !cut_ && stage == 0 && op.forward && op.chunk == 0 && !gpus.empty() && gpus.front() == 0)
       for (int i = 0; i < 2; ++i)
         if (op.microbatch == microbatches_ - (2 - i) * period_) marker_bytes_[i][0] = dp_bytes_gpu0_, marker_bytes_[i][1] = tp_bytes_gpu0_;
     const ChunkWork& w = chunks_[stage * vpp_ + op.chunk];
@@ -1134,6 +1180,13 @@ void Builder::build_stage(int stage, const std::vector<int>& gpus) {
     if (period_ > 0)
       for (int g : gpus) h_.comm_after_bwd[hidx(g, vs, op.microbatch)] = q_[g].comm;
   }
+  if (cut_ && diverge_pos >= 0 && diverge_pos < static_cast<int>(order.size())) {
+    const PipeOp& op = order[diverge_pos];
+    for (int g : gpus) {
+      const std::size_t i = hidx(g, op.chunk * pp + stage, op.microbatch);
+      cut_diverge_[sim_index_[g]] = op.forward ? h_.fwd_start[i] : h_.bwd_start[i];
+    }
+  }
   flush(true);
 }
 
@@ -1204,6 +1257,11 @@ StepResult Builder::run() {
   h_.fwd_start.assign(slots, -1);
   h_.bwd_start.assign(slots, -1);
   h_.comm_after_bwd.assign(period_ > 0 ? slots : 0, -1);
+  cut_last_.assign(cut_ ? sim_gpus_.size() : 0, {-1, -1});
+  cut_bytes_.clear();
+  cut_first_.assign(cut_ ? sim_gpus_.size() : 0, {-1, -1});
+  cut_diverge_.assign(cut_ ? sim_gpus_.size() : 0, -1);
+  ws_.transfer_roles.clear();
   fused_memo_.resize(sim_gpus_.size() * vpp_ * kPassKinds);
   for (FusedPass& f : fused_memo_) f.set = false;
   e_.reserve(sim_gpus_.size() * microbatches_ * vpp_ * 4, sim_gpus_.size() * microbatches_ * vpp_ * 8);
@@ -1253,7 +1311,7 @@ StepResult Builder::run() {
     transfer_kinds.emplace_back(std::make_pair(g, dst), std::move(k));
     return transfer_kinds.back().second;
   };
-  auto transfer = [&](TransferKind& k, int g, int dst, TaskId from, TaskId to, const std::string& name) {
+  auto transfer = [&](TransferKind& k, int g, int dst, TaskId from, TaskId to, const std::string& name, std::int64_t role) {
     TaskSpec spec;
     spec.lane = g;
     spec.category = kPpComm;
@@ -1268,6 +1326,7 @@ StepResult Builder::run() {
       interfere(t, g, k.dst_simulated && dst != g ? dst : -1);
     }
     lane_stream_.push_back(2);
+    if (cut_) ws_.transfer_roles.push_back({role, t});
     e_.add_dependency(from, t);
     e_.add_dependency(t, to);
   };
@@ -1283,10 +1342,10 @@ StepResult Builder::run() {
       for (int mb = 0; mb < microbatches_; ++mb) {
         if (to_next)
           transfer(*to_next, g, next, h_.fwd_done[hidx(g, vs, mb)], h_.fwd_start[hidx(next, vs + 1, mb)],
-                   in_.record_timeline ? "PP send F mb" + std::to_string(mb) : std::string());
+                   in_.record_timeline ? "PP send F mb" + std::to_string(mb) : std::string(), cut_ ? role_key(2, g, vs, mb) : -1);
         if (to_prev)
           transfer(*to_prev, g, prev, h_.bwd_done[hidx(g, vs, mb)], h_.bwd_start[hidx(prev, vs - 1, mb)],
-                   in_.record_timeline ? "PP send B mb" + std::to_string(mb) : std::string());
+                   in_.record_timeline ? "PP send B mb" + std::to_string(mb) : std::string(), cut_ ? role_key(3, g, vs, mb) : -1);
       }
     }
   }
@@ -1321,8 +1380,10 @@ StepResult Builder::run() {
   r.events = e_.events_processed();
   r.dp_bytes_per_gpu = dp_bytes_gpu0_;
   r.tp_bytes_per_gpu = tp_bytes_gpu0_;
+  if (cut_) cut_valid_ = cut_valid_ && choose_cut();
   breakdown(r);
-  if (period_ > 0) measure_periodicity();
+  if (cut_) measure_cut();
+  else if (period_ > 0) measure_periodicity();
   if (in_.record_timeline) {
     std::size_t part = 0;
     for (std::size_t t = 0; t < e_.task_count(); ++t) {
@@ -1388,15 +1449,23 @@ void Builder::breakdown(StepResult& r) {
     }
     b[kBubble] += to - from;
   };
+  // The periodicity's markers: the breakdown as GPU 0's first forward of each of the last two
+  // periods starts, or, for the cut comparison, as the last task before each cut ends (before any
+  // wait for the first task after it).
   TaskId markers[2] = {-1, -1};
   if (period_ > 0 && sim_index_[0] >= 0)
-    for (int i = 0; i < 2; ++i) markers[i] = h_.fwd_start[hidx(0, 0, microbatches_ - (2 - i) * period_)];
+    for (int i = 0; i < 2; ++i)
+      markers[i] = cut_ ? cut_first_[sim_index_[0]][i] : h_.fwd_start[hidx(0, 0, microbatches_ - (2 - i) * period_)];
   for (const Gpu0Task& g : gpu0_tasks_) {
     const TaskId task = g.id;
     const double s = e_.start(task), f = e_.finish(task);
+    if (cut_)
+      for (int i = 0; i < 2; ++i)
+        if (task == markers[i]) std::copy(b, b + kCategories, marker_breakdown_[i]);
     if (s > t) attribute_wait(t, s, e_.binding_predecessor(task));
-    for (int i = 0; i < 2; ++i)
-      if (task == markers[i]) std::copy(b, b + kCategories, marker_breakdown_[i]);
+    if (!cut_)
+      for (int i = 0; i < 2; ++i)
+        if (task == markers[i]) std::copy(b, b + kCategories, marker_breakdown_[i]);
     const double span = f - std::max(s, t);
     if (g.nparts == 0) {
       b[e_.spec(task).category] += span;
@@ -1427,6 +1496,166 @@ void Builder::breakdown(StepResult& r) {
     }
     b[kBubble] += r.step_time_s - t;
   }
+}
+
+double Builder::descend(const std::vector<TaskId>& seeds) {
+  std::vector<char>& down = ws_.downstream;
+  std::vector<TaskId>& stack = ws_.stack;
+  down.assign(e_.task_count(), 0);
+  stack.clear();
+  for (TaskId f : seeds) {
+    if (f < 0) return -1.0;
+    if (!down[f]) down[f] = 1, stack.push_back(f);
+  }
+  double earliest = std::numeric_limits<double>::infinity();
+  while (!stack.empty()) {
+    const TaskId t = stack.back();
+    stack.pop_back();
+    earliest = std::min(earliest, e_.start(t));
+    e_.for_each_successor(t, [&](TaskId s) {
+      if (!down[s]) down[s] = 1, stack.push_back(s);
+    });
+  }
+  return earliest;
+}
+
+void Builder::fill_roles() {
+  role_.assign(e_.task_count(), -1);
+  for (int g : sim_gpus_) {
+    const int stage = g / (L_.tp * L_.dp);
+    for (int c = 0; c < vpp_; ++c) {
+      const int vs = c * L_.pp + stage;
+      for (int mb = 0; mb < microbatches_; ++mb) {
+        // Passes of one task only: a pass built layer by layer has no single task to compare.
+        const std::size_t i = hidx(g, vs, mb);
+        if (h_.fwd_start[i] >= 0 && h_.fwd_start[i] == h_.fwd_done[i]) role_[h_.fwd_start[i]] = role_key(0, g, vs, mb);
+        if (h_.bwd_start[i] >= 0 && h_.bwd_start[i] == h_.bwd_done[i]) role_[h_.bwd_start[i]] = role_key(1, g, vs, mb);
+      }
+    }
+  }
+  for (const auto& [key, t] : ws_.transfer_roles) role_[t] = key;
+}
+
+bool Builder::cut_state(const std::vector<TaskId>& seeds, std::vector<std::pair<std::int64_t, TaskId>>& state, double* end) {
+  const double after = descend(seeds);
+  if (after < 0) return false;
+  const std::vector<char>& down = ws_.downstream;
+  state.clear();
+  double last = 0;
+  for (TaskId t = 0; t < static_cast<TaskId>(e_.task_count()); ++t) {
+    if (down[t]) continue;
+    const double f = e_.finish(t);
+    last = std::max(last, f);
+    bool waited_for = f > after;
+    if (!waited_for) e_.for_each_successor(t, [&](TaskId s) { waited_for |= down[s] != 0; });
+    if (!waited_for) continue;
+    if (role_[t] < 0) return false;  // a task with no counterpart a period away
+    state.push_back({role_[t], t});
+  }
+  std::sort(state.begin(), state.end());
+  if (end) *end = last;
+  return true;
+}
+
+bool Builder::choose_cut() {
+  if (sim_index_[0] < 0 || cut_bytes_.empty()) return false;
+  diverge_s_ = descend(cut_diverge_);
+  if (diverge_s_ < 0) return false;
+  fill_roles();
+  const int P = period_, v = vpp_, total = microbatches_ * v;
+  const PipelineKind pk = L_.schedule == Schedule::interleaved ? PipelineKind::interleaved : PipelineKind::one_f_one_b;
+  std::vector<int> warm(sim_gpus_.size());
+  int longest = 0;
+  for (std::size_t gi = 0; gi < sim_gpus_.size(); ++gi) {
+    warm[gi] = pipeline_warmup(pk, L_.pp, v, microbatches_, sim_gpus_[gi] / (L_.tp * L_.dp));
+    longest = std::max(longest, warm[gi]);
+  }
+  // The task of op `pos` of `gpu`'s order: its first, or its last.
+  auto op_task = [&](int gpu, const std::vector<PipeOp>& order, int pos, bool last) {
+    const PipeOp& op = order[pos];
+    const std::size_t i = hidx(gpu, op.chunk * L_.pp + gpu / (L_.tp * L_.dp), op.microbatch);
+    return op.forward ? (last ? h_.fwd_done[i] : h_.fwd_start[i]) : (last ? h_.bwd_done[i] : h_.bwd_start[i]);
+  };
+  std::vector<TaskId> seeds(sim_gpus_.size());
+  int exact_tries = 0;
+  for (int nb = total - 1 - v; nb - P * v >= longest + 1 && exact_tries < 4; --nb) {
+    // A quick bound first: the two ops before each stage's cut and the transfers they send.
+    double end = 0;
+    for (std::size_t gi = 0; gi < sim_gpus_.size(); ++gi) {
+      const int g = sim_gpus_[gi];
+      const std::vector<PipeOp>& order = stage_order(pk, L_.pp, v, microbatches_, g / (L_.tp * L_.dp));
+      const int pos = warm[gi] + 2 * (nb - warm[gi]);
+      for (int k = 1; k <= 2; ++k) {
+        const TaskId t = op_task(g, order, pos - k, true);
+        end = std::max(end, e_.finish(t));
+        e_.for_each_successor(t, [&](TaskId s) {
+          if (lane_stream_[s] == 2) end = std::max(end, e_.finish(s));
+        });
+      }
+      seeds[gi] = op_task(g, order, pos, false);
+    }
+    if (!(end < diverge_s_)) continue;
+    // Then exactly: everything that does not descend from the cut has ended (its state is kept
+    // for measure_cut).
+    ++exact_tries;
+    double x_end = 0;
+    if (!cut_state(seeds, ws_.frontier[1], &x_end)) return false;
+    if (!(x_end < diverge_s_)) continue;
+    for (int c = 0; c < 2; ++c) {
+      const int n = c == 1 ? nb : nb - P * v;
+      for (std::size_t gi = 0; gi < sim_gpus_.size(); ++gi) {
+        const int g = sim_gpus_[gi];
+        const std::vector<PipeOp>& order = stage_order(pk, L_.pp, v, microbatches_, g / (L_.tp * L_.dp));
+        const int pos = warm[gi] + 2 * (n - warm[gi]);
+        cut_last_[gi][c] = op_task(g, order, pos - 1, true);
+        cut_first_[gi][c] = op_task(g, order, pos, false);
+        if (g == 0) marker_bytes_[c][0] = cut_bytes_[pos].first, marker_bytes_[c][1] = cut_bytes_[pos].second;
+      }
+    }
+    return true;
+  }
+  return false;
+}
+
+void Builder::measure_cut() {
+  // A schedule of fixed durations is a max-plus linear system: what runs after a cut (a set X of
+  // tasks holding every dependency of its members) depends only on when the tasks of X that others
+  // wait for end (the cut's frontier). With comm/compute interference and shared links it also
+  // depends on the tasks of X still running once the rest has begun, so their starts and ends are
+  // part of the cut's state too. Each stage is cut before a forward of its steady phase, where the
+  // order that follows is the same a period (P micro-batches, P v forwards) later. The run of
+  // M + P micro-batches is this run up to the time the first task of this run's cool-down starts
+  // (its orders are the same up to there, and the simulation deterministic), and the later cut's
+  // tasks have all ended by then. So if the later cut's state is the earlier one's exactly lambda
+  // later, the longer run after its later cut is this run after its earlier cut, lambda later, and
+  // by induction the step grows by lambda a period. X is everything that does not descend from the
+  // first task after the cut on some stage.
+  Periodicity& p = periodicity_;
+  if (!cut_valid_ || sim_index_[0] < 0) return;
+  const int P = period_, M = microbatches_;
+  // The later cut's state was collected by choose_cut; the earlier one's now.
+  std::vector<TaskId> seeds(sim_gpus_.size());
+  for (std::size_t gi = 0; gi < sim_gpus_.size(); ++gi) seeds[gi] = cut_first_[gi][0];
+  if (!cut_state(seeds, ws_.frontier[0], nullptr)) return;
+  // The two states pair up, micro-batch for micro-batch P apart (keys shift by P in their last
+  // digit, so sorted keys pair in order).
+  const auto& a = ws_.frontier[0];
+  const auto& b = ws_.frontier[1];
+  if (a.empty() || a.size() != b.size()) return;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (b[i].first % M < P || b[i].first - P != a[i].first) return;
+  const std::size_t g0 = static_cast<std::size_t>(sim_index_[0]);
+  p.lambda_s = e_.finish(cut_last_[g0][1]) - e_.finish(cut_last_[g0][0]);
+  double dev = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    dev = std::max(dev, std::abs(e_.finish(b[i].second) - e_.finish(a[i].second) - p.lambda_s));
+    dev = std::max(dev, std::abs(e_.start(b[i].second) - e_.start(a[i].second) - p.lambda_s));
+  }
+  p.deviation_s = dev;
+  for (int c = 0; c < kCategories; ++c) p.breakdown_s[c] = marker_breakdown_[1][c] - marker_breakdown_[0][c];
+  p.dp_bytes = marker_bytes_[1][0] - marker_bytes_[0][0];
+  p.tp_bytes = marker_bytes_[1][1] - marker_bytes_[0][1];
+  p.measured = true;
 }
 
 void Builder::measure_periodicity() {
@@ -1556,6 +1785,55 @@ StepResult simulate_step(const StepInput& in) {
   std::size_t tasks = 0;
   std::uint64_t events = 0;
   if (in.mode == SimMode::symmetric && !in.record_timeline && in.steady_state && in.layout.schedule != Schedule::gpipe) {
+    // The run of M micro-batches gives the step at m when it shows its schedule repeating with
+    // period P: its step plus (m - M) / P periods.
+    auto read_off = [&](StepResult& r, const Builder::Periodicity& per, int M, int P) {
+      const double periods = static_cast<double>(m - M) / P;
+      const double T = r.step_time_s;
+      const bool periodic = per.deviation_s <= 1e-9 * T;
+      const bool slow_drift = in.cost->hardware().comm_compute_interference > 0 &&
+                              per.deviation_s * periods * (periods + 1) / 2 <= 1e-3 * T;
+      if (!per.measured || !(periodic || slow_drift)) return false;
+      r.step_time_s += periods * per.lambda_s;
+      for (int c = 0; c < kCategories; ++c) r.breakdown_s[c] = std::max(0.0, r.breakdown_s[c] + periods * per.breakdown_s[c]);
+      r.dp_bytes_per_gpu += periods * per.dp_bytes;
+      r.tp_bytes_per_gpu += periods * per.tp_bytes;
+      r.simulated_microbatches = simulated;
+      r.tasks = tasks;
+      r.events = events;
+      return true;
+    };
+    // First the cut comparison (Builder::measure_cut), on the fewest micro-batches it allows: its
+    // earlier cut, before forward (M - P) v - 1, in every stage's steady phase (past stage 0's
+    // warm-up, the longest). Where nothing but the pipeline's hand-offs crosses a cut (no ZeRO-2/3
+    // traffic per micro-batch).
+    if (in.layout.zero <= 1) {
+      // The fewest micro-batches that leave room for the cuts (Builder::choose_cut): the later
+      // one at most v forwards before the last, the earlier one P v forwards before it and past
+      // stage 0's warm-up (the longest), M a multiple of P away from m, with room to spare of half
+      // a pipeline's worth of forwards (pp v / 2): the later cut moves back until what precedes it
+      // has ended before the cool-down starts, which on the layouts tried took up to that, and the
+      // earlier one must find the schedule settled. Found, not derived: where it is too little,
+      // the check fails and the two-period reading runs. Tried where it takes fewer micro-batches
+      // than that reading.
+      const int P = q, v = interleaved ? in.layout.vpp : 1;
+      const PipelineKind kind = interleaved ? PipelineKind::interleaved : PipelineKind::one_f_one_b;
+      const int warm = pipeline_warmup(kind, pp, v, std::max(m, pp + 1), 0);
+      const int room = (pp * v + 1) / 2;
+      int M = 2 * P;
+      while ((M - P) * v - 1 - v < warm + 1 + room) M += P;
+      M += ((m - M) % P + P) % P;
+      int M_two = std::max(m0 + 2 * P - 1, 3 * P);
+      M_two += ((m - M_two) % P + P) % P;
+      if (M < M_two && M < m) {
+        Builder b(in, M, &shapes, &chunks, routed, P, true);
+        StepResult r = b.run();
+        simulated += M;
+        tasks += r.tasks;
+        events += r.events;
+        if (read_off(r, b.periodicity(), M, P)) return r;
+      }
+    }
     for (int P = q; P <= 2 * q; P *= 2) {
       int M = std::max(m0 + 2 * P - 1, 3 * P);
       M += ((m - M) % P + P) % P;
@@ -1566,22 +1844,7 @@ StepResult simulate_step(const StepInput& in) {
       simulated += M;
       tasks += r.tasks;
       events += r.events;
-      const Builder::Periodicity& per = b.periodicity();
-      const double periods = static_cast<double>(m - M) / P;
-      const double T = r.step_time_s;
-      const bool periodic = per.deviation_s <= 1e-9 * T;
-      const bool slow_drift = in.cost->hardware().comm_compute_interference > 0 &&
-                              per.deviation_s * periods * (periods + 1) / 2 <= 1e-3 * T;
-      if (per.measured && (periodic || slow_drift)) {
-        r.step_time_s += periods * per.lambda_s;
-        for (int c = 0; c < kCategories; ++c) r.breakdown_s[c] = std::max(0.0, r.breakdown_s[c] + periods * per.breakdown_s[c]);
-        r.dp_bytes_per_gpu += periods * per.dp_bytes;
-        r.tp_bytes_per_gpu += periods * per.tp_bytes;
-        r.simulated_microbatches = simulated;
-        r.tasks = tasks;
-        r.events = events;
-        return r;
-      }
+      if (read_off(r, b.periodicity(), M, P)) return r;
     }
   }
   StepResult r = Builder(in, m, &shapes, &chunks, routed).run();

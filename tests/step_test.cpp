@@ -318,8 +318,8 @@ TEST(Step, SteadyStateMatchesSimulatingEveryMicroBatch) {
   const char* const nic100x1 = R"(, "network": { "nic_Gbps": 100, "nics_per_node": 1 })";
   const char* const nic25x1 = R"(, "network": { "nic_Gbps": 25, "nics_per_node": 1 })";
   const Case cases[] = {
-      // Interleaved runs are read off a run of 4 pp micro-batches (at pp every forward runs first,
-      // and 2 pp of them fill the pipeline), so the step needs more than 4 pp of them to gain.
+      // Interleaved runs are read off a run of 3 pp micro-batches (the state at two cuts a period
+      // apart) or 4 pp (two whole periods), so the step needs more than that to gain.
       {{.model = "gpt3-175b", .nodes = 64, .pp = 8, .vpp = 3, .schedule = "interleaved", .global_batch = 1024}, true},
       {{.model = "gpt3-175b", .nodes = 64, .pp = 8, .zero = 0, .recompute = "full"}, true},
       // A deep pipeline whose last stage (with the head) is the slowest.
@@ -370,6 +370,33 @@ TEST(Step, SteadyStateMatchesSimulatingEveryMicroBatch) {
   }
   std::printf("[ info ] steady-state reading with the measured interference: at most %.1e of the exact step\n",
               worst_with_interference);
+}
+
+TEST(Step, InterleavedStepIsReadOffAStateThatRepeatsAPeriodLater) {
+  // GPT-3 175B on 1,024 A100s, tp 8 pp 8 dp 16 over 3 virtual stages, 96 micro-batches (the
+  // benchmark layout). Its period is 8 micro-batches, and a whole period twice over needs 32
+  // simulated; comparing the schedule's state at two cuts a period apart (every task the rest waits
+  // for, and every task still running once the rest has begun, their starts and ends lambda apart)
+  // needs 24. The reading is exact: the step, the breakdown and the bytes of simulating all 96, to
+  // 1e-9, with and without the measured comm/compute interference, on 24 micro-batches.
+  Scenario s = case_scenario({.model = "gpt3-175b", .hardware = "a100-80g-sxm", .nodes = 128, .pp = 8, .vpp = 3,
+                              .schedule = "interleaved", .global_batch = 1536});
+  const double measured = s.hardware.comm_compute_interference;
+  ASSERT_GT(measured, 0.0);
+  for (const double interference : {0.0, measured}) {
+    s.hardware.comm_compute_interference = interference;
+    const Layout l = resolve_layout(s, s.layout, false, 128);
+    EvalOptions fast, exact;
+    exact.steady_state = false;
+    const Evaluation a = evaluate(s, l, 128, fast), b = evaluate(s, l, 128, exact);
+    ASSERT_EQ(b.step.simulated_microbatches, 96);
+    EXPECT_EQ(a.step.simulated_microbatches, 24) << interference;
+    EXPECT_NEAR(a.step.step_time_s / b.step.step_time_s, 1.0, 1e-9) << interference;
+    for (int k = 0; k < kCategories; ++k)
+      EXPECT_NEAR(a.step.breakdown_s[k], b.step.breakdown_s[k], 1e-9 * b.step.step_time_s) << interference << " " << category_name(k);
+    EXPECT_NEAR(a.step.dp_bytes_per_gpu, b.step.dp_bytes_per_gpu, 1e-9 * b.step.dp_bytes_per_gpu);
+    EXPECT_NEAR(a.step.tp_bytes_per_gpu, b.step.tp_bytes_per_gpu, 1e-9 * b.step.tp_bytes_per_gpu);
+  }
 }
 
 TEST(Step, PlansKeptAcrossStepsGiveTheSameStep) {
