@@ -1786,12 +1786,12 @@ StepResult simulate_step(const StepInput& in) {
   std::uint64_t events = 0;
   if (in.mode == SimMode::symmetric && !in.record_timeline && in.steady_state && in.layout.schedule != Schedule::gpipe) {
     // The run of M micro-batches gives the step at m when it shows its schedule repeating with
-    // period P: its step plus (m - M) / P periods.
-    auto read_off = [&](StepResult& r, const Builder::Periodicity& per, int M, int P) {
+    // period P: its step plus (m - M) / P periods. `drift`: a slow drift is accepted (above).
+    auto read_off = [&](StepResult& r, const Builder::Periodicity& per, int M, int P, bool drift) {
       const double periods = static_cast<double>(m - M) / P;
       const double T = r.step_time_s;
       const bool periodic = per.deviation_s <= 1e-9 * T;
-      const bool slow_drift = in.cost->hardware().comm_compute_interference > 0 &&
+      const bool slow_drift = drift && in.cost->hardware().comm_compute_interference > 0 &&
                               per.deviation_s * periods * (periods + 1) / 2 <= 1e-3 * T;
       if (!per.measured || !(periodic || slow_drift)) return false;
       r.step_time_s += periods * per.lambda_s;
@@ -1831,7 +1831,8 @@ StepResult simulate_step(const StepInput& in) {
         simulated += M;
         tasks += r.tasks;
         events += r.events;
-        if (read_off(r, b.periodicity(), M, P)) return r;
+        // Only an exact repeat: the argument holds for the state as it is, not for a drift.
+        if (read_off(r, b.periodicity(), M, P, false)) return r;
       }
     }
     for (int P = q; P <= 2 * q; P *= 2) {
@@ -1844,7 +1845,7 @@ StepResult simulate_step(const StepInput& in) {
       simulated += M;
       tasks += r.tasks;
       events += r.events;
-      if (read_off(r, b.periodicity(), M, P)) return r;
+      if (read_off(r, b.periodicity(), M, P, true)) return r;
     }
   }
   StepResult r = Builder(in, m, &shapes, &chunks, routed).run();

@@ -4,12 +4,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <random>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "cost_model.h"
 #include "evaluation.h"
 #include "hardware_profile.h"
+#include "input_error.h"
 #include "memory_model.h"
 #include "model_presets.h"
 #include "pipeline_schedule.h"
@@ -397,6 +400,55 @@ TEST(Step, InterleavedStepIsReadOffAStateThatRepeatsAPeriodLater) {
     EXPECT_NEAR(a.step.dp_bytes_per_gpu, b.step.dp_bytes_per_gpu, 1e-9 * b.step.dp_bytes_per_gpu);
     EXPECT_NEAR(a.step.tp_bytes_per_gpu, b.step.tp_bytes_per_gpu, 1e-9 * b.step.tp_bytes_per_gpu);
   }
+}
+
+TEST(Step, EveryCutReadingOfRandomInterleavedLayoutsIsExact) {
+  // Random interleaved layouts (models, hardware, TP, PP, virtual stages, micro-batch, ZeRO 0/1,
+  // NIC speed and count, fabric, compression, bucket size, a straggler GPU), each read off its
+  // steady state and simulated in full. Those read off the state at two cuts (3 pp micro-batches)
+  // must give the full simulation's step and breakdown to 1e-9: that reading accepts only an exact
+  // repeat, and its argument is exact. The others are held to the two-period reading's 1e-3.
+  std::mt19937 rng(11);
+  auto pick = [&](std::initializer_list<int> v) { return *(v.begin() + rng() % v.size()); };
+  const char* models[] = {"gpt3-175b", "llama2-13b", "gpt-1.3b", "llama3-70b"};
+  const char* hardware[] = {"a100-80g-sxm", "h100-sxm", "h200-sxm"};
+  const char* fabrics[] = {"", R"(, "fabric": "fat-tree", "oversubscription": 2)", R"(, "fabric": "rail-optimized")"};
+  const char* compressions[] = {"none", "int8", "topk:0.01", "fp16"};
+  int cut = 0, compared = 0;
+  for (int i = 0; i < 160; ++i) {
+    const int pp = pick({2, 4, 8}), nodes = pick({4, 8, 16, 32});
+    const std::string text = std::string(R"({ "name": "r", "model": ")") + models[rng() % 4] + R"(", "training": { "global_batch": )" +
+                             std::to_string(pick({256, 512, 1024})) + R"( }, "hardware": ")" + hardware[rng() % 3] +
+                             R"(", "cluster": { "nodes": )" + std::to_string(nodes) + R"(, "gpus_per_node": 8, "network": { "nic_Gbps": )" +
+                             std::to_string(pick({25, 100, 400})) + R"(, "nics_per_node": )" + std::to_string(pick({1, 8})) +
+                             fabrics[rng() % 3] + " } }" +
+                             (rng() % 4 == 0 ? R"(, "stragglers": { "gpus": [ { "gpu": 3, "speed": 0.8 } ] })" : "") +
+                             R"(, "layout": { "tp": )" + std::to_string(pick({1, 2, 4, 8})) + R"(, "pp": )" + std::to_string(pp) +
+                             R"(, "vpp": )" + std::to_string(pick({2, 3, 4})) + R"(, "micro_batch": )" + std::to_string(pick({1, 2})) +
+                             R"(, "zero": )" + std::to_string(pick({0, 1})) + R"(, "schedule": "interleaved", "compression": ")" +
+                             compressions[rng() % 4] + R"(", "bucket_MB": )" + std::to_string(pick({25, 100})) + " } }";
+    Scenario s;
+    Layout l;
+    try {
+      s = parse_scenario(text, "r", kProfiles);
+      l = resolve_layout(s, s.layout, false, nodes);
+    } catch (const InputError&) {
+      continue;  // a combination the layout rules refuse (heads, layers, batch)
+    }
+    EvalOptions fast, exact;
+    fast.simulate_if_oom = exact.simulate_if_oom = true;
+    exact.steady_state = false;
+    const Evaluation a = evaluate(s, l, nodes, fast), b = evaluate(s, l, nodes, exact);
+    ++compared;
+    const bool by_cut = a.step.simulated_microbatches == 3 * pp && b.step.simulated_microbatches > 3 * pp;
+    cut += by_cut;
+    const double tol = by_cut ? 1e-9 : 1e-3;
+    EXPECT_NEAR(a.step.step_time_s / b.step.step_time_s, 1.0, tol) << text;
+    for (int k = 0; k < kCategories; ++k) EXPECT_NEAR(a.step.breakdown_s[k], b.step.breakdown_s[k], tol * b.step.step_time_s) << text;
+  }
+  std::printf("[ info ] %d random interleaved layouts, %d read off the state at two cuts\n", compared, cut);
+  EXPECT_GE(compared, 60);
+  EXPECT_GE(cut, 5);
 }
 
 TEST(Step, PlansKeptAcrossStepsGiveTheSameStep) {
