@@ -315,7 +315,8 @@ class Builder {
   // of the communication each of those backwards queued: in a periodic schedule each comes exactly
   // `lambda_s` after its predecessor. `deviation_s` is the largest departure from that. The
   // per-period increments of GPU 0's breakdown and byte counts are measured between its first
-  // forward of the last two periods.
+  // forward of the last two periods. With the cut comparison (measure_cut) the same fields hold
+  // the state's shift between the two cuts, and the increments between them.
   struct Periodicity {
     bool measured = false;
     double lambda_s = 0, deviation_s = 0;
@@ -1752,7 +1753,9 @@ StepResult simulate_step(const StepInput& in) {
   // With the measured comm-compute interference a stage's lag can build up slowly, so a drift is
   // accepted when, kept up over every remaining period, it would move the step by under 1e-3.
   // P = 2q is tried when P = q does not repeat; when neither does, or M would not be shorter
-  // than m, every micro-batch is simulated. GPipe is always simulated in full: its forward phase
+  // than m, every micro-batch is simulated. Before these, interleaved layouts of ZeRO 0/1 try the
+  // state at two cuts a period apart (Builder::measure_cut), which needs one period fewer (3 pp for
+  // the 175B layout) and accepts only an exact repeat. GPipe is always simulated in full: its forward phase
   // has no back-pressure, so each stage runs at its own rate and the schedule never settles into
   // one period (its stashed activations keep m small anyway).
   PlanShapeCache local;
