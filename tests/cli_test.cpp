@@ -129,6 +129,16 @@ TEST(Cli, MissingFileAndBadFlagsExitTwo) {
   const Outcome r = run("--profiles " + kData + " simulate " + kData + "/test-scenario.json --layout tp=3");
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("tp"), std::string::npos);
+  // A count of zero or below is refused, not taken for "not given" (the default).
+  const std::string scenario = kData + "/test-scenario.json";
+  for (const std::string& args : {"simulate " + scenario + " --nodes 0", "simulate " + scenario + " --nodes -4",
+                                  "sweep " + scenario + " --nodes 1,0", "search " + scenario + " --top 0",
+                                  "search " + scenario + " --threads -1", "what-if " + scenario + " --nodes 0"}) {
+    const Outcome bad = run("--profiles " + kData + " " + args);
+    EXPECT_EQ(bad.status, 2) << args;
+    EXPECT_NE(bad.err.find("not in range"), std::string::npos) << args << ": " << bad.err;
+    EXPECT_TRUE(bad.out.empty()) << args;
+  }
 }
 
 TEST(Cli, SweepShowsTheSlowdownAndItsReason) {

@@ -195,9 +195,9 @@ int run_sweep(const PlannerOptions& o, std::ostream& out) {
       for (int c = 0; c < sim::kCategories; ++c)
         if (b.step.breakdown_s[c] - a.step.breakdown_s[c] > b.step.breakdown_s[grew] - a.step.breakdown_s[grew]) grew = c;
       std::snprintf(line, sizeof line,
-                    "\nslower with more GPUs: %d nodes give %.0f tokens/s, fewer than %.0f on %d nodes; %s "
+                    "\nslower with more GPUs: %d nodes give %.0f tokens/s, fewer than %.0f on %d node%s; %s "
                     "exposed %s of a %s step (was %s)\n",
-                    b.nodes, b.tokens_per_s, a.tokens_per_s, a.nodes, phrases[grew], format_seconds(b.step.breakdown_s[grew]).c_str(),
+                    b.nodes, b.tokens_per_s, a.tokens_per_s, a.nodes, a.nodes == 1 ? "" : "s", phrases[grew], format_seconds(b.step.breakdown_s[grew]).c_str(),
                     format_seconds(b.step.step_time_s).c_str(), format_seconds(a.step.breakdown_s[grew]).c_str());
       out << line;
     }

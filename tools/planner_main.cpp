@@ -15,6 +15,11 @@ using namespace trainsim;
 
 namespace {
 int run_planner(int argc, char** argv, const Sharding& sharding);
+
+// Counts given on the command line (nodes, candidates shown, threads) are whole and at least 1:
+// 0 stands for "not given" inside, so a 0 or a negative count typed by hand is refused rather than
+// read as the default.
+const CLI::Range kCount(1, 1 << 20);
 }
 
 int main(int argc, char** argv) {
@@ -41,7 +46,7 @@ int run_planner(int argc, char** argv, const Sharding& sharding) {
   auto* sim = app.add_subcommand("simulate", "simulate the scenario's layout for one step");
   sim->add_option("scenario", opt.scenario, "scenario JSON file")->required();
   sim->add_option("--layout", opt.layout_overrides, "override layout keys: tp=8,pp=4,micro_batch=2,...");
-  sim->add_option("--nodes", opt.nodes, "node count (default: the scenario's first)");
+  sim->add_option("--nodes", opt.nodes, "node count (default: the scenario's first)")->check(kCount);
   sim->add_option("--mode", opt.mode, "symmetric (one GPU per stage) or full (every GPU)")
       ->check(CLI::IsMember({"symmetric", "full"}));
   sim->add_flag("--json", opt.json, "print the result as JSON");
@@ -49,44 +54,44 @@ int run_planner(int argc, char** argv, const Sharding& sharding) {
 
   auto* sweep = app.add_subcommand("sweep", "simulate the layout (dp derived) over node counts");
   sweep->add_option("scenario", opt.scenario, "scenario JSON file")->required();
-  sweep->add_option("--nodes", opt.nodes_list, "comma-separated node counts")->delimiter(',');
+  sweep->add_option("--nodes", opt.nodes_list, "comma-separated node counts")->delimiter(',')->check(kCount);
   sweep->add_option("--layout", opt.layout_overrides, "override layout keys");
   sweep->add_flag("--json", opt.json, "print JSON");
 
   auto* search = app.add_subcommand("search", "rank layouts from the scenario's search space");
   search->add_option("scenario", opt.scenario, "scenario JSON file")->required();
-  search->add_option("--top", opt.top, "how many to show");
-  search->add_option("--threads", opt.threads, "worker threads (default: all cores)");
+  search->add_option("--top", opt.top, "how many to show")->check(kCount);
+  search->add_option("--threads", opt.threads, "worker threads (default: all cores)")->check(kCount);
   search->add_flag("--json", opt.json, "print JSON");
 
   auto* cmp = app.add_subcommand("compare", "the best layout at each size on each hardware option of the scenario's compare block");
   cmp->add_option("scenario", opt.scenario, "scenario JSON file")->required();
-  cmp->add_option("--threads", opt.threads, "worker threads (default: all cores)");
+  cmp->add_option("--threads", opt.threads, "worker threads (default: all cores)")->check(kCount);
   cmp->add_flag("--json", opt.json, "print JSON");
 
   auto* rep = app.add_subcommand("report", "one self-contained HTML page for a design meeting");
   rep->add_option("scenario", opt.scenario, "scenario JSON file")->required();
   rep->add_option("-o,--output", opt.output, "HTML file to write")->required();
-  rep->add_option("--top", opt.top, "candidates to show");
+  rep->add_option("--top", opt.top, "candidates to show")->check(kCount);
 
   auto* exp = app.add_subcommand("export", "Megatron-LM arguments, DeepSpeed config and a Slurm/torchrun command for the layout");
   exp->add_option("scenario", opt.scenario, "scenario JSON file")->required();
   exp->add_option("--layout", opt.layout_overrides, "override layout keys");
-  exp->add_option("--nodes", opt.nodes, "node count (default: the scenario's first)");
+  exp->add_option("--nodes", opt.nodes, "node count (default: the scenario's first)")->check(kCount);
   exp->add_flag("--json", opt.json, "print JSON");
 
   auto* wif = app.add_subcommand("what-if", "the layout's step with each part of the hardware faster and slower: which one sets it");
   wif->add_option("scenario", opt.scenario, "scenario JSON file")->required();
   wif->add_option("--layout", opt.layout_overrides, "override layout keys");
-  wif->add_option("--nodes", opt.nodes, "node count (default: the scenario's first)");
+  wif->add_option("--nodes", opt.nodes, "node count (default: the scenario's first)")->check(kCount);
   wif->add_option("--factor", opt.factor, "how many times faster, then slower, each part is made (above 1; default 2)");
   wif->add_flag("--search", opt.search, "search the scenario's space again with each part changed, instead of keeping one layout");
-  wif->add_option("--threads", opt.threads, "worker threads for --search (default: all cores)");
+  wif->add_option("--threads", opt.threads, "worker threads for --search (default: all cores)")->check(kCount);
   wif->add_flag("--json", opt.json, "print JSON");
 
   auto* val = app.add_subcommand("validate", "run the best layouts that fit this machine for real; predicted vs measured");
   val->add_option("scenario", opt.scenario, "scenario JSON file")->required();
-  val->add_option("--top", opt.top, "layouts per model");
+  val->add_option("--top", opt.top, "layouts per model")->check(kCount);
   val->add_option("--json-out", opt.json_out, "write the record (predicted, measured, errors) to this JSON file");
 
   try {
