@@ -132,10 +132,14 @@ std::string scaling_chart(const std::vector<Evaluation>& evs) {
   auto Y = [&](double t) { return bottom - (bottom - top) * t / tmax; };
   std::ostringstream o;
   o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='" << H << "' role='img' aria-label='scaling'>";
-  for (int i = 0; i <= 4; ++i) {
-    const double t = tmax / 1.08 * i / 4;
+  // Gridlines at a round step (1, 2 or 5 times a power of ten) giving four or five of them, labelled
+  // 50k, 100k, 1.5M.
+  const double raw = tmax / 1.08 / 4, decade = std::pow(10.0, std::floor(std::log10(raw)));
+  const double step = decade * (raw <= decade ? 1 : raw <= 2 * decade ? 2 : raw <= 5 * decade ? 5 : 10);
+  for (double t = 0; t <= tmax; t += step) {
+    const std::string label = t >= 1e6 ? fmt("%gM", t / 1e6) : t >= 1e3 ? fmt("%gk", t / 1e3) : fmt("%g", t);
     o << "<line x1='" << left << "' y1='" << Y(t) << "' x2='" << W - 30 << "' y2='" << Y(t) << "' stroke='#eee'/><text x='" << left - 6
-      << "' y='" << Y(t) + 4 << "' font-size='11' text-anchor='end'>" << fmt("%.3g", t) << "</text>";
+      << "' y='" << Y(t) + 4 << "' font-size='11' text-anchor='end'>" << label << "</text>";
   }
   o << "<line x1='" << X(evs.front().gpus) << "' y1='" << Y(evs.front().tokens_per_s) << "' x2='" << X(gmax) << "' y2='" << Y(ideal_max)
     << "' stroke='#bbb' stroke-dasharray='4 3'/><polyline fill='none' stroke='#4e79a7' stroke-width='2' points='";
