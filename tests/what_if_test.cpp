@@ -83,6 +83,40 @@ TEST(WhatIf, DataParallelOverSlowEthernetIsSetByTheNetwork) {
   }
 }
 
+TEST(WhatIf, AStepWaitingForItsDataIsSetByTheStorage) {
+  // One node, one stage: a step reads its tokens once, tokens x bytes_per_token / storage rate.
+  // With storage that takes 8 times the simulated step T, the step is that read, S = 8T (data_wait
+  // the rest). Storage twice as fast: S/2 = 4T, still above anything the GPUs do (at most 2T with
+  // compute half as fast); half as fast: 2S. No part of the hardware moves the step, the loaders
+  // (far faster than the storage) neither; the storage sets it. Without a data block the input
+  // pipeline is unlimited and not a part.
+  Scenario s = scenario(1, R"({ "tp": 1, "pp": 1, "micro_batch": 1, "recompute": "none" })");
+  const Layout l = resolve_layout(s, s.layout, false, 1);
+  EXPECT_EQ(parts_of(s).size(), 5u);
+  const double T = step_s(s, 1);
+  const double tokens = static_cast<double>(s.training.global_batch) * s.model.seq_len;
+  s.data.given = true;
+  s.data.bytes_per_token = 4;
+  s.data.storage_GBps = tokens * 4 / (8 * T * 1e9);
+  s.data.loader_tokens_per_s_per_node = 1000 * tokens / T;
+  const WhatIf w = what_if(s, l, 1, 2.0, "--factor");
+  ASSERT_EQ(w.rows.size(), 7u);
+  EXPECT_NEAR(w.base.step.step_time_s, 8 * T, 1e-9 * T);
+  EXPECT_EQ(w.sets_the_step, HardwarePart::storage);
+  EXPECT_EQ(w.most_sensitive_to_slowdown, HardwarePart::storage);
+  for (const WhatIfRow& r : w.rows) {
+    if (r.part == HardwarePart::storage) {
+      EXPECT_NEAR(r.faster.step.step_time_s, 4 * T, 1e-9 * T);
+      EXPECT_NEAR(r.slower.step.step_time_s, 16 * T, 1e-9 * T);
+    } else {
+      EXPECT_EQ(r.faster.step.step_time_s, w.base.step.step_time_s) << part_name(r.part);
+      EXPECT_EQ(r.slower.step.step_time_s, w.base.step.step_time_s) << part_name(r.part);
+    }
+  }
+  EXPECT_EQ(w.rows[5].part, HardwarePart::storage);
+  EXPECT_EQ(w.rows[6].part, HardwarePart::loaders);
+}
+
 TEST(WhatIf, ScaledNetworkKeepsTheProfilesMeasuredCollectives) {
   // A scenario on the profile's own network uses the collectives measured across nodes; the
   // network made faster must stay "the profile's network" (its figure scaled with it), not fall

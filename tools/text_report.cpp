@@ -245,9 +245,11 @@ void print_what_if(std::ostream& os, const Scenario& s, const WhatIf& w) {
     std::snprintf(line, sizeof line, "\n  %s sets this step: %s cuts it by %.1f%%", part_description(first->part), (f + " faster").c_str(),
                   saved(*first));
     os << line;
-    if (second) {
-      std::snprintf(line, sizeof line, "; the next, %s, by %.1f%%", part_description(second->part), std::max(0.0, saved(*second)));
+    if (second && saved(*second) > 0) {
+      std::snprintf(line, sizeof line, "; the next, %s, by %.1f%%", part_description(second->part), saved(*second));
       os << line;
+    } else if (second) {
+      os << "; no other part does";
     }
     os << ".\n";
   } else {

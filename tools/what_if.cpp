@@ -1,6 +1,7 @@
 #include "what_if.h"
 
 #include <cmath>
+#include <iterator>
 
 #include "input_error.h"
 #include "layout_search.h"
@@ -14,6 +15,8 @@ const char* part_name(HardwarePart p) {
     case HardwarePart::nvlink: return "nvlink";
     case HardwarePart::network: return "network";
     case HardwarePart::latency: return "latency";
+    case HardwarePart::storage: return "storage";
+    case HardwarePart::loaders: return "loaders";
   }
   return "?";
 }
@@ -25,6 +28,8 @@ const char* part_description(HardwarePart p) {
     case HardwarePart::nvlink: return "NVLink inside a node";
     case HardwarePart::network: return "network bandwidth (NICs)";
     case HardwarePart::latency: return "communication latency";
+    case HardwarePart::storage: return "dataset storage (read rate)";
+    case HardwarePart::loaders: return "data loader workers";
   }
   return "?";
 }
@@ -87,8 +92,21 @@ Scenario with_part_scaled(const Scenario& s, HardwarePart p, double factor) {
       scale_fits(hw.intra_collectives, 1.0, 1.0 / factor);
       scale_fits(hw.inter_collectives, 1.0, 1.0 / factor);
       break;
+    case HardwarePart::storage:
+      out.data.storage_GBps *= factor;
+      break;
+    case HardwarePart::loaders:
+      out.data.loader_tokens_per_s_per_node *= factor;
+      break;
   }
   return out;
+}
+
+std::vector<HardwarePart> parts_of(const Scenario& s) {
+  std::vector<HardwarePart> parts(std::begin(kHardwareParts), std::end(kHardwareParts));
+  if (s.data.given && s.data.storage_GBps > 0) parts.push_back(HardwarePart::storage);
+  if (s.data.given && s.data.loader_tokens_per_s_per_node > 0) parts.push_back(HardwarePart::loaders);
+  return parts;
 }
 
 WhatIf what_if(const Scenario& s, const Layout& l, int nodes, double factor, const std::string& where) {
@@ -99,7 +117,7 @@ WhatIf what_if(const Scenario& s, const Layout& l, int nodes, double factor, con
   EvalOptions eo;
   w.base = evaluate(s, l, nodes, eo);
   double best_gain = -1, worst_loss = -1;
-  for (HardwarePart p : kHardwareParts) {
+  for (HardwarePart p : parts_of(s)) {
     WhatIfRow row{p, evaluate(with_part_scaled(s, p, factor), l, nodes, eo), evaluate(with_part_scaled(s, p, 1.0 / factor), l, nodes, eo)};
     const double gain = w.base.step.step_time_s - row.faster.step.step_time_s;
     const double loss = row.slower.step.step_time_s - w.base.step.step_time_s;
@@ -134,7 +152,7 @@ WhatIfSearch what_if_search(const Scenario& s, int nodes, double factor, int thr
   w.layouts = cands.size();
   const Evaluation base = best(at, &w.fit);
   w.kept = what_if(at, base.layout, nodes, factor, where);
-  for (HardwarePart p : kHardwareParts)
+  for (HardwarePart p : parts_of(at))
     w.rows.push_back({p, best(with_part_scaled(at, p, factor), nullptr), best(with_part_scaled(at, p, 1.0 / factor), nullptr)});
   return w;
 }

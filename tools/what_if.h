@@ -3,7 +3,9 @@
 // simulated again with one part at a time made `factor` times faster, then `factor` times slower,
 // everything else as profiled: the part whose speed moves the step most is the one that sets it
 // (the shortest stave of the barrel). Each part scales every profile figure that describes it, so
-// that measured tables stay consistent with the rates the simulator derives from them.
+// that measured tables stay consistent with the rates the simulator derives from them. Where the
+// scenario's `data` block limits the input pipeline, its storage and its loader workers are parts
+// too: a step that waits for data is set by them, not by the GPUs or the links.
 #include <string>
 #include <vector>
 
@@ -19,9 +21,14 @@ enum class HardwarePart {
   nvlink,   // bandwidth inside a node (ring bus bandwidth and the measured collectives' busbw)
   network,  // NIC bandwidth across nodes (line rate and the measured across-node collectives)
   latency,  // per-step latency of collectives and transfers, inside and across nodes
+  storage,  // the dataset storage's aggregate read rate (the scenario's data.storage_GBps)
+  loaders,  // the data loader workers' tokens per second a node (data.loader_tokens_per_s_per_node)
 };
 inline constexpr HardwarePart kHardwareParts[] = {HardwarePart::compute, HardwarePart::memory, HardwarePart::nvlink,
                                                   HardwarePart::network, HardwarePart::latency};
+// The parts of the scenario's machine: every part of the hardware, then the input pipeline's
+// storage and loaders where its data block gives them a rate (none: unlimited, not a part).
+std::vector<HardwarePart> parts_of(const Scenario& s);
 const char* part_name(HardwarePart p);         // "compute", ...
 const char* part_description(HardwarePart p);  // "GPU compute (GEMM, attention)", ...
 
@@ -36,7 +43,7 @@ struct WhatIfRow {
 struct WhatIf {
   double factor = 2;
   Evaluation base;
-  std::vector<WhatIfRow> rows;  // in kHardwareParts order
+  std::vector<WhatIfRow> rows;  // in parts_of order
   // The part whose speed-up shortens the step most (ties: the first), and the one whose slow-down
   // lengthens it most.
   HardwarePart sets_the_step = HardwarePart::compute;
@@ -58,7 +65,7 @@ struct WhatIfSearch {
   int nodes = 0;
   std::size_t layouts = 0, fit = 0;  // valid layouts of the space at `nodes`, and those that fit in memory
   WhatIf kept;                       // the best layout as profiled (kept.base) with each part scaled
-  std::vector<WhatIfSearchRow> rows;  // in kHardwareParts order
+  std::vector<WhatIfSearchRow> rows;  // in parts_of order
 };
 // Throws InputError (naming `where`) for a factor not above 1, and (naming the scenario's search
 // block) when the space has no valid layout at `nodes` or none fits in memory.
