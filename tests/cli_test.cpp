@@ -272,7 +272,8 @@ TEST(Cli, EveryPlanningCommandRunsOnEveryExampleScenario) {
     if (e.path().extension() != ".json") continue;
     const std::string f = e.path().string();
     std::ifstream in(f);
-    const bool has_search = nlohmann::json::parse(in).contains("search");
+    const nlohmann::json doc = nlohmann::json::parse(in);
+    const bool has_search = doc.contains("search");
     const Outcome search = run("search " + f + " --top 3");
     if (has_search) {
       ASSERT_EQ(search.status, 0) << f << ": " << search.err;
@@ -292,7 +293,12 @@ TEST(Cli, EveryPlanningCommandRunsOnEveryExampleScenario) {
     EXPECT_FALSE(nlohmann::json::parse(sweep.out).empty()) << f;
     const Outcome what_if = run("what-if " + f + " --json");
     ASSERT_EQ(what_if.status, 0) << f << ": " << what_if.err;
-    EXPECT_EQ(nlohmann::json::parse(what_if.out)["parts"].size(), 5u) << f;
+    // The five parts of the hardware, and the input pipeline's storage and loaders where the data
+    // block limits them.
+    std::size_t data_parts = 0;
+    if (doc.contains("data"))
+      for (const char* k : {"storage_GBps", "loader_tokens_per_s_per_node"}) data_parts += doc["data"].value(k, 0.0) > 0;
+    EXPECT_EQ(nlohmann::json::parse(what_if.out)["parts"].size(), 5u + data_parts) << f;
     const Outcome exported = run("export " + f);
     ASSERT_EQ(exported.status, 0) << f << ": " << exported.err;
     EXPECT_NE(exported.out.find("--tensor-model-parallel-size"), std::string::npos) << f;
@@ -473,10 +479,17 @@ TEST(Cli, ReportIsOneSelfContainedPage) {
   const std::string page = ss.str();
   EXPECT_EQ(page.rfind("<!DOCTYPE html>", 0), 0u);
   EXPECT_NE(page.find("</html>"), std::string::npos);
-  // Candidates table, breakdown, memory, scaling and timeline charts, all inline.
+  // Candidates table, breakdown, memory, two scaling charts (the winner's layout, and the
+  // scenario's, which the search did not pick) and the timeline, all inline.
   std::size_t svgs = 0;
   for (auto p = page.find("<svg"); p != std::string::npos; p = page.find("<svg", p + 1)) ++svgs;
-  EXPECT_EQ(svgs, 4u);
+  EXPECT_EQ(svgs, 5u);
+  // The scenario's own layout over 25 GbE gets slower from one node to two, and the page says why.
+  const auto own = page.find("Scaling of the scenario's layout");
+  ASSERT_NE(own, std::string::npos);
+  const auto slower = page.find("Slower with more GPUs:</b> 2 nodes give", own);
+  ASSERT_NE(slower, std::string::npos);
+  EXPECT_NE(page.find("on 1 node; DP communication exposed", slower), std::string::npos);
   EXPECT_NE(page.find("Top candidates"), std::string::npos);
   // The winner's what-if, and the space searched again with each part changed (five parts, each
   // faster and slower).

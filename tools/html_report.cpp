@@ -529,21 +529,44 @@ std::string render_report(const Scenario& s, int top) {
   o << "<h2>Memory per pipeline stage, winner</h2>" << memory_chart(best);
   o << what_if_table(s, best);
   if (s.has_search) o << what_if_search_table(s, best);
-  std::vector<Evaluation> sweep;
-  if (s.cluster.nodes.size() > 1 || (s.has_search && s.search.nodes.size() > 1)) {
-    const auto nodes_list = s.search.nodes.size() > 1 ? s.search.nodes : s.cluster.nodes;
+  // A layout (dp derived) at every size of the scenario where it is valid, charted, with the sizes
+  // where more GPUs give fewer tokens/s and why.
+  const bool several_sizes = s.cluster.nodes.size() > 1 || (s.has_search && s.search.nodes.size() > 1);
+  const auto nodes_list = s.search.nodes.size() > 1 ? s.search.nodes : s.cluster.nodes;
+  auto scaling_section = [&](const char* whose, const Layout& l) {
+    std::vector<Evaluation> evs;
     for (int n : nodes_list) {
-      Layout l = best.layout;
       const int gpus = n * s.cluster.gpus_per_node;
       if (gpus % (l.tp * l.pp) != 0) continue;
       try {
         EvalOptions opt;
         opt.straggler_baseline = s.stragglers.given;
-        sweep.push_back(evaluate(s, resolve_layout(s, l, false, n), n, opt));
+        evs.push_back(evaluate(s, resolve_layout(s, l, false, n), n, opt));
       } catch (const std::exception&) {
       }
     }
-    if (sweep.size() > 1) o << "<h2>Scaling of the winner's layout</h2>" << scaling_chart(sweep);
+    if (evs.size() < 2) return evs;
+    o << "<h2>Scaling of " << whose << " layout</h2><p class='note'>" << esc(describe_short(evs.front().layout)) << " on "
+      << evs.front().nodes << (evs.front().nodes == 1 ? " node" : " nodes") << "; data parallelism grows with the nodes.</p>"
+      << scaling_chart(evs);
+    for (std::size_t i = 1; i < evs.size(); ++i)
+      if (evs[i].tokens_per_s < evs[i - 1].tokens_per_s)
+        o << "<p><b style='color:#c0392b'>Slower with more GPUs:</b> " << esc(why_slower(evs[i - 1], evs[i])) << ".</p>";
+    return evs;
+  };
+  std::vector<Evaluation> sweep;
+  if (several_sizes) {
+    sweep = scaling_section("the winner's", best.layout);
+    // The layout the scenario proposes, where the search found another: how it scales is often
+    // the point of the meeting (the slow link that more nodes make worse).
+    if (s.has_search && s.has_layout) {
+      bool same = false;
+      try {
+        same = resolve_layout(s, s.layout, false, best.nodes) == best.layout;
+      } catch (const std::exception&) {
+      }
+      if (!same) scaling_section("the scenario's", s.layout);
+    }
   }
   if (s.training.tokens_total > 0) o << capacity_table(s, sweep.size() > 1 ? sweep : std::vector<Evaluation>{best});
   if (s.stragglers.given) {

@@ -184,23 +184,7 @@ int run_sweep(const PlannerOptions& o, std::ostream& out) {
     }
   }
   for (std::size_t i = 1; i < evs.size(); ++i)
-    if (evs[i].tokens_per_s < evs[i - 1].tokens_per_s) {
-      const auto& a = evs[i - 1];
-      const auto& b = evs[i];
-      // Why: the category whose exposed time grew the most.
-      static const char* const phrases[sim::kCategories] = {"compute", "recompute", "TP communication", "PP communication",
-                                                            "DP communication", "the pipeline bubble", "the optimizer",
-                                                            "waiting for data"};
-      int grew = sim::kDpComm;
-      for (int c = 0; c < sim::kCategories; ++c)
-        if (b.step.breakdown_s[c] - a.step.breakdown_s[c] > b.step.breakdown_s[grew] - a.step.breakdown_s[grew]) grew = c;
-      std::snprintf(line, sizeof line,
-                    "\nslower with more GPUs: %d nodes give %.0f tokens/s, fewer than %.0f on %d node%s; %s "
-                    "exposed %s of a %s step (was %s)\n",
-                    b.nodes, b.tokens_per_s, a.tokens_per_s, a.nodes, a.nodes == 1 ? "" : "s", phrases[grew], format_seconds(b.step.breakdown_s[grew]).c_str(),
-                    format_seconds(b.step.step_time_s).c_str(), format_seconds(a.step.breakdown_s[grew]).c_str());
-      out << line;
-    }
+    if (evs[i].tokens_per_s < evs[i - 1].tokens_per_s) out << "\nslower with more GPUs: " << why_slower(evs[i - 1], evs[i]) << "\n";
   return 0;
 }
 

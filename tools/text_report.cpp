@@ -54,6 +54,21 @@ std::string format_power(double kW) {
   return three_figures(kW / 1e3, "MW");
 }
 
+std::string why_slower(const Evaluation& a, const Evaluation& b) {
+  static const char* const phrases[sim::kCategories] = {"compute", "recompute", "TP communication", "PP communication",
+                                                        "DP communication", "the pipeline bubble", "the optimizer",
+                                                        "waiting for data"};
+  int grew = sim::kDpComm;
+  for (int c = 0; c < sim::kCategories; ++c)
+    if (b.step.breakdown_s[c] - a.step.breakdown_s[c] > b.step.breakdown_s[grew] - a.step.breakdown_s[grew]) grew = c;
+  char line[320];
+  std::snprintf(line, sizeof line, "%d nodes give %.0f tokens/s, fewer than %.0f on %d node%s; %s exposed %s of a %s step (was %s)",
+                b.nodes, b.tokens_per_s, a.tokens_per_s, a.nodes, a.nodes == 1 ? "" : "s", phrases[grew],
+                format_seconds(b.step.breakdown_s[grew]).c_str(), format_seconds(b.step.step_time_s).c_str(),
+                format_seconds(a.step.breakdown_s[grew]).c_str());
+  return line;
+}
+
 std::string straggler_summary(const Scenario& s, const Evaluation& ev) {
   const auto& st = ev.stragglers;
   char line[512];
