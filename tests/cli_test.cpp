@@ -249,7 +249,7 @@ TEST(Cli, ASlowNicShowsInSimulateAndSweep) {
   EXPECT_GT(r["step_time_s"].get<double>(), 1.5 * r["stragglers"]["step_time_at_nominal_speed_s"].get<double>());
   const Outcome sw = run("sweep " + f);
   ASSERT_EQ(sw.status, 0) << sw.err;
-  EXPECT_NE(sw.out.find("     1 nodes  0 slow NICs  step"), std::string::npos) << sw.out;
+  EXPECT_NE(sw.out.find("     1 node   0 slow NICs  step"), std::string::npos) << sw.out;
   EXPECT_NE(sw.out.find("     2 nodes  1 slow NIC  step"), std::string::npos) << sw.out;
   std::filesystem::remove(f);
 }

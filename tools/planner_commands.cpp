@@ -114,7 +114,7 @@ int run_sweep(const PlannerOptions& o, std::ostream& out) {
     for (const auto& ev : evs) {
       if (!ev.simulated) continue;
       const auto& st = ev.stragglers;
-      std::snprintf(line, sizeof line, "%6d nodes", ev.nodes);
+      std::snprintf(line, sizeof line, "%6d %-5s", ev.nodes, ev.nodes == 1 ? "node" : "nodes");
       out << line;
       if (s.stragglers.speed_stdev > 0 || !s.stragglers.gpus.empty()) {
         std::snprintf(line, sizeof line, "  slowest GPU %6d at %5.1f%%, %5d under 95%%", st.slowest_gpu, 100 * st.slowest_speed, st.below_95);
@@ -140,7 +140,8 @@ int run_sweep(const PlannerOptions& o, std::ostream& out) {
     int smallest = 0;
     for (const auto& ev : evs) {
       const double days = ev.time_to_train_s / 86400.0;
-      std::snprintf(line, sizeof line, "%6d nodes  %9s  %10s GPU-hours", ev.nodes, format_seconds(ev.time_to_train_s).c_str(),
+      std::snprintf(line, sizeof line, "%6d %-5s  %9s  %10s GPU-hours", ev.nodes, ev.nodes == 1 ? "node" : "nodes",
+                    format_seconds(ev.time_to_train_s).c_str(),
                     format_count(ev.time_to_train_s / 3600.0 * ev.gpus).c_str());
       out << line;
       if (s.reliability.given) {
