@@ -136,7 +136,7 @@ std::string scaling_chart(const std::vector<Evaluation>& evs) {
   // 50k, 100k, 1.5M.
   const double raw = tmax / 1.08 / 4, decade = std::pow(10.0, std::floor(std::log10(raw)));
   const double step = decade * (raw <= decade ? 1 : raw <= 2 * decade ? 2 : raw <= 5 * decade ? 5 : 10);
-  for (double t = 0; t <= tmax; t += step) {
+  for (double t = 0; step > 0 && t <= tmax; t += step) {  // none when nothing ran (tmax 0)
     const std::string label = t >= 1e6 ? fmt("%gM", t / 1e6) : t >= 1e3 ? fmt("%gk", t / 1e3) : fmt("%g", t);
     o << "<line x1='" << left << "' y1='" << Y(t) << "' x2='" << W - 30 << "' y2='" << Y(t) << "' stroke='#eee'/><text x='" << left - 6
       << "' y='" << Y(t) + 4 << "' font-size='11' text-anchor='end'>" << label << "</text>";
