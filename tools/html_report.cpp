@@ -132,7 +132,7 @@ std::string scaling_chart(const std::vector<Evaluation>& evs) {
   auto Y = [&](double t) { return bottom - (bottom - top) * t / tmax; };
   std::ostringstream o;
   o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='" << H << "' role='img' aria-label='scaling'>";
-  // Gridlines at a round step (1, 2 or 5 times a power of ten) giving four or five of them, labelled
+  // Gridlines at a round step (1, 2 or 5 times a power of ten) giving three to five of them, labelled
   // 50k, 100k, 1.5M.
   const double raw = tmax / 1.08 / 4, decade = std::pow(10.0, std::floor(std::log10(raw)));
   const double step = decade * (raw <= decade ? 1 : raw <= 2 * decade ? 2 : raw <= 5 * decade ? 5 : 10);
