@@ -1,5 +1,7 @@
 #include "model_config.h"
 
+#include <algorithm>
+
 #include "input_error.h"
 
 namespace trainsim {
@@ -29,6 +31,18 @@ ParamCount count_params(const ModelConfig& m) {
   p.lm_head = m.tied_embeddings ? 0 : v * h;
   p.layers_total = p.per_layer * m.layers;
   p.total = p.embedding + p.layers_total + p.final_norm + p.lm_head;
+  return p;
+}
+
+int padded_vocab(const ModelConfig& m, int tp) {
+  if (m.vocab_divisible_by <= 0) return m.vocab;
+  const std::int64_t unit = static_cast<std::int64_t>(m.vocab_divisible_by) * std::max(1, tp);
+  return static_cast<int>((m.vocab + unit - 1) / unit * unit);
+}
+
+ModelConfig with_padded_vocab(const ModelConfig& m, int tp) {
+  ModelConfig p = m;
+  p.vocab = padded_vocab(m, tp);
   return p;
 }
 

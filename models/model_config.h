@@ -20,6 +20,10 @@ struct ModelConfig {
   int vocab = 0;
   int seq_len = 0;
   bool tied_embeddings = false;
+  // Megatron-LM's --make-vocab-size-divisible-by: the embedding and the output layer are padded to
+  // the first multiple of this times the TP degree at or above `vocab` (padded_vocab). 0: not
+  // padded, the vocabulary split over the TP ranks as it is (as the project's step runner runs it).
+  int vocab_divisible_by = 0;
 
   int head_dim() const { return hidden / heads; }
   int kv_hidden() const { return kv_heads * head_dim(); }
@@ -36,6 +40,12 @@ struct ParamCount {
 };
 
 ParamCount count_params(const ModelConfig& m);
+
+// The vocabulary as laid out over `tp` ranks: `vocab` rounded up to a multiple of
+// vocab_divisible_by x tp, or `vocab` itself where vocab_divisible_by is 0.
+int padded_vocab(const ModelConfig& m, int tp);
+// The model as it runs over `tp` ranks: its vocabulary padded (the rest unchanged).
+ModelConfig with_padded_vocab(const ModelConfig& m, int tp);
 
 // Model FLOPs per token for one forward+backward pass (no recompute): 6 per parameter of every
 // matrix that touches the token (all linear layers and the logits), plus attention's

@@ -67,3 +67,21 @@ TEST(ModelParams, EveryPresetIsValid) {
   }
   EXPECT_FALSE(find_model_preset("llama4-1t").has_value());
 }
+
+TEST(ModelParams, VocabularyPaddedAsMegatronPadsIt) {
+  // Megatron-LM pads the vocabulary to the first multiple of make-vocab-size-divisible-by x TP
+  // at or above it: GPT-2's 50,257 words with 128 become 50,304 on one rank (393 x 128) and
+  // 51,200 over 8 (50 x 1,024, the vocabulary of Narayanan et al.'s GPT-3 runs); Llama 2's
+  // 32,000 over 8 become 32,768 (32 x 1,024). Unset, the vocabulary is split as it is.
+  ModelConfig m = *find_model_preset("gpt3-175b");
+  EXPECT_EQ(padded_vocab(m, 8), 50257);
+  m.vocab_divisible_by = 128;
+  EXPECT_EQ(padded_vocab(m, 1), 50304);
+  EXPECT_EQ(padded_vocab(m, 8), 51200);
+  EXPECT_EQ(with_padded_vocab(m, 8).vocab, 51200);
+  EXPECT_EQ(with_padded_vocab(m, 8).hidden, m.hidden);
+  ModelConfig l = *find_model_preset("llama2-7b");
+  l.vocab_divisible_by = 128;
+  EXPECT_EQ(padded_vocab(l, 8), 32768);
+  EXPECT_EQ(padded_vocab(l, 1), 32000);  // already a multiple of 128
+}

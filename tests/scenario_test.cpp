@@ -10,6 +10,7 @@
 
 #include "evaluation.h"
 #include "input_error.h"
+#include "launch_export.h"
 #include "scenario.h"
 #include "text_report.h"
 
@@ -409,4 +410,44 @@ TEST(Scenario, EveryMutationOfTheExamplesIsAcceptedOrRejectedNamingTheKey) {
   }
   EXPECT_GT(mutations, 1000u);
   std::printf("[ info ] %zu mutations of the example scenarios, %zu rejected\n", mutations, rejected);
+}
+
+TEST(Scenario, VocabularyPaddingIsReadAndChecked) {
+  auto with_model = [](const std::string& model) {
+    return R"({ "name": "t", "model": )" + model + R"(, "training": { "global_batch": 64 }, "hardware": "test-gpu",
+              "cluster": { "nodes": 2, "gpus_per_node": 8 }, "layout": { "tp": 2, "pp": 2, "micro_batch": 2 } })";
+  };
+  const Scenario s = parse_scenario(with_model(R"({ "preset": "gpt-1.3b", "vocab_divisible_by": 128 })"), "s.json", kProfiles);
+  EXPECT_EQ(s.model.vocab_divisible_by, 128);
+  EXPECT_EQ(parse_scenario(with_model(R"("gpt-1.3b")"), "s.json", kProfiles).model.vocab_divisible_by, 0);
+  const std::string e = error_of(with_model(R"({ "preset": "gpt-1.3b", "vocab_divisible_by": 0 })"));
+  EXPECT_NE(e.find("model.vocab_divisible_by"), std::string::npos) << e;
+}
+
+TEST(Scenario, APaddedVocabularyRunsTheOutputLayerOnAlignedGemms) {
+  // GPT-3 175B over 8 TP ranks: 50,257 words split unpadded give each rank 6,282.125 output
+  // columns, a shape cuBLAS runs on its slow unaligned kernels (the H200 table this A100 profile
+  // derives from measured the 50,257-wide GEMMs at 87-168 TFLOP/s against about 780 for aligned
+  // ones of the same size). Padded to 51,200 (6,400 a rank) the last stage's output layer is
+  // priced at aligned rates, so the step is shorter, while the parameter count and the model FLOPs
+  // behind MFU stay the model's own, and Megatron-LM's export says how to pad.
+  const std::string text = R"({ "name": "t", "model": { "preset": "gpt3-175b" VOCAB }, "training": { "global_batch": 1536 },
+      "hardware": "a100-80g-sxm", "cluster": { "nodes": 128, "gpus_per_node": 8 },
+      "layout": { "tp": 8, "pp": 8, "micro_batch": 1, "sequence_parallel": true, "recompute": "selective", "zero": 1, "schedule": "1f1b" } })";
+  auto load = [&](const std::string& vocab) {
+    std::string t = text;
+    t.replace(t.find("VOCAB"), 5, vocab);
+    return parse_scenario(t, "s.json", TRAINSIM_PROFILES);
+  };
+  const Scenario plain = load(""), padded = load(R"(, "vocab_divisible_by": 128)");
+  const Layout l = resolve_layout(plain, plain.layout, false, 128);
+  const Evaluation a = evaluate(plain, l, 128, EvalOptions{}), b = evaluate(padded, l, 128, EvalOptions{});
+  EXPECT_LT(b.step.step_time_s, 0.95 * a.step.step_time_s);
+  EXPECT_EQ(a.params, b.params);
+  EXPECT_EQ(a.flops_per_token, b.flops_per_token);
+  // The last stage holds the output layer: 943 more rows of 12,288 over 8 ranks, in bf16.
+  const double extra = (51200.0 - 50257.0) * 12288 / 8 * 2;
+  EXPECT_NEAR(b.memory.per_stage.back().params_bytes - a.memory.per_stage.back().params_bytes, extra, 1.0);
+  EXPECT_NE(export_launch(padded, l, 128).megatron_args.find("--make-vocab-size-divisible-by 128"), std::string::npos);
+  EXPECT_EQ(export_launch(plain, l, 128).megatron_args.find("--make-vocab-size-divisible-by"), std::string::npos);
 }

@@ -43,7 +43,8 @@ sim::NetworkParams network_for(const Scenario& s, int nodes) {
 
 MemoryResult memory_for(const Scenario& s, const Layout& l) {
   const HardwareProfile& hw = s.hardware;
-  MemoryInput mi{s.model, l, s.training.precision, s.training.global_batch, hw.memory_bytes,
+  const ModelConfig model = with_padded_vocab(s.model, l.tp);
+  MemoryInput mi{model, l, s.training.precision, s.training.global_batch, hw.memory_bytes,
                  {hw.context_bytes, hw.nccl_first_communicator_bytes, hw.nccl_further_communicator_bytes}};
   return estimate_memory(mi);
 }
@@ -100,8 +101,11 @@ Evaluation evaluate(const Scenario& s, const Layout& l, int nodes, const EvalOpt
   std::optional<CostModel> own;
   if (!opt.cost) own.emplace(s.hardware, s.training.precision);
   const CostModel& cost = opt.cost ? *opt.cost : *own;
+  // Simulated with its vocabulary as laid out over the TP ranks; the parameter count and the model
+  // FLOPs (MFU) are the model's own.
+  const ModelConfig model = with_padded_vocab(s.model, l.tp);
   sim::StepInput in;
-  in.model = &s.model;
+  in.model = &model;
   in.layout = l;
   in.precision = s.training.precision;
   in.global_batch = s.training.global_batch;

@@ -29,6 +29,7 @@ LaunchExport export_launch(const Scenario& s, const Layout& l, int nodes, const 
       "--seq-length " + std::to_string(m.seq_len), "--max-position-embeddings " + std::to_string(m.seq_len),
       "--tensor-model-parallel-size " + std::to_string(l.tp), "--pipeline-model-parallel-size " + std::to_string(l.pp),
       "--micro-batch-size " + std::to_string(l.micro_batch), "--global-batch-size " + std::to_string(gb)};
+  if (m.vocab_divisible_by > 0) args.push_back("--make-vocab-size-divisible-by " + std::to_string(m.vocab_divisible_by));
   if (m.family == Family::llama) {
     for (const char* a : {"--swiglu", "--normalization RMSNorm", "--position-embedding-type rope", "--disable-bias-linear"}) args.push_back(a);
     if (!m.tied_embeddings) args.push_back("--untie-embeddings-and-output-weights");

@@ -59,6 +59,7 @@ ModelConfig read_model(const json& v, const std::string& path) {
   opt_int("vocab", m.vocab);
   opt_int("seq_len", m.seq_len);
   m.tied_embeddings = f.boolean("tied_embeddings", from_preset ? m.tied_embeddings : (m.family == Family::gpt));
+  m.vocab_divisible_by = f.integer("vocab_divisible_by", 0, 1, 1 << 16);
   f.finish();
   validate_model(m, path);
   return m;

@@ -71,7 +71,7 @@ ValidateSpace resolve_space(const Scenario& s, const PlannerOptions& opt) {
 
 gpu::RunnerConfig runner_config(const ModelConfig& m, const Layout& l, int microbatches, int timed_steps) {
   gpu::RunnerConfig rc;
-  rc.layers = m.layers; rc.hidden = m.hidden; rc.heads = m.heads; rc.ffn = m.ffn_hidden; rc.vocab = m.vocab; rc.seq = m.seq_len;
+  rc.layers = m.layers; rc.hidden = m.hidden; rc.heads = m.heads; rc.ffn = m.ffn_hidden; rc.vocab = padded_vocab(m, l.tp); rc.seq = m.seq_len;
   rc.llama = m.family == Family::llama;
   rc.kv_heads = m.kv_heads;
   rc.tied_embeddings = m.tied_embeddings;
