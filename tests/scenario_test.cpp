@@ -450,4 +450,8 @@ TEST(Scenario, APaddedVocabularyRunsTheOutputLayerOnAlignedGemms) {
   EXPECT_NEAR(b.memory.per_stage.back().params_bytes - a.memory.per_stage.back().params_bytes, extra, 1.0);
   EXPECT_NE(export_launch(padded, l, 128).megatron_args.find("--make-vocab-size-divisible-by 128"), std::string::npos);
   EXPECT_EQ(export_launch(plain, l, 128).megatron_args.find("--make-vocab-size-divisible-by"), std::string::npos);
+  // Unpadded, the export says that Megatron-LM would pad to 51,200 and the plan did not.
+  const auto notes = [](const LaunchExport& x) { std::string all; for (const auto& n : x.notes) all += n + "\n"; return all; };
+  EXPECT_NE(notes(export_launch(plain, l, 128)).find("pads it to 51200"), std::string::npos) << notes(export_launch(plain, l, 128));
+  EXPECT_EQ(notes(export_launch(padded, l, 128)).find("unpadded"), std::string::npos);
 }

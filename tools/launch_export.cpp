@@ -79,6 +79,16 @@ LaunchExport export_launch(const Scenario& s, const Layout& l, int nodes, const 
     for (std::size_t i = 0; i < args.size(); ++i) a << "  " << args[i] << (i + 1 < args.size() ? " \\\n" : "\n");
     out.megatron_args = a.str();
   }
+  if (m.vocab_divisible_by == 0) {
+    // Megatron-LM pads by default (--make-vocab-size-divisible-by 128); the plan did not.
+    ModelConfig megatron = m;
+    megatron.vocab_divisible_by = 128;
+    const int padded = padded_vocab(megatron, l.tp);
+    if (padded != m.vocab)
+      out.notes.push_back("the plan splits the " + std::to_string(m.vocab) + "-word vocabulary unpadded; Megatron-LM pads it to " +
+                          std::to_string(padded) + " (--make-vocab-size-divisible-by 128 x TP), whose output GEMMs can run faster: "
+                          "set the model's vocab_divisible_by to 128 to plan for that");
+  }
   if (l.zero >= 2) out.notes.push_back("Megatron-LM's distributed optimizer shards optimizer states (ZeRO-1); ZeRO-" + std::to_string(l.zero) + " needs DeepSpeed (config below) or FSDP");
   if (l.compression.kind != Compression::Kind::none)
     out.notes.push_back("Megatron-LM has no gradient compression; " + to_string(l.compression) +
