@@ -78,12 +78,26 @@ int members_per_node(const std::vector<int>& g, const PlacementInfo& w) {
   return best;
 }
 
+// Nodes the group's members sit on.
+int node_count(const std::vector<int>& g, const PlacementInfo& w) {
+  std::vector<int> nodes;
+  nodes.reserve(g.size());
+  for (int x : g) nodes.push_back(w.node_of(x));
+  std::sort(nodes.begin(), nodes.end());
+  return static_cast<int>(std::unique(nodes.begin(), nodes.end()) - nodes.begin());
+}
+
 // Ring over the group with `steps` algorithm steps, each edge carrying `edge_bytes` in total.
+// Latency as NCCL's tuner counts it (src/graph/tuning.cc, ring): a ring over N nodes crosses the
+// network in N - 1 of every n - 1 steps (2 (N - 1) of an all-reduce's 2 (n - 1)), which pay the
+// network's per-step latency; the other steps stay inside a node and pay NVLink's. With one member
+// per node every step crosses; inside one node none does.
 Phase ring_phase(const std::vector<int>& g, double edge_bytes, int steps, const PlacementInfo& w) {
   Phase p;
   const int n = static_cast<int>(g.size());
   const bool cross = spans_nodes(g, w);
-  p.latency_s = steps * (cross ? w.inter_alpha_s : w.intra_alpha_s);
+  const int inter_steps = cross ? steps / (n - 1) * (node_count(g, w) - 1) : 0;
+  p.latency_s = (steps - inter_steps) * w.intra_alpha_s + inter_steps * w.inter_alpha_s;
   if (!cross) {
     for (int i = 0; i < n; ++i) p.flows.push_back({g[i], g[(i + 1) % n], edge_bytes});
     return p;

@@ -93,6 +93,29 @@ TEST(Collective, RingAcrossNodesUsesEveryNic) {
   EXPECT_NEAR(run_plan(p, s), 2.0 * 15 / 16 * S / (8 * 25e9), 1e-9);
 }
 
+TEST(Collective, RingLatencyAcrossNodesChargesTheNetworkOnlyForStepsThatCrossIt) {
+  // NCCL's tuner (src/graph/tuning.cc, ring): of a ring's steps over N nodes, 2 (N - 1) of an
+  // all-reduce's 2 (n - 1) (N - 1 of an all-gather's or reduce-scatter's n - 1) cross the network
+  // and pay its per-step latency; the rest pay NVLink's. alpha inside 2 us, across 10 us.
+  // All-reduce over 2 nodes x 8 (n = 16): 28 x 2 + 2 x 10 = 76 us on top of the NIC-bound
+  // 2 x 15/16 x S / (8 x 25 GB/s) of RingAcrossNodesUsesEveryNic.
+  const ClusterShape s = node(2, 8, 200e9, 25e9);
+  const double S = 1e9;
+  const PlacementInfo w = place(s, 2e-6, 10e-6);
+  const auto ar = plan_collective(CollectiveKind::all_reduce, Algorithm::ring, S, iota(16), w);
+  EXPECT_NEAR(run_plan(ar, s), 2.0 * 15 / 16 * S / (8 * 25e9) + 76e-6, 1e-9);
+  // All-gather over 4 nodes x 2 (GPUs 0-1, 8-9, 16-17, 24-25; n = 8): 7 steps, 3 across:
+  // 4 x 2 + 3 x 10 = 38 us.
+  const ClusterShape s4 = node(4, 8, 200e9, 25e9);
+  const auto ag = plan_collective(CollectiveKind::all_gather, Algorithm::ring, S, {0, 1, 8, 9, 16, 17, 24, 25}, place(s4, 2e-6, 10e-6));
+  double latency = 0;
+  for (const auto& ph : ag.phases) latency += ph.latency_s;
+  EXPECT_NEAR(latency, 38e-6, 1e-12);
+  // One member per node: every step crosses, 2 (n - 1) alpha across as before (n = 4: 60 us).
+  const auto one = plan_collective(CollectiveKind::all_reduce, Algorithm::ring, S, {0, 8, 16, 24}, place(s4, 2e-6, 10e-6));
+  EXPECT_NEAR(one.phases.at(0).latency_s, 60e-6, 1e-12);
+}
+
 TEST(Collective, OneGpuPerNodeUsesOneNic) {
   // A DP group with one GPU per node (TP = 8 inside): ring over 4 nodes through one 25 GB/s NIC:
   // t = 2 * 3/4 * S / 25e9.

@@ -14,8 +14,8 @@ std::string format_energy(double kWh);      // "812 kWh", "3.41 MWh", "1.25 GWh"
 std::string format_power(double kW);        // "81.6 kW", "1.31 MW"
 // One line on the scenario's stragglers for `ev` (slowest GPU, and the step without them where simulated).
 std::string straggler_summary(const Scenario& s, const Evaluation& ev);         // "%.0f", or "-" where infinite
-// Why `more` (the same layout on more nodes) gives fewer tokens/s than `fewer`: "2 nodes give 65150
-// tokens/s, fewer than 267620 on 1 node; DP communication exposed 3.52 s of a 4.02 s step (was
+// Why `more` (the same layout on more nodes) gives fewer tokens/s than `fewer`: "2 nodes give 65700
+// tokens/s, fewer than 267620 on 1 node; DP communication exposed 3.49 s of a 3.99 s step (was
 // 4.0 ms)", naming the category whose exposed time grew the most.
 std::string why_slower(const Evaluation& fewer, const Evaluation& more);
 // A terminal summary of one evaluated layout: step time and its exposed breakdown, rates, memory.
