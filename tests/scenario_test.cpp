@@ -11,6 +11,7 @@
 #include "evaluation.h"
 #include "input_error.h"
 #include "launch_export.h"
+#include "result_json.h"
 #include "scenario.h"
 #include "text_report.h"
 
@@ -454,4 +455,8 @@ TEST(Scenario, APaddedVocabularyRunsTheOutputLayerOnAlignedGemms) {
   const auto notes = [](const LaunchExport& x) { std::string all; for (const auto& n : x.notes) all += n + "\n"; return all; };
   EXPECT_NE(notes(export_launch(plain, l, 128)).find("pads it to 51200"), std::string::npos) << notes(export_launch(plain, l, 128));
   EXPECT_EQ(notes(export_launch(padded, l, 128)).find("unpadded"), std::string::npos);
+  // The result says which vocabulary ran: 50,257 words, padded to 51,200 (or not at all).
+  EXPECT_EQ(result_to_json(padded, b)["model"]["vocab"], 50257);
+  EXPECT_EQ(result_to_json(padded, b)["model"]["vocab_padded"], 51200);
+  EXPECT_EQ(result_to_json(plain, a)["model"]["vocab_padded"], 50257);
 }

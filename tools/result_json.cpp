@@ -87,7 +87,10 @@ json result_to_json(const Scenario& s, const Evaluation& ev) {
                  {"nccl_communicators", p.nccl_communicators},
                  {"fragmentation_bytes", p.fragmentation_bytes},
                  {"per_stage_peak_bytes", stages}};
-  r["model"] = {{"name", s.model.name}, {"params", ev.params}, {"flops_per_token", ev.flops_per_token}};
+  // The vocabulary as the model has it and as this layout's TP degree pads it (vocab_divisible_by):
+  // the padded one is what the output layer and the embedding run and store.
+  r["model"] = {{"name", s.model.name}, {"params", ev.params}, {"flops_per_token", ev.flops_per_token},
+                {"vocab", s.model.vocab}, {"vocab_padded", padded_vocab(s.model, ev.layout.tp)}};
   return r;
 }
 
