@@ -132,14 +132,19 @@ CollectivePlan ring(CollectiveKind kind, double S, const std::vector<int>& g, co
 }
 
 // Binary tree (heap order over the group): the reduction flows up and the broadcast flows down,
-// pipelined, so both directions of every tree edge carry the whole buffer concurrently.
+// pipelined, so both directions of every tree edge carry the whole buffer concurrently. Latency as
+// NCCL's tuner counts it for a tree across N nodes of k members each: up and down, k - 1 hops
+// inside a node and log2 N across (a tree of depth log2 n inside one node).
 CollectivePlan tree(double S, const std::vector<int>& g, const PlacementInfo& w) {
   const int n = static_cast<int>(g.size());
   CollectivePlan plan;
   plan.algorithm = Algorithm::tree;
   Phase p;
-  const int depth = static_cast<int>(std::ceil(std::log2(static_cast<double>(n))));
-  p.latency_s = 2.0 * depth * (spans_nodes(g, w) ? w.inter_alpha_s : w.intra_alpha_s);
+  auto depth = [](int members) { return static_cast<int>(std::ceil(std::log2(static_cast<double>(members)))); };
+  if (spans_nodes(g, w))
+    p.latency_s = 2.0 * ((members_per_node(g, w) - 1) * w.intra_alpha_s + depth(node_count(g, w)) * w.inter_alpha_s);
+  else
+    p.latency_s = 2.0 * depth(n) * w.intra_alpha_s;
   for (int i = 1; i < n; ++i) {
     const int parent = (i - 1) / 2;
     p.flows.push_back({g[i], g[parent], S});

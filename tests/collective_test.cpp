@@ -116,6 +116,19 @@ TEST(Collective, RingLatencyAcrossNodesChargesTheNetworkOnlyForStepsThatCrossIt)
   EXPECT_NEAR(one.phases.at(0).latency_s, 60e-6, 1e-12);
 }
 
+TEST(Collective, TreeLatencyAcrossNodesCountsHopsInsideAndAcross) {
+  // NCCL's tuner (src/graph/tuning.cc, tree all-reduce): 2 ((k - 1) alpha_in + log2 N alpha_out)
+  // for N nodes of k members. 4 nodes x 8, alpha inside 2 us, across 10 us: 2 (7 x 2 + 2 x 10) =
+  // 68 us; one member per node on 16 nodes: 2 x 4 x 10 = 80 us; inside one node of 8: 2 x 3 x 2 = 12 us.
+  const ClusterShape s = node(16, 8, 200e9, 25e9);
+  const PlacementInfo w = place(s, 2e-6, 10e-6);
+  EXPECT_NEAR(plan_collective(CollectiveKind::all_reduce, Algorithm::tree, 1e6, iota(32), w).phases.at(0).latency_s, 68e-6, 1e-12);
+  std::vector<int> rail;
+  for (int i = 0; i < 16; ++i) rail.push_back(8 * i);
+  EXPECT_NEAR(plan_collective(CollectiveKind::all_reduce, Algorithm::tree, 1e6, rail, w).phases.at(0).latency_s, 80e-6, 1e-12);
+  EXPECT_NEAR(plan_collective(CollectiveKind::all_reduce, Algorithm::tree, 1e6, iota(8), w).phases.at(0).latency_s, 12e-6, 1e-12);
+}
+
 TEST(Collective, OneGpuPerNodeUsesOneNic) {
   // A DP group with one GPU per node (TP = 8 inside): ring over 4 nodes through one 25 GB/s NIC:
   // t = 2 * 3/4 * S / 25e9.
