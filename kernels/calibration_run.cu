@@ -102,6 +102,16 @@ std::vector<AttentionSample> bench_attention(bool quick) {
     shapes.push_back({b, 32, 2048, 128, 4, false});
     shapes.push_back({b, 32, 2048, 128, 1, false});
   }
+  // Long sequences (4,096 and 8,192 tokens), where the s x s tensors of the unfused attention
+  // dominate: GPT-style 64-wide heads, Llama-style grouped heads, and Llama 2's 128-wide ones.
+  if (!quick)
+    for (int s : {4096, 8192}) {
+      for (int b : {1, 2}) {
+        shapes.push_back({b, 16, s, 64});
+        shapes.push_back({b, 32, s, 64, 8, false});
+      }
+      shapes.push_back({1, 32, s, 128, 1, false});
+    }
   std::vector<AttentionSample> out;
   cublasHandle_t h;
   if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) throw std::runtime_error("cublasCreate failed");

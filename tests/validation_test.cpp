@@ -237,6 +237,41 @@ TEST(Validation, APaddedVocabularyShortensTheStepByWhatTheModelSays) {
   EXPECT_EQ(pairs, 4);
 }
 
+TEST(Validation, LongSequencesOnOneGpu) {
+  // GPT 350M and a Llama-style 1.1B at 4,096 and 8,192 tokens a sequence on one H200 (record
+  // h200-long-sequence.json, 2026-12-02), where the unfused attention's s x s tensors take 60-80%
+  // of the step. With the attention table measured at 2,048 tokens only (and one 4,096-token
+  // shape) the model read their rates off the nearest shorter sequence and over-predicted the
+  // steps by 3-14% (median 7.4%); the kernel-class run (h200-long-sequence-kernel-classes.json)
+  // put it on attention at micro-batch 1 (+14-17%). calibrate now measures attention at 4,096 and
+  // 8,192 tokens (run record calibrate/records/h200-runs/2026-12-02-run4-long-attention.json, a
+  // microbenchmark of the same kernels, not these steps). Each run within 5%, median 2%; memory 1%.
+  const Scenario base = load_scenario(kScenarios + "/validate-long-sequence.json", kProfiles);
+  std::ifstream in(kRecords + "/h200-long-sequence.json");
+  ASSERT_TRUE(in);
+  const auto doc = nlohmann::json::parse(in);
+  std::vector<double> t, m;
+  for (const auto& run : doc["runs"]) {
+    ASSERT_TRUE(run["measured"]["finite"].get<bool>());
+    Scenario s = base;
+    s.model = model_named(base, run["model"].get<std::string>());
+    ASSERT_GE(s.model.seq_len, 4096);
+    s.training.global_batch = run["global_batch"].get<int>();
+    const Layout l = layout_of(run["layout"]);
+    const Evaluation ev = evaluate(s, l, 1, EvalOptions{});
+    const double te = ev.step.step_time_s / run["measured"]["step_time_s"].get<double>() - 1.0;
+    const double me = ev.memory.peak().arena_peak_bytes() / run["measured"]["device_used_bytes"].get<double>() - 1.0;
+    EXPECT_LT(std::fabs(te), 0.05) << run["model"] << " mb" << l.micro_batch;
+    EXPECT_LT(std::fabs(me), 0.01) << run["model"] << " mb" << l.micro_batch;
+    t.push_back(std::fabs(te));
+    m.push_back(std::fabs(me));
+  }
+  ASSERT_EQ(t.size(), 8u);
+  EXPECT_LT(median(t), 0.02);
+  std::printf("[ info ] %zu long-sequence runs: median |error| step time %.2f%%, memory peak %.2f%%; max %.1f%%\n", t.size(),
+              100 * median(t), 100 * median(m), 100 * *std::max_element(t.begin(), t.end()));
+}
+
 TEST(Validation, H200TwoGpuDataParallel) {
   // Two replicas, one per H200, gradients summed by NCCL over NVLink during the last backward:
   // plain, ZeRO-1, INT8 and Top-K 1%, 25 MB and 200 MB buckets, GPT 125M and 350M. The model
