@@ -112,6 +112,17 @@ std::vector<AttentionSample> bench_attention(bool quick) {
       }
       shapes.push_back({1, 32, s, 128, 1, false});
     }
+  // The Llama presets' own long shapes, per rank at the tensor-parallel degrees they run with: Llama 3
+  // at 8,192 tokens with 4 (8B), 8 (70B) and 16 (405B) query heads per K/V head; Llama 2 at 4,096
+  // tokens, 7B and 13B without grouping, 70B with 8.
+  if (!quick) {
+    for (int h : {4, 8, 16, 32}) shapes.push_back({1, h, 8192, 128, 4, false});
+    for (int h : {8, 16}) shapes.push_back({1, h, 8192, 128, 8, false});
+    shapes.push_back({2, 16, 8192, 128, 8, false});
+    for (int b : {1, 2}) shapes.push_back({b, 16, 8192, 128, 16, false});
+    for (int h : {8, 16}) shapes.push_back({1, h, 4096, 128, 8, false});
+    for (int h : {8, 16}) shapes.push_back({1, h, 4096, 128, 1, false});
+  }
   std::vector<AttentionSample> out;
   cublasHandle_t h;
   if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) throw std::runtime_error("cublasCreate failed");

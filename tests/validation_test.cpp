@@ -244,7 +244,7 @@ TEST(Validation, LongSequencesOnOneGpu) {
   // shape) the model read their rates off the nearest shorter sequence and over-predicted the
   // steps by 3-14% (median 7.4%); the kernel-class run (h200-long-sequence-kernel-classes.json)
   // put it on attention at micro-batch 1 (+14-17%). calibrate now measures attention at 4,096 and
-  // 8,192 tokens (run record calibrate/records/h200-runs/2026-12-02-run4-long-attention.json, a
+  // 8,192 tokens (run records calibrate/records/h200-runs/2026-12-02-run4-long-attention.json and -run5-*, a
   // microbenchmark of the same kernels, not these steps). Each run within 5%, median 2%; memory 1%.
   const Scenario base = load_scenario(kScenarios + "/validate-long-sequence.json", kProfiles);
   std::ifstream in(kRecords + "/h200-long-sequence.json");
