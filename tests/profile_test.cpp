@@ -225,6 +225,28 @@ TEST(Profiles, AttentionUsesTheMeasuredGroupingAndDropout) {
   EXPECT_NEAR(gpt_only.op_time_s(llama), gpt_only.op_time_s(gpt), 1e-15);
 }
 
+TEST(Profiles, AnUnmeasuredAttentionShapeTakesTheRowOfItsHeadSizeFirst) {
+  // Llama 3 70B over 4 TP ranks at 8,192 tokens: 16 query heads, 128 wide, 8 per K/V head. Two rows
+  // measured: 64-wide heads at its sequence (10% of peak) and 128-wide heads at 2,048 tokens (20%).
+  // In summed log distance the 64-wide row is nearer (log 2 + log 2 against log 2 + log 4), yet head
+  // size moves the rate most (0.08 against 0.21 of peak at 8,192 tokens in the H200's table): the
+  // op takes the 128-wide row's 20%, half the time the other would give.
+  HardwareProfile hw = load_hardware_profile("h200-sxm", kProfiles);
+  Op op;
+  op.kind = OpKind::attention;
+  op.name = "attention";
+  op.m = 16; op.n = 8192; op.k = 128;
+  op.kv_group = 8;
+  op.dropout = false;
+  op.flops = 4.0 * 16 * 8192.0 * 8192 * 128;
+  hw.attention = {{32, 8192, 64, 0.1, 0.1, 8, false}, {32, 2048, 128, 0.2, 0.2, 8, false}};
+  const double t = CostModel(hw, Precision::bf16).op_time_s(op);
+  EXPECT_NEAR(t, op.flops / (0.2 * hw.peak("bf16") * 1e12), 1e-12);
+  // Of two rows with its head size, the one with its grouping, though at another length.
+  hw.attention = {{16, 8192, 128, 0.1, 0.1, 1, false}, {16, 2048, 128, 0.2, 0.2, 8, false}};
+  EXPECT_NEAR(CostModel(hw, Precision::bf16).op_time_s(op), t, 1e-12);
+}
+
 TEST(Profiles, AttentionTableWithGroupingIsReadStrictly) {
   // The calibrated profile's table names kv_group and dropout; a row with dropout 2 is refused.
   nlohmann::json p;
