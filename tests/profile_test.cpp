@@ -203,20 +203,27 @@ TEST(Profiles, StepKernelsUseTheNearestMeasuredHiddenSize) {
   EXPECT_NEAR(cm.kernel_time_s("layernorm", 1e9, 4096), 0.5e-3, 1e-12);
 }
 
+namespace {
+// An attention op over `batch_heads` heads of `seq` tokens, `head_dim` wide (causal: 4 b s^2 d FLOPs).
+Op attention_op(double batch_heads, double seq, double head_dim, double kv_group = 1, bool dropout = true) {
+  Op op;
+  op.kind = OpKind::attention;
+  op.name = "attention";
+  op.m = batch_heads; op.n = seq; op.k = head_dim;
+  op.kv_group = kv_group;
+  op.dropout = dropout;
+  op.flops = 4.0 * batch_heads * seq * seq * head_dim;
+  return op;
+}
+}  // namespace
+
 TEST(Profiles, AttentionUsesTheMeasuredGroupingAndDropout) {
   // Two measured attention shapes, alike but for K/V grouping and dropout: gpt-style (one K/V head
   // per query head, dropout) at 10% of peak and Llama-style (8 query heads per K/V head, no dropout)
   // at 20%. Each op takes the rate of its own kind, so the Llama op takes half the time; with only
   // the gpt-style row measured, both get it.
   HardwareProfile hw = load_hardware_profile("h200-sxm", kProfiles);
-  Op gpt;
-  gpt.kind = OpKind::attention;
-  gpt.name = "attention";
-  gpt.m = 64; gpt.n = 2048; gpt.k = 64;
-  gpt.flops = 4.0 * 64 * 2048.0 * 2048 * 64;
-  Op llama = gpt;
-  llama.kv_group = 8;
-  llama.dropout = false;
+  const Op gpt = attention_op(64, 2048, 64), llama = attention_op(64, 2048, 64, 8, false);
   hw.attention = {{64, 2048, 64, 0.1, 0.1, 1, true}, {64, 2048, 64, 0.2, 0.2, 8, false}};
   const CostModel both(hw, Precision::bf16);
   EXPECT_NEAR(both.op_time_s(llama) / both.op_time_s(gpt), 0.5, 1e-9);
@@ -232,13 +239,7 @@ TEST(Profiles, AnUnmeasuredAttentionShapeTakesTheRowOfItsHeadSizeFirst) {
   // size moves the rate most (0.08 against 0.21 of peak at 8,192 tokens in the H200's table): the
   // op takes the 128-wide row's 20%, half the time the other would give.
   HardwareProfile hw = load_hardware_profile("h200-sxm", kProfiles);
-  Op op;
-  op.kind = OpKind::attention;
-  op.name = "attention";
-  op.m = 16; op.n = 8192; op.k = 128;
-  op.kv_group = 8;
-  op.dropout = false;
-  op.flops = 4.0 * 16 * 8192.0 * 8192 * 128;
+  const Op op = attention_op(16, 8192, 128, 8, false);
   hw.attention = {{32, 8192, 64, 0.1, 0.1, 8, false}, {32, 2048, 128, 0.2, 0.2, 8, false}};
   const double t = CostModel(hw, Precision::bf16).op_time_s(op);
   EXPECT_NEAR(t, op.flops / (0.2 * hw.peak("bf16") * 1e12), 1e-12);
