@@ -239,13 +239,13 @@ TEST(Validation, APaddedVocabularyShortensTheStepByWhatTheModelSays) {
 
 TEST(Validation, LongSequencesOnOneGpu) {
   // GPT 350M and a Llama-style 1.1B at 4,096 and 8,192 tokens a sequence on one H200 (record
-  // h200-long-sequence.json, 2026-12-02), where the unfused attention's s x s tensors take 60-80%
+  // h200-long-sequence.json, 2026-12-02), where the unfused attention's s x s tensors take 58-82%
   // of the step. With the attention table measured at 2,048 tokens only (and one 4,096-token
   // shape) the model read their rates off the nearest shorter sequence and over-predicted the
   // steps by 3-14% (median 7.4%); the kernel-class run (h200-long-sequence-kernel-classes.json)
-  // put it on attention at micro-batch 1 (+14-17%). calibrate now measures attention at 4,096 and
+  // put it on attention at micro-batch 1 (+12-17%). calibrate now measures attention at 4,096 and
   // 8,192 tokens (run records calibrate/records/h200-runs/2026-12-02-run4-long-attention.json and -run5-*, a
-  // microbenchmark of the same kernels, not these steps). Each run within 5%, median 2%; memory 1%.
+  // microbenchmark of the same kernels, not these steps). Each run within 5% (as the padded-vocabulary set), median 2%; memory 1%.
   // The same layouts run again with the five-run profile (h200-long-sequence-rerun.json) count too.
   const Scenario base = load_scenario(kScenarios + "/validate-long-sequence.json", kProfiles);
   std::vector<double> t, m;
