@@ -143,6 +143,9 @@ int main(int argc, char** argv) {
   auto* conditions = app.add_subcommand(
       "gemm-conditions", "time the GEMMs of a few GPT layers with random or training-like operands, back to back or between "
                          "memory-bound kernels (a diagnostic; writes nothing)");
+  auto* kconditions = app.add_subcommand(
+      "kernel-conditions", "time the step's element-wise and row-wise kernels back to back (as calibrate records them), one call "
+                           "between events, and one call with its operands evicted from L2 (a diagnostic; writes nothing)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -183,6 +186,41 @@ int main(int argc, char** argv) {
       return 0;
 #else
       std::cerr << "error: gemm-conditions needs a CUDA build\n";
+      return 1;
+#endif
+    }
+    if (*kconditions) {
+#ifdef TRAINSIM_HAVE_CUDA
+      if (!gpu::cuda_available()) {
+        std::cerr << "error: no CUDA device is visible\n";
+        return 1;
+      }
+      const auto burst = gpu::bench_step_kernels(false, gpu::StepKernelTiming::burst);
+      const auto single = gpu::bench_step_kernels(false, gpu::StepKernelTiming::single);
+      const auto evicted = gpu::bench_step_kernels(false, gpu::StepKernelTiming::evicted);
+      const auto after = gpu::bench_step_kernels(false, gpu::StepKernelTiming::after_compute);
+      const auto loaded = gpu::bench_step_kernels(false, gpu::StepKernelTiming::under_load);
+      // Then back to back again with most of the device's memory allocated and written.
+      std::vector<gpu::KernelSample> full;
+      {
+        std::size_t free_b = 0, total_b = 0;
+        gpu::device_memory(free_b, total_b);
+        const std::size_t keep = 24ull << 30;
+        gpu::DeviceBallast ballast(free_b > keep ? free_b - keep : 0);
+        full = gpu::bench_step_kernels(false, gpu::StepKernelTiming::burst);
+        std::printf("# ballast for the last column: %.1f GiB of %.1f GiB\n", ballast.bytes() / double(1ull << 30), total_b / double(1ull << 30));
+      }
+      std::printf("%-26s %6s %6s %12s %12s %12s %12s %12s %12s\n", "kernel", "tokens", "hidden", "burst", "single", "evicted",
+                  "after FMA", "under load", "burst, full");
+      for (std::size_t i = 0; i < burst.size() && i < single.size() && i < evicted.size() && i < after.size() && i < loaded.size() &&
+                              i < full.size();
+           ++i)
+        std::printf("%-26s %6d %6d %10.2fus %10.2fus %10.2fus %10.2fus %10.2fus %10.2fus\n", burst[i].kernel.c_str(), burst[i].tokens,
+                    burst[i].hidden, burst[i].time_us, single[i].time_us, evicted[i].time_us, after[i].time_us, loaded[i].time_us,
+                    full[i].time_us);
+      return 0;
+#else
+      std::cerr << "error: kernel-conditions needs a CUDA build\n";
       return 1;
 #endif
     }

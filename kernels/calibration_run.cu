@@ -10,6 +10,7 @@
 #include "attention.h"
 #include "compression.h"
 #include "gemm_bench.h"
+#include "lt_matmul.h"
 #include "measurements.h"
 #include "memory_bench.h"
 #include "nccl_bench.h"
@@ -192,9 +193,19 @@ std::vector<CompressionSample> bench_compression(bool quick) {
   return out;
 }
 
+// Keeps every SM busy with dependent FMAs for about `iters` x 4 cycles per thread: a compute-bound
+// stretch like a GEMM's, before a timed memory-bound kernel.
+__global__ void fma_spin_kernel(float* out, int iters) {
+  float a = threadIdx.x * 1e-3f, b = 1.0001f;
+  for (int i = 0; i < iters; ++i) a = fmaf(a, b, 1e-7f);
+  if (a == 12345.0f) out[0] = a;  // never true; keeps the loop
+}
+
+}  // namespace
+
 // The element-wise and row-wise kernels of a GPT training step (kernels/runner_kernels.cu), each
 // timed alone at the shapes of a few preset models and micro-batches.
-std::vector<KernelSample> bench_step_kernels(bool quick) {
+std::vector<KernelSample> bench_step_kernels(bool quick, StepKernelTiming how) {
   struct Shape { int T, h, V; };
   const std::vector<Shape> shapes = quick ? std::vector<Shape>{{2048, 768, 50257}, {4096, 2048, 50257}}
                                           : std::vector<Shape>{{2048, 768, 50257}, {16384, 768, 50257}, {8192, 1536, 50257},
@@ -204,6 +215,42 @@ std::vector<KernelSample> bench_step_kernels(bool quick) {
   std::vector<KernelSample> out;
   cudaStream_t st;
   TRAINSIM_CUDA(cudaStreamCreate(&st));
+  // Evicting the operands: a write over twice the L2 cache before each timed call.
+  int dev = 0, l2 = 0;
+  TRAINSIM_CUDA(cudaGetDevice(&dev));
+  TRAINSIM_CUDA(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
+  DeviceBuffer flush(how == StepKernelTiming::evicted ? 2 * static_cast<size_t>(l2) : 16);
+  int sms = 0;
+  TRAINSIM_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  // Under load: bf16 GEMMs of 8192^3 (about 1.1 TFLOP each) keep the tensor cores at full power, as
+  // a training step's GEMMs do, so that the GPU runs at its power-capped clock.
+  const bool load = how == StepKernelTiming::under_load;
+  const int G = load ? 8192 : 16;
+  DeviceBuffer ga(static_cast<size_t>(G) * G * 2), gb(static_cast<size_t>(G) * G * 2), gc(static_cast<size_t>(G) * G * 2);
+  LtMatmul mm(st);
+  auto heavy_gemm = [&] { mm.gemm(false, false, G, G, G, ga.get(), gb.get(), gc.get(), false); };
+  if (load) {
+    fill_random_bf16(ga.get(), ga.bytes() / 2, 21, 1.0f, st);
+    fill_random_bf16(gb.get(), gb.bytes() / 2, 22, 1.0f, st);
+    for (int i = 0; i < 400; ++i) heavy_gemm();  // about half a second
+    TRAINSIM_CUDA(cudaStreamSynchronize(st));
+  }
+  auto time_us = [&](auto&& fn) {
+    switch (how) {
+      case StepKernelTiming::burst: return time_median_us(st, 2, 10, fn, 10);
+      case StepKernelTiming::single: return time_median_us(st, 2, 10, fn, 1);
+      case StepKernelTiming::evicted: return time_median_after_us(st, 2, 10, fn, [&] {
+        TRAINSIM_CUDA(cudaMemsetAsync(flush.get(), 1, flush.bytes(), st));
+      });
+      case StepKernelTiming::after_compute: return time_median_after_us(st, 2, 10, fn, [&] {
+        fma_spin_kernel<<<sms * 4, 256, 0, st>>>(flush.get<float>(), 1 << 18);
+      });
+      case StepKernelTiming::under_load: return time_median_after_us(st, 2, 10, fn, [&] {
+        for (int i = 0; i < 4; ++i) heavy_gemm();
+      });
+    }
+    return 0.0;
+  };
   for (const auto& sh : shapes) {
     const int T = sh.T, h = sh.h, f = 4 * h, V = sh.V, seq = 2048, bsz = T / seq, d = 64, a = h / d;
     const size_t Th = static_cast<size_t>(T) * h, Tf = static_cast<size_t>(T) * f;
@@ -225,7 +272,7 @@ std::vector<KernelSample> bench_step_kernels(bool quick) {
     layernorm_forward(x.get<bf>(), g.get<bf>(), bb.get<bf>(), y.get<bf>(), mean.get<float>(), rstd.get<float>(), T, h, st);
     bias_dropout_residual(x.get<bf>(), bb.get<bf>(), y.get<bf>(), z.get<bf>(), mask.get<unsigned char>(), T, h, 9, st);
     auto time = [&](const char* name, auto&& fn) {
-      const double us = time_median_us(st, 2, 10, fn, 10);
+      const double us = time_us(fn);
       out.push_back({name, T, h, f, V, a, seq, us});
     };
     time("layernorm", [&] { layernorm_forward(x.get<bf>(), g.get<bf>(), bb.get<bf>(), y.get<bf>(), mean.get<float>(), rstd.get<float>(), T, h, st); });
@@ -279,7 +326,7 @@ std::vector<KernelSample> bench_step_kernels(bool quick) {
   // about 8h/3.
   struct LlamaShape { int T, h, f; };
   const std::vector<LlamaShape> lshapes = quick ? std::vector<LlamaShape>{{4096, 2048, 5632}}
-                                                : std::vector<LlamaShape>{{4096, 2048, 5632}, {16384, 2048, 5632},
+                                                : std::vector<LlamaShape>{{2048, 2048, 5632}, {4096, 2048, 5632}, {16384, 2048, 5632},
                                                                           {4096, 4096, 11008}, {8192, 4096, 11008}};
   for (const auto& sh : lshapes) {
     const int T = sh.T, h = sh.h, f = sh.f, seq = 2048, bsz = T / seq, d = 128, a = h / d, kvh = a / 4, kv = kvh * d;
@@ -290,7 +337,7 @@ std::vector<KernelSample> bench_step_kernels(bool quick) {
     for (auto* buf : {&x, &y, &z, &g, &qkv, &q, &k, &v, &gu, &sw}) fill_random_bf16(buf->get(), buf->bytes() / 2, 5, 1.0f, st);
     TRAINSIM_CUDA(cudaMemset(dg.get(), 0, dg.bytes()));
     auto time = [&](const char* name, auto&& fn) {
-      const double us = time_median_us(st, 2, 10, fn, 10);
+      const double us = time_us(fn);
       KernelSample ks{name, T, h, f, 32000, a, seq, us};
       ks.llama = true;
       ks.kv_heads = kvh;
@@ -319,7 +366,17 @@ std::vector<KernelSample> bench_step_kernels(bool quick) {
   return out;
 }
 
-}  // namespace
+void device_memory(std::size_t& free_bytes, std::size_t& total_bytes) { TRAINSIM_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes)); }
+
+DeviceBallast::DeviceBallast(std::size_t bytes) : bytes_(bytes) {
+  if (bytes_ == 0) return;
+  TRAINSIM_CUDA(cudaMalloc(&p_, bytes_));
+  TRAINSIM_CUDA(cudaMemset(p_, 1, bytes_));
+  TRAINSIM_CUDA(cudaDeviceSynchronize());
+}
+DeviceBallast::~DeviceBallast() {
+  if (p_) cudaFree(p_);
+}
 
 Measurements run_calibration(const CalibrationPlan& plan) {
   Measurements m;

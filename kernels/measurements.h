@@ -1,6 +1,7 @@
 #pragma once
 // Plain C++ records of what the GPU microbenchmarks measured, so that calibrate/ (host C++) can fit
 // and write them without seeing CUDA types.
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -87,6 +88,33 @@ struct Measurements {
 struct CalibrationPlan {
   bool quick = false;
   double max_collective_bytes = 4.0 * (1ull << 30);
+};
+
+// How bench_step_kernels times a kernel: `burst`, ten calls back to back per timed run (as the
+// calibration records them: launches overlapping execution, operands left in L2 by the call
+// before); `single`, one call between events; `evicted`, one call between events after a write
+// over twice the L2 cache, so that its operands come from HBM; `after_compute`, one call between
+// events right after a millisecond of compute-bound work on every SM; `under_load`, one call
+// between events right after a few milliseconds of bf16 GEMMs, with the GPU kept at full tensor-core
+// power for half a second first: the clock a training step's power draw holds it at.
+enum class StepKernelTiming { burst, single, evicted, after_compute, under_load };
+// The training step's element-wise and row-wise kernels at preset models' shapes.
+std::vector<KernelSample> bench_step_kernels(bool quick, StepKernelTiming how = StepKernelTiming::burst);
+
+// The current device's free and total memory.
+void device_memory(std::size_t& free_bytes, std::size_t& total_bytes);
+// Device memory allocated and written for as long as it lives (to time kernels on a full device).
+class DeviceBallast {
+ public:
+  explicit DeviceBallast(std::size_t bytes);
+  ~DeviceBallast();
+  DeviceBallast(const DeviceBallast&) = delete;
+  DeviceBallast& operator=(const DeviceBallast&) = delete;
+  std::size_t bytes() const { return bytes_; }
+
+ private:
+  void* p_ = nullptr;
+  std::size_t bytes_ = 0;
 };
 
 // Runs every microbenchmark the visible GPUs allow. Throws std::runtime_error on a CUDA failure.

@@ -521,6 +521,17 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
       if (tag == static_cast<int>(shapes.size())) shapes.push_back({ta, tb, M, N, K, c32, beta != 0.0f, 0, 0});
       kernel_timer.time(0, st, [&] { mm.gemm(ta, tb, M, N, K, A, B, C, c32, alpha, beta); }, tag);
     };
+    // Every other kernel (or group of calls the cost model prices as one op) under the model's
+    // kernel name.
+    EventTimer ew_timer;
+    std::vector<KernelTiming>& kinds = r.kernels;
+    auto ew = [&](const char* name, auto&& fn) {
+      if (!c.time_kernel_classes) return fn();
+      int tag = 0;
+      while (tag < static_cast<int>(kinds.size()) && kinds[tag].name != name) ++tag;
+      if (tag == static_cast<int>(kinds.size())) kinds.push_back({name, 0, 0});
+      ew_timer.time(0, st, fn, tag);
+    };
     auto attn_fwd = [&](auto... args) { timed(1, [&] { attention_forward(args...); }); };
     auto attn_bwd = [&](auto... args) { timed(1, [&] { attention_backward(args...); }); };
     // Tensor-parallel sums of partial results (nothing to do on one rank).
@@ -534,38 +545,40 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
     auto layer_forward = [&](std::vector<LayerActs>& A, int j, int l, LayerActs& x, bf16* p, bf16* pd, unsigned char* pm, unsigned seed) {
       const LayerParams& P = lp[l];
       if (llama) {
-        rmsnorm_forward(A[j].x, Wp(P.ln1_g), x.ln1, x.rstd1, T, h, st);
+        ew("rmsnorm", [&] { rmsnorm_forward(A[j].x, Wp(P.ln1_g), x.ln1, x.rstd1, T, h, st); });
         gemm(false, false, T, qkv_w, h, x.ln1, Wp(P.wqkv), s_wide, false);
-        split_qkv_gqa(s_wide, x.q, x.k, x.v, bsz, s, al, kvhl, d, st);
-        rope(x.q, bsz * al, s, d, false, st);
-        rope(x.k, bsz * kvhl, s, d, false, st);
+        ew("qkv_split", [&] { split_qkv_gqa(s_wide, x.q, x.k, x.v, bsz, s, al, kvhl, d, st); });
+        ew("rope", [&] {
+          rope(x.q, bsz * al, s, d, false, st);
+          rope(x.k, bsz * kvhl, s, d, false, st);
+        });
         attn_fwd(cb, shape, AttentionBuffers{x.q, x.k, x.v, p, nullptr, nullptr, dctx}, 0, 0.0f, st);
-        heads_to_rows(dctx, x.ctx, bsz, s, al, d, st);
+        ew("attention_merge_heads", [&] { heads_to_rows(dctx, x.ctx, bsz, s, al, d, st); });
         gemm(false, false, T, h, hl, x.ctx, Wp(P.wo), s_h, false);
         tp_sum(s_h, Th);
-        residual_add(s_h, A[j].x, x.xmid, Th, st);
-        rmsnorm_forward(x.xmid, Wp(P.ln2_g), x.ln2, x.rstd2, T, h, st);
+        ew("residual", [&] { residual_add(s_h, A[j].x, x.xmid, Th, st); });
+        ew("rmsnorm", [&] { rmsnorm_forward(x.xmid, Wp(P.ln2_g), x.ln2, x.rstd2, T, h, st); });
         gemm(false, false, T, fc1_w, h, x.ln2, Wp(P.w1), x.gin, false);
-        swiglu(x.gin, x.gout, T, fl, st);
+        ew("swiglu", [&] { swiglu(x.gin, x.gout, T, fl, st); });
         gemm(false, false, T, h, fl, x.gout, Wp(P.w2), s_h, false);
         tp_sum(s_h, Th);
-        residual_add(s_h, x.xmid, A[j + 1].x, Th, st);
+        ew("residual", [&] { residual_add(s_h, x.xmid, A[j + 1].x, Th, st); });
         return;
       }
-      layernorm_forward(A[j].x, Wp(P.ln1_g), Wp(P.ln1_b), x.ln1, x.mean1, x.rstd1, T, h, st);
+      ew("layernorm", [&] { layernorm_forward(A[j].x, Wp(P.ln1_g), Wp(P.ln1_b), x.ln1, x.mean1, x.rstd1, T, h, st); });
       gemm(false, false, T, 3 * hl, h, x.ln1, Wp(P.wqkv), s_wide, false);
-      split_heads(s_wide, Wp(P.bqkv), x.q, x.k, x.v, bsz, s, al, d, st);
+      ew("qkv_bias_split", [&] { split_heads(s_wide, Wp(P.bqkv), x.q, x.k, x.v, bsz, s, al, d, st); });
       attn_fwd(cb, shape, AttentionBuffers{x.q, x.k, x.v, p, pd, pm, dctx}, seed * 4 + 1, kDropout, st);
-      heads_to_rows(dctx, x.ctx, bsz, s, al, d, st);
+      ew("attention_merge_heads", [&] { heads_to_rows(dctx, x.ctx, bsz, s, al, d, st); });
       gemm(false, false, T, h, hl, x.ctx, Wp(P.wo), s_h, false);
       tp_sum(s_h, Th);
-      bias_dropout_residual(s_h, Wp(P.bo), A[j].x, x.xmid, x.mask_attn, T, h, seed * 4 + 2, st);
-      layernorm_forward(x.xmid, Wp(P.ln2_g), Wp(P.ln2_b), x.ln2, x.mean2, x.rstd2, T, h, st);
+      ew("bias_dropout_residual", [&] { bias_dropout_residual(s_h, Wp(P.bo), A[j].x, x.xmid, x.mask_attn, T, h, seed * 4 + 2, st); });
+      ew("layernorm", [&] { layernorm_forward(x.xmid, Wp(P.ln2_g), Wp(P.ln2_b), x.ln2, x.mean2, x.rstd2, T, h, st); });
       gemm(false, false, T, fl, h, x.ln2, Wp(P.w1), s_wide, false);
-      bias_gelu(s_wide, Wp(P.b1), x.gin, x.gout, T, fl, st);
+      ew("bias_gelu", [&] { bias_gelu(s_wide, Wp(P.b1), x.gin, x.gout, T, fl, st); });
       gemm(false, false, T, h, fl, x.gout, Wp(P.w2), s_h, false);
       tp_sum(s_h, Th);
-      bias_dropout_residual(s_h, Wp(P.b2), x.xmid, A[j + 1].x, x.mask_mlp, T, h, seed * 4 + 3, st);
+      ew("bias_dropout_residual", [&] { bias_dropout_residual(s_h, Wp(P.b2), x.xmid, A[j + 1].x, x.mask_mlp, T, h, seed * 4 + 3, st); });
     };
     // Recomputes only the attention core of layer l (selective recompute).
     auto attention_core = [&](LayerActs& x, bf16* p, bf16* pd, unsigned char* pm, unsigned seed) {
@@ -579,53 +592,71 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
         // MLP: out = xmid + swiglu(ln2 W1) W2; dx is also the branch's gradient (no dropout).
         gemm(true, false, fl, h, T, x.gout, dx, Gp(P.w2), true, 1.0f, 1.0f);
         gemm(false, true, T, fl, h, dx, Wp(P.w2), dff, false);
-        swiglu_backward(dff, x.gin, s_wide, T, fl, st);
+        ew("swiglu.bwd", [&] { swiglu_backward(dff, x.gin, s_wide, T, fl, st); });
         gemm(true, false, h, fc1_w, T, x.ln2, s_wide, Gp(P.w1), true, 1.0f, 1.0f);
         gemm(false, true, T, h, fc1_w, s_wide, Wp(P.w1), dln, false);
         tp_sum(dln, Th);
-        rmsnorm_backward(dln, x.xmid, Wp(P.ln2_g), x.rstd2, dtmp, Gp(P.ln2_g), T, h, st);
-        add_inplace(dx, dtmp, Th, st);  // dx = d(xmid)
+        ew("rmsnorm.bwd", [&] {
+          rmsnorm_backward(dln, x.xmid, Wp(P.ln2_g), x.rstd2, dtmp, Gp(P.ln2_g), T, h, st);
+          add_inplace(dx, dtmp, Th, st);  // dx = d(xmid)
+        });
         // Attention: xmid = x + ctx Wo
         gemm(true, false, hl, h, T, x.ctx, dx, Gp(P.wo), true, 1.0f, 1.0f);
         gemm(false, true, T, hl, h, dx, Wp(P.wo), dln, false);
-        rows_to_heads(dln, dctx, bsz, s, al, d, st);
+        ew("attention_split_heads.bwd", [&] { rows_to_heads(dln, dctx, bsz, s, al, d, st); });
         attn_bwd(cb, shape, AttentionBuffers{x.q, x.k, x.v, p, nullptr, nullptr, nullptr}, dctx, dS, dq, dk, dv, 0.0f, st);
-        rope(dq, bsz * al, s, d, true, st);
-        rope(dk, bsz * kvhl, s, d, true, st);
-        merge_qkv_gqa_grad(dq, dk, dv, s_wide, bsz, s, al, kvhl, d, st);
+        ew("rope.bwd", [&] {
+          rope(dq, bsz * al, s, d, true, st);
+          rope(dk, bsz * kvhl, s, d, true, st);
+        });
+        ew("qkv_merge.bwd", [&] { merge_qkv_gqa_grad(dq, dk, dv, s_wide, bsz, s, al, kvhl, d, st); });
         gemm(true, false, h, qkv_w, T, x.ln1, s_wide, Gp(P.wqkv), true, 1.0f, 1.0f);
         gemm(false, true, T, h, qkv_w, s_wide, Wp(P.wqkv), dln, false);
         tp_sum(dln, Th);
-        rmsnorm_backward(dln, A[j].x, Wp(P.ln1_g), x.rstd1, dtmp, Gp(P.ln1_g), T, h, st);
-        add_inplace(dx, dtmp, Th, st);
+        ew("rmsnorm.bwd", [&] {
+          rmsnorm_backward(dln, A[j].x, Wp(P.ln1_g), x.rstd1, dtmp, Gp(P.ln1_g), T, h, st);
+          add_inplace(dx, dtmp, Th, st);
+        });
         return;
       }
       // MLP: out = xmid + drop(gout W2 + b2)
-      dropout_backward(dx, x.mask_mlp, dtmp, Th, st);
-      column_sum(dtmp, Gp(P.b2), T, h, st);
+      ew("dropout_residual.bwd", [&] {
+        dropout_backward(dx, x.mask_mlp, dtmp, Th, st);
+        column_sum(dtmp, Gp(P.b2), T, h, st);
+      });
       gemm(true, false, fl, h, T, x.gout, dtmp, Gp(P.w2), true, 1.0f, 1.0f);
       gemm(false, true, T, fl, h, dtmp, Wp(P.w2), dff, false);
-      gelu_backward(dff, x.gin, dff, Tfl, st);
-      column_sum(dff, Gp(P.b1), T, fl, st);
+      ew("gelu_bias.bwd", [&] {
+        gelu_backward(dff, x.gin, dff, Tfl, st);
+        column_sum(dff, Gp(P.b1), T, fl, st);
+      });
       gemm(true, false, h, fl, T, x.ln2, dff, Gp(P.w1), true, 1.0f, 1.0f);
       gemm(false, true, T, h, fl, dff, Wp(P.w1), dln, false);
       tp_sum(dln, Th);
-      layernorm_backward(dln, x.xmid, Wp(P.ln2_g), x.mean2, x.rstd2, dtmp, Gp(P.ln2_g), Gp(P.ln2_b), T, h, st);
-      add_inplace(dx, dtmp, Th, st);  // dx = d(xmid)
+      ew("layernorm.bwd", [&] {
+        layernorm_backward(dln, x.xmid, Wp(P.ln2_g), x.mean2, x.rstd2, dtmp, Gp(P.ln2_g), Gp(P.ln2_b), T, h, st);
+        add_inplace(dx, dtmp, Th, st);  // dx = d(xmid)
+      });
       // Attention: xmid = x + drop(ctx Wo + bo)
-      dropout_backward(dx, x.mask_attn, dtmp, Th, st);
-      column_sum(dtmp, Gp(P.bo), T, h, st);
+      ew("dropout_residual.bwd", [&] {
+        dropout_backward(dx, x.mask_attn, dtmp, Th, st);
+        column_sum(dtmp, Gp(P.bo), T, h, st);
+      });
       gemm(true, false, hl, h, T, x.ctx, dtmp, Gp(P.wo), true, 1.0f, 1.0f);
       gemm(false, true, T, hl, h, dtmp, Wp(P.wo), dln, false);
-      rows_to_heads(dln, dctx, bsz, s, al, d, st);
+      ew("attention_split_heads.bwd", [&] { rows_to_heads(dln, dctx, bsz, s, al, d, st); });
       attn_bwd(cb, shape, AttentionBuffers{x.q, x.k, x.v, p, pd, pm, nullptr}, dctx, dS, dq, dk, dv, kDropout, st);
-      merge_qkv_grad(dq, dk, dv, s_wide, bsz, s, al, d, st);
-      column_sum(s_wide, Gp(P.bqkv), T, 3 * hl, st);
+      ew("qkv_merge_bias.bwd", [&] {
+        merge_qkv_grad(dq, dk, dv, s_wide, bsz, s, al, d, st);
+        column_sum(s_wide, Gp(P.bqkv), T, 3 * hl, st);
+      });
       gemm(true, false, h, 3 * hl, T, x.ln1, s_wide, Gp(P.wqkv), true, 1.0f, 1.0f);
       gemm(false, true, T, h, 3 * hl, s_wide, Wp(P.wqkv), dln, false);
       tp_sum(dln, Th);
-      layernorm_backward(dln, A[j].x, Wp(P.ln1_g), x.mean1, x.rstd1, dtmp, Gp(P.ln1_g), Gp(P.ln1_b), T, h, st);
-      add_inplace(dx, dtmp, Th, st);
+      ew("layernorm.bwd", [&] {
+        layernorm_backward(dln, A[j].x, Wp(P.ln1_g), x.mean1, x.rstd1, dtmp, Gp(P.ln1_g), Gp(P.ln1_b), T, h, st);
+        add_inplace(dx, dtmp, Th, st);
+      });
     };
 
     // Data-parallel buckets: gradients of [pending_begin, pending_end) are final and not yet summed.
@@ -744,11 +775,11 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
       const bool embeds = first && ch == 0, heads = last && ch == vpp - 1;
       if (embeds) use_weights(nb - 1, nb - 2);  // ZeRO-3: the embeddings' bucket, and the next one ahead
       if (embeds && llama) {
-        embed_lookup(tokens, Wp(wte), A[0].x, T, h, v0, Vl, st);
+        ew("embedding", [&] { embed_lookup(tokens, Wp(wte), A[0].x, T, h, v0, Vl, st); });
         tp_sum(A[0].x, Th);
       } else if (embeds) {
         if (tp == 1) {
-          embed_forward(tokens, Wp(wte), Wp(wpe), A[0].x, emb_mask[slot_i], T, h, s, seed * 1000, st);
+          ew("embedding", [&] { embed_forward(tokens, Wp(wte), Wp(wpe), A[0].x, emb_mask[slot_i], T, h, s, seed * 1000, st); });
         } else {
           embed_lookup(tokens, Wp(wte), s_h, T, h, v0, Vl, st);
           tp_sum(s_h, Th);
@@ -767,12 +798,12 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
       if (heads) {
         use_weights_of(lnf_g);
         use_weights_of(head);
-        if (llama) rmsnorm_forward(A[cn].x, Wp(lnf_g), lnf, rstdf, T, h, st);
-        else layernorm_forward(A[cn].x, Wp(lnf_g), Wp(lnf_b), lnf, meanf, rstdf, T, h, st);
+        if (llama) ew("rmsnorm", [&] { rmsnorm_forward(A[cn].x, Wp(lnf_g), lnf, rstdf, T, h, st); });
+        else ew("layernorm", [&] { layernorm_forward(A[cn].x, Wp(lnf_g), Wp(lnf_b), lnf, meanf, rstdf, T, h, st); });
         gemm(false, true, T, Vl, h, lnf, Wp(head), logits, false);
         // Mean over every token of the step, across replicas too: the summed gradients are the mean's.
         if (tp == 1) {
-          cross_entropy(logits, logits32, tokens, loss, T, V, loss_scale, st);
+          ew("cross_entropy", [&] { cross_entropy(logits, logits32, tokens, loss, T, V, loss_scale, st); });
         } else {
           float* all = ce_stats + static_cast<size_t>(T) * 3;
           cross_entropy_stats(logits, logits32, tokens, ce_stats, T, v0, Vl, st);
@@ -803,8 +834,8 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
         gemm(true, false, Vl, h, T, logits, lnf, Gp(head), true, 1.0f, 1.0f);
         gemm(false, false, T, h, Vl, logits, Wp(head), dln, false);
         tp_sum(dln, Th);
-        if (llama) rmsnorm_backward(dln, A[cn].x, Wp(lnf_g), rstdf, dx, Gp(lnf_g), T, h, st);
-        else layernorm_backward(dln, A[cn].x, Wp(lnf_g), meanf, rstdf, dx, Gp(lnf_g), Gp(lnf_b), T, h, st);
+        if (llama) ew("rmsnorm.bwd", [&] { rmsnorm_backward(dln, A[cn].x, Wp(lnf_g), rstdf, dx, Gp(lnf_g), T, h, st); });
+        else ew("layernorm.bwd", [&] { layernorm_backward(dln, A[cn].x, Wp(lnf_g), meanf, rstdf, dx, Gp(lnf_g), Gp(lnf_b), T, h, st); });
       }
       for (int j = cn - 1; j >= 0; --j) {
         const int l = lb + j;
@@ -828,8 +859,8 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
           launch_bucket(false);
         }
       }
-      if (embeds && llama) embed_rows_backward(dx, tokens, Gp(wte), T, h, v0, Vl, st);
-      else if (embeds) embed_backward(dx, emb_mask[slot_i], tokens, Gp(wte), Gp(wpe), T, h, s, st, v0, Vl);
+      if (embeds && llama) ew("embedding.bwd", [&] { embed_rows_backward(dx, tokens, Gp(wte), T, h, v0, Vl, st); });
+      else if (embeds) ew("embedding.bwd", [&] { embed_backward(dx, emb_mask[slot_i], tokens, Gp(wte), Gp(wpe), T, h, s, st, v0, Vl); });
       if (reduce_now && pp == 1) final_bucket();
     };
     // One optimizer step's passes in the schedule's order, with the pipeline's messages (bf16
@@ -898,6 +929,8 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
 
     std::vector<float> step_ms, opt_ms, gemm_ms, attn_ms, fwd_ms, bwd_ms;
     std::vector<std::vector<float>> shape_ms;  // per GEMM shape, per timed step
+    std::vector<std::vector<float>> kind_ms;   // per other kernel, per timed step
+    std::vector<float> ew_ms;
     cudaEvent_t e0, e1, e2, comm_done;
     TRAINSIM_CUDA(cudaEventCreate(&e0));
     TRAINSIM_CUDA(cudaEventCreate(&e1));
@@ -968,6 +1001,7 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
       TRAINSIM_CUDA(cudaEventSynchronize(e2));
       const auto kernels = kernel_timer.collect();
       const auto phases = phase_timer.collect();
+      const auto others = ew_timer.collect();
       if (step >= c.warmup_steps) {
         const std::vector<float>& by_shape = kernel_timer.tag_sums();
         shape_ms.resize(r.gemms.size());
@@ -975,6 +1009,12 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
           shape_ms[g].push_back(g < by_shape.size() ? by_shape[g] : 0.0f);
           r.gemms[g].calls_per_step = g < kernel_timer.tag_counts().size() ? kernel_timer.tag_counts()[g] : 0;
         }
+        kind_ms.resize(kinds.size());
+        for (std::size_t k = 0; k < kinds.size(); ++k) {
+          kind_ms[k].push_back(k < ew_timer.tag_sums().size() ? ew_timer.tag_sums()[k] : 0.0f);
+          kinds[k].calls_per_step = k < ew_timer.tag_counts().size() ? ew_timer.tag_counts()[k] : 0;
+        }
+        ew_ms.push_back(others[0]);
         gemm_ms.push_back(kernels[0]);
         attn_ms.push_back(kernels[1]);
         fwd_ms.push_back(phases[0]);
@@ -1016,6 +1056,8 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
     r.gemm_ms = median_of(gemm_ms);
     for (std::size_t g = 0; g < r.gemms.size() && g < shape_ms.size(); ++g) r.gemms[g].ms_per_step = median_of(shape_ms[g]);
     r.attention_ms = median_of(attn_ms);
+    r.elementwise_ms = median_of(ew_ms);
+    for (std::size_t k = 0; k < kinds.size() && k < kind_ms.size(); ++k) kinds[k].ms_per_step = median_of(kind_ms[k]);
     r.forward_ms = median_of(fwd_ms);
     r.backward_ms = median_of(bwd_ms);
     r.finite = std::isfinite(r.first_loss) && std::isfinite(r.last_loss) && std::isfinite(r.first_grad_sq);

@@ -72,8 +72,9 @@ struct RunnerConfig {
   bool llama = false;
   int kv_heads = 0;
   bool tied_embeddings = true;  // false: the logits have their own weights (on the last stage)
-  // Times every GEMM and attention call of the timed steps with events around it (a few
-  // microseconds of overhead each), into RunnerResult::gemm_ms and attention_ms.
+  // Times every GEMM, attention and other kernel call of the forward and backward passes with
+  // events around it (a few microseconds of overhead each), into RunnerResult::gemm_ms,
+  // attention_ms, elementwise_ms and their per-shape and per-kernel lists.
   bool time_kernel_classes = false;
 };
 
@@ -87,12 +88,24 @@ struct GemmTiming {
   double ms_per_step = 0;  // median over timed steps
 };
 
+// One element-wise or row-wise kernel of the step (or the group of calls the cost model prices as
+// one op), under the cost model's kernel name, and its time per step inside the step.
+struct KernelTiming {
+  std::string name;
+  int calls_per_step = 0;  // brackets per step (a group of calls counts once)
+  double ms_per_step = 0;  // median over timed steps
+};
+
 struct RunnerResult {
   double step_ms = 0;          // median over timed steps
   double step_ms_min = 0, step_ms_max = 0;
   double optimizer_ms = 0;     // zeroing gradients + Adam, median
   double gemm_ms = 0, attention_ms = 0;  // with time_kernel_classes: their time within the step, median
   std::vector<GemmTiming> gemms;         // with time_kernel_classes: each GEMM shape's time, first called first
+  // With time_kernel_classes: every other kernel of the forward and backward passes, bracketed
+  // like the GEMMs; their sum, and each kernel name's time, first called first.
+  double elementwise_ms = 0;
+  std::vector<KernelTiming> kernels;
   // The step's phases on the compute stream, medians: forward passes, backward passes (with any
   // recomputation and the waits for pipeline hand-offs inside them), and optimizer_ms. The rest of
   // the step is waiting for the last gradient buckets and hand-offs between passes.

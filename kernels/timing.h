@@ -31,6 +31,29 @@ double time_median_us(cudaStream_t stream, int warmup, int reps, Fn&& fn, int in
   return 1000.0 * ms[reps / 2] / inner;
 }
 
+// As time_median_us with one call per timed run, each preceded by `before()` outside the timing.
+template <class Fn, class Before>
+double time_median_after_us(cudaStream_t stream, int warmup, int reps, Fn&& fn, Before&& before) {
+  for (int i = 0; i < warmup; ++i) fn();
+  TRAINSIM_CUDA(cudaStreamSynchronize(stream));
+  cudaEvent_t a, b;
+  TRAINSIM_CUDA(cudaEventCreate(&a));
+  TRAINSIM_CUDA(cudaEventCreate(&b));
+  std::vector<float> ms(reps);
+  for (int i = 0; i < reps; ++i) {
+    before();
+    TRAINSIM_CUDA(cudaEventRecord(a, stream));
+    fn();
+    TRAINSIM_CUDA(cudaEventRecord(b, stream));
+    TRAINSIM_CUDA(cudaEventSynchronize(b));
+    TRAINSIM_CUDA(cudaEventElapsedTime(&ms[i], a, b));
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(ms.begin(), ms.end());
+  return 1000.0 * ms[reps / 2];
+}
+
 // Fills with uniform values in [-scale, scale) from a counter-based hash (never zeros).
 void fill_random_bf16(void* p, size_t n, unsigned seed, float scale, cudaStream_t s);
 void fill_random_f32(float* p, size_t n, unsigned seed, float scale, cudaStream_t s);

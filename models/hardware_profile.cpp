@@ -181,14 +181,15 @@ void read_gpu(JsonFields& top, HardwareProfile& hp, bool derived) {
   g.finish();
 }
 
-// A {"columns": [...], "rows": [[...], ...]} table whose columns must be exactly `columns`.
-const json& table_rows(JsonFields& t, const std::vector<std::string>& columns, bool allow_empty) {
+// A {"columns": [...], "rows": [[...], ...]} table whose columns must be exactly `columns`: its rows,
+// which live in `t`'s document (a pointer, not a reference: the column list is often a temporary).
+const json* table_rows(JsonFields& t, const std::vector<std::string>& columns, bool allow_empty) {
   const json& cols = t.required("columns");
   if (cols != json(columns)) throw InputError(t.path("columns"), "expected " + json(columns).dump() + ", found " + json_excerpt(cols));
   const json& rows = t.required("rows");
   if (!rows.is_array() || (!allow_empty && rows.empty()))
     throw InputError(t.path("rows"), std::string(allow_empty ? "expected an array" : "expected a non-empty array") + ", found " + json_excerpt(rows));
-  return rows;
+  return &rows;
 }
 
 std::vector<CollectiveFit> read_collective_fits(JsonFields& in) {
@@ -210,7 +211,7 @@ std::vector<CollectiveFit> read_collective_fits(JsonFields& in) {
       fit.max_rel_error = c.number("max_rel_error", 0.0, 0.0, 1e6);
       if (c.has("segments")) {
         JsonFields sg = c.object("segments");
-        const json& rows = table_rows(sg, {"min_bytes", "max_bytes", "alpha_us", "busbw_GBps", "max_rel_error"}, false);
+        const json& rows = *table_rows(sg, {"min_bytes", "max_bytes", "alpha_us", "busbw_GBps", "max_rel_error"}, false);
         for (std::size_t r = 0; r < rows.size(); ++r) {
           const std::string at = sg.path("rows") + "[" + std::to_string(r) + "]";
           if (!rows[r].is_array() || rows[r].size() != 5) throw InputError(at, "expected 5 numbers, found " + json_excerpt(rows[r]));
@@ -249,7 +250,7 @@ void read_links(JsonFields& top, HardwareProfile& hp) {
   hp.intra_collectives = read_collective_fits(in);
   if (in.has("peer_copies")) {
     JsonFields pc = in.object("peer_copies");
-    const json& rows = table_rows(pc, {"src", "dst", "link", "GBps", "peer_access"}, true);
+    const json& rows = *table_rows(pc, {"src", "dst", "link", "GBps", "peer_access"}, true);
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const std::string at = pc.path("rows") + "[" + std::to_string(i) + "]";
       const json& r = rows[i];

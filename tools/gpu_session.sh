@@ -28,6 +28,12 @@ for step in "$@"; do
       cp /tmp/h200-sxm.json models/hardware/h200-sxm.json
       log "calibrate exit ${PIPESTATUS[0]}"
       cp models/hardware/h200-sxm.json "$OUT/" ;;
+    kernel-conditions)
+      # The step's element-wise kernels timed three ways (a diagnostic): as calibrate records them,
+      # one call between events, one call with its operands evicted from L2.
+      log "calibrate kernel-conditions"
+      ./build-gpu/calibrate kernel-conditions 2>&1 | tee "$OUT/kernel-conditions.txt"
+      log "kernel-conditions exit ${PIPESTATUS[0]}" ;;
     calibrate-quick)
       log "calibrate --quick"
       ./build-gpu/calibrate --quick --out "$OUT/h200-sxm.quick.json" --base calibrate/datasheets/h200-sxm.json 2>&1 | tee "$OUT/calibrate-quick.log"

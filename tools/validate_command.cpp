@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <tuple>
 #include <ctime>
 #include <nlohmann/json.hpp>
@@ -164,6 +165,7 @@ Groups make_groups(gpu::GradComm& world, int tp, int pp) {
 // optimizer excluded), summed over the op lists as the simulator charges them on idle links.
 struct KernelClasses {
   double gemm_s = 0, attention_s = 0, other_s = 0;
+  std::map<std::string, double> by_kernel;  // the other kernels' time per step, by kernel name
 };
 KernelClasses predicted_classes(const Scenario& s, const ModelConfig& m, const Layout& l, int microbatches) {
   const CostModel cost(s.hardware, s.training.precision);
@@ -174,7 +176,10 @@ KernelClasses predicted_classes(const Scenario& s, const ModelConfig& m, const L
       const double t = cost.op_time_s(op) * times;
       if (op.kind == OpKind::gemm) k.gemm_s += t;
       else if (op.kind == OpKind::attention) k.attention_s += t;
-      else k.other_s += t;
+      else {
+        k.other_s += t;
+        k.by_kernel[op.kernel] += t;
+      }
     }
   };
   const LayerOps layer = transformer_layer_ops(ctx);
@@ -589,6 +594,26 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
           out << line;
         }
         rec["kernel_classes"]["gemm_shapes"] = shapes;
+        // The other kernels, each bracketed in the step like the GEMMs, against the model's time
+        // for the ops it prices under that kernel's name; what is left of "other" is the time
+        // between kernels (launch gaps, the events' own overhead) and the gradient zeroing.
+        json kernels = json::array();
+        for (const gpu::KernelTiming& kt : rr.kernels) {
+          if (kt.calls_per_step <= 0) continue;
+          const auto it = k.by_kernel.find(kt.name);
+          const double model = it == k.by_kernel.end() ? 0.0 : it->second, meas_k = kt.ms_per_step * 1e-3;
+          kernels.push_back({{"kernel", kt.name}, {"calls_per_step", kt.calls_per_step}, {"measured_s", meas_k}, {"predicted_s", model}});
+          std::snprintf(line, sizeof line, "%-9s     %-26s x%-5d %9.2f ms vs %9.2f ms in the step (%+.1f%%)\n", "", kt.name.c_str(),
+                        kt.calls_per_step, 1e3 * model, 1e3 * meas_k, 100 * (model / meas_k - 1));
+          out << line;
+        }
+        const double ew_meas = rr.elementwise_ms * 1e-3;
+        std::snprintf(line, sizeof line, "%-9s     other kernels %.1f vs %.1f ms (%+.1f%%); between kernels %.1f ms measured\n", "",
+                      1e3 * k.other_s, 1e3 * ew_meas, 100 * (k.other_s / ew_meas - 1), 1e3 * (other_meas - ew_meas));
+        out << line << std::flush;
+        rec["kernel_classes"]["kernels"] = kernels;
+        rec["kernel_classes"]["measured_s"]["other_kernels"] = ew_meas;
+        rec["kernel_classes"]["measured_s"]["between_kernels"] = other_meas - ew_meas;
       }
       records.push_back(rec);
     }
