@@ -140,6 +140,9 @@ int main(int argc, char** argv) {
       ->required();
   merge->add_option("--out", merge_out, "profile to write")->required();
   merge->add_option("--name", merge_name, "profile name (default: the --out file's stem)");
+  std::string merge_runtime;
+  merge->add_option("--runtime-memory-from", merge_runtime,
+                    "profile whose runtime_memory block is kept as it is (read off validation runs) instead of the runs' median context");
   auto* conditions = app.add_subcommand(
       "gemm-conditions", "time the GEMMs of a few GPT layers with random or training-like operands, back to back or between "
                          "memory-bound kernels (a diagnostic; writes nothing)");
@@ -238,6 +241,12 @@ int main(int argc, char** argv) {
                                        command_line(argc, argv), today());
       } catch (const json::exception& e) {
         throw InputError("merge", std::string("a profile lacks a calibration record: ") + e.what());
+      }
+      if (!merge_runtime.empty()) {
+        const json from = read_json(merge_runtime);
+        if (!from.contains("runtime_memory") || !from["runtime_memory"].is_object())
+          throw InputError(merge_runtime, "has no runtime_memory block to keep");
+        merged["runtime_memory"] = from["runtime_memory"];
       }
       write_atomically(merge_out, merged.dump(1) + "\n");
       std::printf("calibrate merge: %zu runs, per-sample medians written to %s\n", runs.size(), merge_out.c_str());

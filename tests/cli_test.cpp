@@ -452,6 +452,36 @@ TEST(Cli, CalibrateRefitReproducesTheCommittedFits) {
   std::filesystem::remove(copy);
 }
 
+TEST(Cli, CalibrateMergeOfTheRecordedRunsIsTheCommittedProfile) {
+  // models/hardware/h200-sxm.json is the merge of the five recorded calibration runs with its
+  // runtime memory kept as read off the validation runs: merging them again, keeping that block,
+  // gives the committed profile field for field but for the command line in its provenance. A
+  // --runtime-memory-from profile without the block is an input error that writes nothing.
+  const std::string runs = TRAINSIM_RUNS, committed = std::string(TRAINSIM_PROFILES) + "/h200-sxm.json";
+  const std::string out = (std::filesystem::temp_directory_path() / ("merge-" + std::to_string(::getpid()) + ".json")).string();
+  std::filesystem::remove(out);
+  std::string args = "merge";
+  for (const char* f : {"2026-11-29-run1.json", "2026-11-29-run2-gqa.json", "2026-11-29-run3-attention-mb2.json",
+                        "2026-12-02-run4-long-attention.json", "2026-12-02-run5-llama-long-attention.json"})
+    args += " " + runs + "/" + f;
+  const Outcome r = run(args + " --name h200-sxm --runtime-memory-from " + committed + " --out " + out, kCalibrate);
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto without_commands = [](nlohmann::json j) {
+    for (auto& [key, v] : j.items())
+      if (v.is_object() && v.contains("provenance") && v["provenance"].is_object()) v["provenance"].erase("command");
+    j["provenance"].erase("command");
+    return j;
+  };
+  const auto merged = nlohmann::json::parse(std::ifstream(out)), profile = nlohmann::json::parse(std::ifstream(committed));
+  EXPECT_EQ(merged["runtime_memory"], profile["runtime_memory"]);
+  EXPECT_TRUE(without_commands(merged) == without_commands(profile)) << "the merge differs from the committed profile";
+  std::filesystem::remove(out);
+  const Outcome bad = run(args + " --runtime-memory-from " + std::string(TRAINSIM_PROFILES) + "/a100-80g-sxm.json --out " + out, kCalibrate);
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.err.find("runtime_memory"), std::string::npos) << bad.err;
+  EXPECT_FALSE(std::filesystem::exists(out));
+}
+
 TEST(Cli, ExportSpellsOutTheBatchArithmetic) {
   const Outcome r = run("export " + kScenarios + "/gpt3-175b-1024-gpus.json --json");
   ASSERT_EQ(r.status, 0) << r.err;
