@@ -148,7 +148,8 @@ int main(int argc, char** argv) {
                          "memory-bound kernels (a diagnostic; writes nothing)");
   auto* kconditions = app.add_subcommand(
       "kernel-conditions", "time the step's element-wise and row-wise kernels back to back (as calibrate records them), one call "
-                           "between events, and one call with its operands evicted from L2 (a diagnostic; writes nothing)");
+                           "between events, one call with its operands evicted from L2, after FMA work, right after sustained "
+                           "GEMMs (the power-capped clock), and back to back on a nearly full device (a diagnostic; writes nothing)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -193,8 +193,8 @@ std::vector<CompressionSample> bench_compression(bool quick) {
   return out;
 }
 
-// Keeps every SM busy with dependent FMAs for about `iters` x 4 cycles per thread: a compute-bound
-// stretch like a GEMM's, before a timed memory-bound kernel.
+// Keeps every SM busy with `iters` dependent FMAs per thread (CUDA cores, not tensor cores): a
+// compute-bound stretch before a timed memory-bound kernel.
 __global__ void fma_spin_kernel(float* out, int iters) {
   float a = threadIdx.x * 1e-3f, b = 1.0001f;
   for (int i = 0; i < iters; ++i) a = fmaf(a, b, 1e-7f);
@@ -232,7 +232,7 @@ std::vector<KernelSample> bench_step_kernels(bool quick, StepKernelTiming how) {
   if (load) {
     fill_random_bf16(ga.get(), ga.bytes() / 2, 21, 1.0f, st);
     fill_random_bf16(gb.get(), gb.bytes() / 2, 22, 1.0f, st);
-    for (int i = 0; i < 400; ++i) heavy_gemm();  // about half a second
+    for (int i = 0; i < 400; ++i) heavy_gemm();  // to the power limit before the first timed call
     TRAINSIM_CUDA(cudaStreamSynchronize(st));
   }
   auto time_us = [&](auto&& fn) {

@@ -94,9 +94,9 @@ struct CalibrationPlan {
 // calibration records them: launches overlapping execution, operands left in L2 by the call
 // before); `single`, one call between events; `evicted`, one call between events after a write
 // over twice the L2 cache, so that its operands come from HBM; `after_compute`, one call between
-// events right after a millisecond of compute-bound work on every SM; `under_load`, one call
-// between events right after a few milliseconds of bf16 GEMMs, with the GPU kept at full tensor-core
-// power for half a second first: the clock a training step's power draw holds it at.
+// events right after a stretch of dependent FMAs on every SM (no tensor cores); `under_load`, one call
+// between events right after four 8192^3 bf16 GEMMs, 400 of them run first: the power-capped
+// clock that a training step's GEMMs hold the GPU at.
 enum class StepKernelTiming { burst, single, evicted, after_compute, under_load };
 // The training step's element-wise and row-wise kernels at preset models' shapes.
 std::vector<KernelSample> bench_step_kernels(bool quick, StepKernelTiming how = StepKernelTiming::burst);

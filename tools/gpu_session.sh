@@ -29,8 +29,8 @@ for step in "$@"; do
       log "calibrate exit ${PIPESTATUS[0]}"
       cp models/hardware/h200-sxm.json "$OUT/" ;;
     kernel-conditions)
-      # The step's element-wise kernels timed three ways (a diagnostic): as calibrate records them,
-      # one call between events, one call with its operands evicted from L2.
+      # The step's element-wise kernels timed six ways (a diagnostic; calibrate kernel-conditions
+      # --help lists them), among them as calibrate records them and right after sustained GEMMs.
       log "calibrate kernel-conditions"
       ./build-gpu/calibrate kernel-conditions 2>&1 | tee "$OUT/kernel-conditions.txt"
       log "kernel-conditions exit ${PIPESTATUS[0]}" ;;

@@ -596,7 +596,7 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
         rec["kernel_classes"]["gemm_shapes"] = shapes;
         // The other kernels, each bracketed in the step like the GEMMs, against the model's time
         // for the ops it prices under that kernel's name; what is left of "other" is the time
-        // between kernels (launch gaps, the events' own overhead) and the gradient zeroing.
+        // between kernels (launch gaps, the events' own overhead).
         json kernels = json::array();
         for (const gpu::KernelTiming& kt : rr.kernels) {
           if (kt.calls_per_step <= 0) continue;
