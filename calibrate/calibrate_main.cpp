@@ -236,10 +236,13 @@ int main(int argc, char** argv) {
         if (!runs.back().contains("measurements") || runs.back().value("provenance", json::object()).value("source", "") != "measured")
           throw InputError(f, "is not a profile measured by calibrate (no measurements record)");
       }
+      // The merged profile was measured when its newest run was (dates are ISO, so they sort as text).
+      std::string measured;
+      for (const json& r : runs) measured = std::max(measured, r["provenance"].value("date", std::string()));
       json merged;
       try {
         merged = calib::merge_profiles(runs, merge_name.empty() ? std::filesystem::path(merge_out).stem().string() : merge_name,
-                                       command_line(argc, argv), today());
+                                       command_line(argc, argv), measured.empty() ? today() : measured);
       } catch (const json::exception& e) {
         throw InputError("merge", std::string("a profile lacks a calibration record: ") + e.what());
       }
