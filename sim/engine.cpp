@@ -20,6 +20,7 @@ void Engine::reset() {
   tasks_.clear();
   edges_.clear();
   stream_last_.clear();
+  sequences_ = 0;
   link_capacity_.clear();
   link_sequence_.clear();
   paths_.clear();
@@ -35,7 +36,7 @@ void Engine::reset() {
   fill_.clear();
   members_.clear();
   touched_.clear();
-  link_flows_.clear();
+  link_use_.clear();
   interf_.clear();
   processor_count_ = 0;
 }
@@ -56,10 +57,9 @@ ProcessorId Engine::add_processor() {
   // Slots of earlier runs are reused with their vectors' memory.
   if (processor_count_ == processors_.size()) processors_.emplace_back();
   Processor& p = processors_[processor_count_];
-  p.active_slowdowns.clear();
+  p.slowdowns.clear();
   p.running.clear();
   p.max_slowdown = 0;
-  p.at_max = 0;
   p.rate = 1.0;
   return static_cast<ProcessorId>(processor_count_++);
 }
@@ -135,10 +135,16 @@ void Engine::recompute_rates() {
 }
 
 void Engine::find_tails() {
-  std::int32_t sequences = 0;
   for (Task& t : tasks_) {
     const std::int32_t seq = t.spec.sequence;
-    sequences = std::max(sequences, seq + 1);
+    // The run state every task starts from.
+    t.flows_left = 0;
+    t.binding = -1;
+    t.start = t.finish = -1;
+    t.work_left = t.work_since = t.work_end = 0;
+    t.work_rate = 1;
+    t.proc_slot = -1;
+    t.reserved = false;
     t.tail = -1;
     if (seq < 0 || t.flows_end == t.flows_begin) continue;
     // Tasks sharing flows have the same tail when of the same sequence (else their links are
@@ -164,18 +170,31 @@ void Engine::find_tails() {
     }
     t.tail = tail;
   }
-  sequence_running_.assign(static_cast<std::size_t>(sequences), -1);
+  sequence_running_.assign(static_cast<std::size_t>(sequences_), -1);
 }
 
 void Engine::run() {
-  EventQueue& heap = queue_;
-  heap.clear(tasks_.size());
-  double now = 0;
+  EventQueue& queue = queue_;
+  queue.clear(tasks_.size());
   std::vector<TaskId>& ready = ready_;
   std::vector<TaskId>& completed = completed_;
   ready.clear();
   completed.clear();
-  std::size_t done = 0;
+  link_use_.assign(link_capacity_.size(), 0);
+  order_.clear();
+  order_.reserve(tasks_.size());
+  find_tails();
+  // Nothing below adds tasks, edges, flows, links or interference: their storage stays put.
+  Task* const T = tasks_.data();
+  const Edge* const E = edges_.data();
+  const Flow* const F = flows_.data();
+  const LinkId* const PATH = paths_.data();
+  const double* const CAP = link_capacity_.data();
+  std::int32_t* const LU = link_use_.data();
+  const Interference* const IF = interf_.data();
+  Processor* const PR = processors_.data();
+  TaskId* const SEQ = sequence_running_.data();
+  double now = 0;
   bool rates_dirty = false;
   // Active flows keep their bytes left as of `since` and their rate; both change only when rates
   // are recomputed. `flow_next`, the earliest flow completion, is kept up to date as flows start,
@@ -193,114 +212,151 @@ void Engine::run() {
     if (rate == pr.rate) return;
     pr.rate = rate;
     for (TaskId id : pr.running) {
-      Task& t = tasks_[id];
+      Task& t = T[id];
       // A task in its tail has done its fixed work: the processor's speed no longer matters to it.
       if (t.tail >= 0 && now >= t.work_end) continue;
       t.work_left = std::max(0.0, t.work_left - t.work_rate * (now - t.work_since));
       t.work_since = now;
       t.work_rate = rate;
       t.work_end = now + t.work_left / rate;
-      heap.schedule(id, t.tail >= 0 ? t.work_end + t.tail : t.work_end);
+      queue.schedule(id, t.tail >= 0 ? t.work_end + t.tail : t.work_end);
     }
   };
-  // An interferer starts or stops: the processor's largest active slowdown is kept with the number
-  // of interferers at it, so that only the last of those to stop rescans the others.
+  // An interferer starts or stops: the processor keeps its running interferers' distinct slowdowns
+  // with how many run at each, so only the end of the last one at the largest rescans the rest.
   auto interfere_on = [&](const Task& t) {
     for (std::int32_t i = t.interf_begin; i < t.interf_end; ++i) {
-      Processor& pr = processors_[interf_[i].processor];
-      const double x = interf_[i].slowdown;
-      pr.active_slowdowns.push_back(x);
+      Processor& pr = PR[IF[i].processor];
+      const double x = IF[i].slowdown;
+      auto& lv = pr.slowdowns;
+      std::size_t k = 0;
+      while (k < lv.size() && lv[k].first != x) ++k;
+      if (k < lv.size()) ++lv[k].second;
+      else lv.push_back({x, 1});
       if (x > pr.max_slowdown) {
         pr.max_slowdown = x;
-        pr.at_max = 1;
         respeed(pr);
-      } else if (x == pr.max_slowdown) {
-        ++pr.at_max;
       }
     }
   };
   auto interfere_off = [&](const Task& t) {
     for (std::int32_t i = t.interf_begin; i < t.interf_end; ++i) {
-      Processor& pr = processors_[interf_[i].processor];
-      const double x = interf_[i].slowdown;
-      std::vector<double>& act = pr.active_slowdowns;
-      for (std::size_t k = 0; k < act.size(); ++k)
-        if (act[k] == x) {
-          act[k] = act.back();
-          act.pop_back();
-          break;
-        }
-      if (x < pr.max_slowdown || --pr.at_max > 0) continue;
+      Processor& pr = PR[IF[i].processor];
+      const double x = IF[i].slowdown;
+      auto& lv = pr.slowdowns;
+      std::size_t k = 0;
+      while (lv[k].first != x) ++k;
+      if (--lv[k].second > 0) continue;
+      lv[k] = lv.back();
+      lv.pop_back();
+      if (x < pr.max_slowdown) continue;
       double s = 0;
-      std::int32_t n = 0;
-      for (double y : act) {
-        if (y > s) s = y, n = 0;
-        n += y == s;
-      }
-      pr.at_max = n;
+      for (const auto& [y, n] : lv) s = std::max(s, y);
       if (s == pr.max_slowdown) continue;
       pr.max_slowdown = s;
       respeed(pr);
     }
   };
-  auto schedule_start = [&](TaskId id) {
-    Task& t = tasks_[id];
+  // A task's one flow that starts on idle links (no active flow, no other reservation) is reserved:
+  // the task is queued once, at its latency's end plus the flow's time at the bottleneck's rate,
+  // which goes in work_rate (unused by a task with no processor). Returns false if it cannot be.
+  auto reserve = [&](Task& t, TaskId id) {
+    const Flow& fl = F[t.flows_begin];
+    if (fl.path_begin == fl.path_end) return false;
+    double rate = kInf;
+    for (std::int32_t p = fl.path_begin; p < fl.path_end; ++p) {
+      const LinkId l = PATH[p];
+      if (LU[l] != 0) return false;
+      rate = std::min(rate, CAP[l]);
+    }
+    for (std::int32_t p = fl.path_begin; p < fl.path_end; ++p) LU[PATH[p]] = -1 - id;
+    t.work_rate = rate;
+    t.reserved = true;
+    return true;
+  };
+  auto unreserve = [&](Task& t) {
+    const Flow& fl = F[t.flows_begin];
+    for (std::int32_t p = fl.path_begin; p < fl.path_end; ++p) LU[PATH[p]] = 0;
+    t.reserved = false;
+  };
+  // Another flow needs a link of reserved task `id`: if its latency has not ended it goes back to
+  // waiting for that, else its flow becomes an active one, as it has been since its latency ended.
+  auto release = [&](TaskId id) {
+    Task& t = T[id];
+    unreserve(t);
+    if (now < t.work_end) {
+      queue.move_keeping_order(id, t.work_end);
+      return;
+    }
+    queue.remove(id);
+    const std::int32_t f = t.flows_begin;
+    for (std::int32_t p = F[f].path_begin; p < F[f].path_end; ++p) ++LU[PATH[p]];
+    t.flows_left = 1;
+    ActiveFlow& a = active_.emplace_back();
+    a.flow = f;
+    a.task = id;
+    a.remaining = F[f].bytes;
+    a.since = t.work_end;
+    a.rate = t.work_rate;
+    a.finish = finish_time(a);
+    flow_next = std::min(flow_next, a.finish);
+  };
+  auto start = [&](TaskId id) {
+    Task& t = T[id];
     t.start = now;
-    if (t.spec.sequence >= 0) {
-      TaskId& running = sequence_running_[t.spec.sequence];
-      if (running >= 0) throw std::logic_error("two tasks of one sequence overlap");
-      running = id;
+    const std::int32_t sq = t.spec.sequence;
+    if (sq >= 0) {
+      if (SEQ[sq] >= 0) throw std::logic_error("two tasks of one sequence overlap");
+      SEQ[sq] = id;
     }
     if (t.interf_end > t.interf_begin) interfere_on(t);
     const double d = t.spec.duration_s;
     // A task with a tail completes at one event, its fixed work's end plus the tail.
     if (d > 0 && t.spec.processor >= 0) {
-      Processor& pr = processors_[t.spec.processor];
+      Processor& pr = PR[t.spec.processor];
       t.work_left = d;
       t.work_since = now;
       t.work_rate = pr.rate;
       t.work_end = now + d / pr.rate;
       t.proc_slot = static_cast<std::int32_t>(pr.running.size());
       pr.running.push_back(id);
-      heap.schedule(id, t.tail >= 0 ? t.work_end + t.tail : t.work_end);
+      queue.schedule(id, t.tail >= 0 ? t.work_end + t.tail : t.work_end);
+    } else if (t.tail < 0 && t.flows_end - t.flows_begin == 1 && reserve(t, id)) {
+      // Its flow runs alone at its bottleneck's rate unless another flow needs one of its links
+      // first: it completes at one event, or goes back on the general path by release().
+      t.work_end = now + d;
+      queue.schedule(id, t.work_end + F[t.flows_begin].bytes / t.work_rate);
     } else if (d > 0) {
       t.work_end = now + d;
-      heap.schedule(id, t.tail >= 0 ? t.work_end + t.tail : t.work_end);
+      queue.schedule(id, t.tail >= 0 ? t.work_end + t.tail : t.work_end);
     } else if (t.tail > 0) {
-      heap.schedule(id, now + t.tail);
+      queue.schedule(id, now + t.tail);
     } else {
       ready.push_back(id);  // latency phase is empty: go straight to flows or completion
     }
   };
-  // The fixed phase of `id` is over: it leaves its processor.
-  auto leave_processor = [&](Task& t) {
-    if (t.proc_slot < 0) return;
-    auto& run = processors_[t.spec.processor].running;
-    const TaskId last = run.back();
-    run[t.proc_slot] = last;
-    tasks_[last].proc_slot = t.proc_slot;
-    run.pop_back();
-    t.proc_slot = -1;
-  };
   // Moves a task past its fixed phase: starts its flows, or completes it.
   auto after_fixed = [&](TaskId id) {
-    Task& t = tasks_[id];
+    Task& t = T[id];
     if (t.flows_end == t.flows_begin || t.tail >= 0) {
       completed.push_back(id);
       return;
     }
     t.flows_left = t.flows_end - t.flows_begin;
     for (std::int32_t f = t.flows_begin; f < t.flows_end; ++f)
-      for (std::int32_t p = flows_[f].path_begin; p < flows_[f].path_end; ++p) ++link_flows_[paths_[p]];
+      for (std::int32_t p = F[f].path_begin; p < F[f].path_end; ++p)
+        if (LU[PATH[p]] < 0) release(-1 - LU[PATH[p]]);
+    for (std::int32_t f = t.flows_begin; f < t.flows_end; ++f)
+      for (std::int32_t p = F[f].path_begin; p < F[f].path_end; ++p) ++LU[PATH[p]];
     for (std::int32_t f = t.flows_begin; f < t.flows_end; ++f) {
-      const Flow& fl = flows_[f];
+      const Flow& fl = F[f];
       // A flow alone on every link of its path runs at its bottleneck's capacity (max-min of one
       // flow); anything shared needs the full recomputation.
       double rate = kInf;
       bool alone = true;
       for (std::int32_t p = fl.path_begin; p < fl.path_end; ++p) {
-        alone &= link_flows_[paths_[p]] == 1;
-        rate = std::min(rate, link_capacity_[paths_[p]]);
+        alone &= LU[PATH[p]] == 1;
+        rate = std::min(rate, CAP[PATH[p]]);
       }
       ActiveFlow& a = active_.emplace_back();
       a.flow = f;
@@ -313,28 +369,24 @@ void Engine::run() {
       else flow_next = std::min(flow_next, a.finish);
     }
   };
-  auto finish_task = [&](TaskId id) {
-    Task& t = tasks_[id];
+  auto finish = [&](TaskId id) {
+    Task& t = T[id];
     t.finish = now;
-    if (t.spec.sequence >= 0) sequence_running_[t.spec.sequence] = -1;
+    if (t.spec.sequence >= 0) SEQ[t.spec.sequence] = -1;
     if (t.interf_end > t.interf_begin) interfere_off(t);
-    makespan_ = std::max(makespan_, now);
-    ++done;
-    ++events_;
-    for (std::int32_t e = t.succ_head; e >= 0; e = edges_[e].next) {
-      const TaskId to = edges_[e].to;
-      Task& s = tasks_[to];
+    order_.push_back(id);
+    for (std::int32_t e = t.succ_head; e >= 0; e = E[e].next) {
+      const TaskId to = E[e].to;
+      Task& s = T[to];
       if (--s.pending == 0) {
         s.binding = id;
-        schedule_start(to);
+        start(to);
       }
     }
   };
 
-  link_flows_.assign(link_capacity_.size(), 0);
-  find_tails();
-  for (std::size_t i = 0; i < tasks_.size(); ++i)
-    if (tasks_[i].pending == 0) schedule_start(static_cast<TaskId>(i));
+  for (std::size_t i = 0, n = tasks_.size(); i < n; ++i)
+    if (T[i].pending == 0) start(static_cast<TaskId>(i));
 
   while (true) {
     // Settle everything that happens at `now` without time passing.
@@ -347,7 +399,7 @@ void Engine::run() {
       while (!completed.empty()) {
         const TaskId id = completed.back();
         completed.pop_back();
-        finish_task(id);
+        finish(id);
       }
     }
     if (rates_dirty) {
@@ -363,12 +415,26 @@ void Engine::run() {
         flow_next = std::min(flow_next, a.finish);
       }
     }
-    const double next = std::min(heap.empty() ? kInf : heap.top_time(), flow_next);
+    const double next = std::min(queue.empty() ? kInf : queue.top_time(), flow_next);
     if (next == kInf) break;
     now = next;
-    while (!heap.empty() && heap.top_time() <= now) {
-      const TaskId id = heap.pop();
-      leave_processor(tasks_[id]);
+    while (!queue.empty() && queue.top_time() <= now) {
+      const TaskId id = queue.pop();
+      Task& t = T[id];
+      if (t.reserved) {
+        unreserve(t);
+        completed.push_back(id);
+        continue;
+      }
+      // Its fixed phase is over: it leaves its processor.
+      if (t.proc_slot >= 0) {
+        auto& run = PR[t.spec.processor].running;
+        const TaskId last = run.back();
+        run[t.proc_slot] = last;
+        T[last].proc_slot = t.proc_slot;
+        run.pop_back();
+        t.proc_slot = -1;
+      }
       after_fixed(id);
     }
     if (now < flow_next) continue;
@@ -378,13 +444,13 @@ void Engine::run() {
     flow_next = kInf;
     for (std::size_t ai = 0; ai < active_.size(); ++ai) {
       const ActiveFlow& a = active_[ai];
-      const Flow& fl = flows_[a.flow];
+      const Flow& fl = F[a.flow];
       const double left = a.rate == kInf ? 0.0 : a.remaining - a.rate * (now - a.since);
       if (left <= 1e-9 * fl.bytes + 1e-9 || a.finish <= now) {
-        if (--tasks_[a.task].flows_left == 0) completed.push_back(a.task);
+        if (--T[a.task].flows_left == 0) completed.push_back(a.task);
         // Others speed up only if they shared a link with this flow.
         for (std::int32_t p = fl.path_begin; p < fl.path_end; ++p)
-          if (--link_flows_[paths_[p]] > 0) rates_dirty = true;
+          if (--LU[PATH[p]] > 0) rates_dirty = true;
       } else {
         if (w != ai) active_[w] = a;
         flow_next = std::min(flow_next, a.finish);
@@ -393,7 +459,9 @@ void Engine::run() {
     }
     active_.resize(w);
   }
-  if (done != tasks_.size()) throw std::logic_error("task graph has a dependency cycle or an unreachable task");
+  events_ = order_.size();
+  makespan_ = now;
+  if (order_.size() != tasks_.size()) throw std::logic_error("task graph has a dependency cycle or an unreachable task");
 }
 
 }  // namespace trainsim::sim

@@ -8,7 +8,8 @@
 // flow starts or ends). A task may have both: a fixed latency first, then its flows. Flows that
 // can never be shared (every link of theirs is crossed only by one sequence's tasks, which run one
 // at a time) take their bottleneck's rate throughout, so such a task ends at a single event: its
-// fixed work's end plus that tail.
+// fixed work's end plus that tail. A task's lone flow that finds its links idle is timed the same
+// way until another flow needs one of them.
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -60,40 +61,35 @@ class Engine {
     interf_.push_back({p, slowdown});
     t.interf_end = static_cast<std::int32_t>(interf_.size());
   }
-  TaskId add_task(const TaskSpec& spec) {
+  [[gnu::always_inline]] TaskId add_task(const TaskSpec& spec) {
     check(spec);
     const TaskId id = static_cast<TaskId>(tasks_.size());
-    Task& t = tasks_.emplace_back();
-    t.spec = spec;
-    t.flows_begin = t.flows_end = static_cast<std::int32_t>(flows_.size());
-    t.interf_begin = t.interf_end = static_cast<std::int32_t>(interf_.size());
+    const std::int32_t f = static_cast<std::int32_t>(flows_.size()), i = static_cast<std::int32_t>(interf_.size());
+    tasks_.emplace_back(spec, f, f, i, i, -1);
+    if (spec.sequence >= sequences_) sequences_ = spec.sequence + 1;
     if (spec.stream >= 0) order_on_stream(spec.stream, id);
     return id;
   }
   // A task with the flows and the interference of the earlier task `like` (the same bytes over the
   // same links, slowing the same processors), which share them instead of storing them again.
-  TaskId add_task(const TaskSpec& spec, TaskId like) {
+  [[gnu::always_inline]] TaskId add_task(const TaskSpec& spec, TaskId like) {
     check(spec);
     const Task& l = tasks_[like];
     const std::int32_t fb = l.flows_begin, fe = l.flows_end, ib = l.interf_begin, ie = l.interf_end;
     const TaskId id = static_cast<TaskId>(tasks_.size());
     const std::int32_t like_sequence = l.spec.sequence;
-    Task& t = tasks_.emplace_back();  // may move `l`
-    t.spec = spec;
-    t.flows_begin = fb;
-    t.flows_end = fe;
-    t.interf_begin = ib;
-    t.interf_end = ie;
-    t.shares = like;
+    tasks_.emplace_back(spec, fb, fe, ib, ie, like);  // may move `l`
     if (spec.sequence != like_sequence)
       for (std::int32_t f = fb; f < fe; ++f) mark_links(flows_[f], -1);
+    if (spec.sequence >= sequences_) sequences_ = spec.sequence + 1;
     if (spec.stream >= 0) order_on_stream(spec.stream, id);
     return id;
   }
   // `before` must finish before `after` starts. Tasks on one stream are also ordered by creation.
-  void add_dependency(TaskId before, TaskId after) {
-    edges_.push_back({after, tasks_[before].succ_head});
-    tasks_[before].succ_head = static_cast<std::int32_t>(edges_.size() - 1);
+  [[gnu::always_inline]] void add_dependency(TaskId before, TaskId after) {
+    Task& b = tasks_[before];
+    edges_.push_back({after, b.succ_head});
+    b.succ_head = static_cast<std::int32_t>(edges_.size() - 1);
     tasks_[after].pending++;
   }
   // Adds a flow of `bytes` over `path` (links crossed in order) to `task`.
@@ -121,6 +117,8 @@ class Engine {
   void for_each_successor(TaskId t, F&& f) const {
     for (std::int32_t e = tasks_[t].succ_head; e >= 0; e = edges_[e].next) f(edges_[e].to);
   }
+  // Every task in the order run() completed them: each after every task it waits for.
+  const std::vector<TaskId>& completion_order() const { return order_; }
   // The dependency whose completion let `t` start (-1 if it started at time zero).
   TaskId binding_predecessor(TaskId t) const { return tasks_[t].binding; }
   const TaskSpec& spec(TaskId t) const { return tasks_[t].spec; }
@@ -136,23 +134,34 @@ class Engine {
   void reset();
 
  private:
+  // What add_task and its companions set, then the state run() gives every task when it starts and
+  // keeps up to date: left uninitialized until then, so that adding a task writes only the first
+  // part.
   struct Task {
+    Task(const TaskSpec& s, std::int32_t fb, std::int32_t fe, std::int32_t ib, std::int32_t ie, TaskId like)
+        : spec(s), pending(0), succ_head(-1), flows_begin(fb), flows_end(fe), interf_begin(ib), interf_end(ie), shares(like) {}
     TaskSpec spec;
-    std::int32_t pending = 0;  // unfinished dependencies
-    std::int32_t succ_head = -1;
-    std::int32_t flows_begin = 0, flows_end = 0;    // range in flows_
-    std::int32_t interf_begin = 0, interf_end = 0;  // range in interf_
-    std::int32_t flows_left = 0;
-    TaskId binding = -1;
-    double start = -1, finish = -1;
+    std::int32_t pending;  // unfinished dependencies
+    std::int32_t succ_head;
+    std::int32_t flows_begin, flows_end;    // range in flows_
+    std::int32_t interf_begin, interf_end;  // range in interf_
+    TaskId shares;  // the earlier task whose flows this one shares (add_task with `like`), or -1
+
+    std::int32_t flows_left;
+    TaskId binding;
+    double start, finish;
     // Fixed work on a processor: what is left as of work_since, at work_rate; a speed change
-    // re-keys the task's completion in the event queue.
-    double work_left = 0, work_since = 0, work_rate = 1;
-    std::int32_t proc_slot = -1;
-    TaskId shares = -1;  // the earlier task whose flows this one shares (add_task with `like`)
+    // re-keys the task's completion in the event queue. A reserved task (below) keeps its flow's
+    // rate in work_rate.
+    double work_left, work_since, work_rate;
+    std::int32_t proc_slot;
     // A task whose every flow crosses only links of its own sequence: the time its flows take
     // after its fixed work (-1 otherwise), and when that fixed work ends.
-    double tail = -1, work_end = 0;
+    double tail, work_end;
+    // A task whose one flow found its links idle when it started: its completion is queued at its
+    // latency's end (work_end) plus the flow's time alone, until another flow needs one of its
+    // links (Engine::run).
+    bool reserved;
   };
   struct Interference {
     ProcessorId processor;
@@ -181,12 +190,14 @@ class Engine {
     last = id;
   }
   void recompute_rates();
-  // Gives every task whose flows cross only links of its own sequence its tail.
+  // Gives every task its starting run state, and a tail where its flows cross only links of its own
+  // sequence.
   void find_tails();
 
   std::vector<Task> tasks_;
   std::vector<Edge> edges_;
   std::vector<TaskId> stream_last_;     // last task created on each stream
+  std::int32_t sequences_ = 0;          // one more than the largest sequence of a task
   std::vector<double> link_capacity_;
   std::vector<LinkId> paths_;
   std::vector<Flow> flows_;
@@ -207,23 +218,26 @@ class Engine {
   std::vector<char> frozen_;
   std::vector<std::int32_t> link_slot_, offset_, fill_, members_;
   std::vector<LinkId> touched_;
-  std::vector<std::int32_t> link_flows_;  // active flows crossing each link
+  // By link: how many active flows cross it, or -1 - t where reserved task t's flow crosses it.
+  std::vector<std::int32_t> link_use_;
   // By link: the one sequence whose tasks' flows cross it; -1 for several, or for a task of none.
   static constexpr std::int32_t kNoFlow = -2;  // no flow crosses it
   std::vector<std::int32_t> link_sequence_;
   std::vector<TaskId> sequence_running_;  // the task of each sequence running now (-1 none)
   std::vector<Interference> interf_;
   struct Processor {
-    std::vector<double> active_slowdowns;  // of the interfering tasks running now
-    std::vector<TaskId> running;           // tasks whose fixed work runs on it now
-    double max_slowdown = 0;               // the largest of active_slowdowns (0 if none)
-    std::int32_t at_max = 0;               // how many of active_slowdowns equal it
-    double rate = 1.0;                     // its speed now, 1/(1 + max_slowdown); every running task's work_rate
+    // The distinct slowdowns of the interfering tasks running now, with how many run at each
+    // (a few: tasks of one profile share one slowdown).
+    std::vector<std::pair<double, std::int32_t>> slowdowns;
+    std::vector<TaskId> running;  // tasks whose fixed work runs on it now
+    double max_slowdown = 0;      // the largest of `slowdowns` (0 if none)
+    double rate = 1.0;            // its speed now, 1/(1 + max_slowdown); every running task's work_rate
   };
   std::vector<Processor> processors_;  // the first processor_count_ are this run's
   std::size_t processor_count_ = 0;
   EventQueue queue_;
   std::vector<TaskId> ready_, completed_;  // run()'s scratch: tasks past their latency, tasks done
+  std::vector<TaskId> order_;              // tasks as run() completed them
 };
 
 }  // namespace trainsim::sim

@@ -236,9 +236,9 @@ struct BuilderWorkspace {
   std::vector<double> speed;  // by GPU id: its compute speed in this run
   Handoffs h;
   std::vector<std::int64_t> role;  // per task: its place in the schedule (Builder::role_key), -1 none
-  std::vector<char> downstream;    // per task: scratch of the cut comparison
+  std::vector<std::uint8_t> downstream;  // per task: scratch of the cut comparison (bits, Builder::cut_states)
   std::vector<std::pair<std::int64_t, TaskId>> frontier[2], transfer_roles;
-  std::vector<TaskId> stack;
+  std::vector<TaskId> cut_seeds[2];
 };
 
 BuilderWorkspace& thread_workspace() {
@@ -526,13 +526,17 @@ class Builder {
   // Picks the cuts (after the run): the latest forward n whose cut leaves everything before it ended
   // by diverge_s_, with n - P v past every stage's warm-up. Returns false where there is none.
   bool choose_cut();
-  // Marks in ws_.downstream everything that descends from `seeds`; the earliest start among them
-  // (-1 if a seed is missing).
-  double descend(const std::vector<TaskId>& seeds);
+  // Sets bit first_bit << k in ws_.downstream on everything that descends from *seeds[k] (the
+  // seeds included), for k < sets; earliest[k] gets the earliest start among them (-1 if a seed
+  // is missing, and then nothing is marked for it).
+  void mark_descendants(const std::vector<TaskId>* const* seeds, int sets, std::uint8_t first_bit, double* earliest);
   void fill_roles();  // role_ of every pass of one task and every transfer
-  // The state of the cut whose first tasks after it are `seeds` (see measure_cut), by role key;
-  // false where a task of it has no role. `end`: when the last task before the cut ends.
-  bool cut_state(const std::vector<TaskId>& seeds, std::vector<std::pair<std::int64_t, TaskId>>& state, double* end);
+  // The states of the two cuts whose first tasks after them are seeds[0] and seeds[1] (see
+  // measure_cut), into ws_.frontier by role key; valid[c] is false where a task of cut c's state
+  // has no role (or a seed is missing). `end`: when the last task before the later cut ends.
+  // Returns valid[1].
+  bool cut_states(const std::vector<TaskId> (&seeds)[2], bool (&valid)[2], double* end);
+  bool cut_state_valid_[2] = {false, false};
   std::vector<std::int64_t>& role_ = ws_.role;
   // A pass's or transfer's place in the schedule, the same for the pass P micro-batches later but
   // for the micro-batch (the key's last digit): kind 0 forward, 1 backward, 2 forward's transfer,
@@ -1094,6 +1098,9 @@ void Builder::build_stage(int stage, const std::vector<int>& gpus) {
     if (!gpus.empty() && gpus.front() == 0) cut_bytes_.assign(order.size() + 1, {0.0, 0.0});
   }
 
+  // One simulated GPU, TP fused, nothing gathered per layer and no names: a pass that recurs is its
+  // first occurrence's task again, added here without the general path's bookkeeping.
+  const bool quick = gpus.size() == 1 && fuse_tp_ && !zero3 && !in_.record_timeline;
   for (std::size_t oi = 0; oi < order.size(); ++oi) {
     const PipeOp& op = order[oi];
     const int vs = op.chunk * pp + stage;
@@ -1101,6 +1108,31 @@ void Builder::build_stage(int stage, const std::vector<int>& gpus) {
     if (period_ > 0 && !cut_ && stage == 0 && op.forward && op.chunk == 0 && !gpus.empty() && gpus.front() == 0)
       for (int i = 0; i < 2; ++i)
         if (op.microbatch == microbatches_ - (2 - i) * period_) marker_bytes_[i][0] = dp_bytes_gpu0_, marker_bytes_[i][1] = tp_bytes_gpu0_;
+    if (quick && (op.forward || !((op.microbatch == microbatches_ - 1 || reduce_every_microbatch) && L_.dp > 1))) {
+      const int g = gpus.front();
+      const FusedPass& memo =
+          fused_memo_[(static_cast<std::size_t>(sim_index_[g]) * vpp_ + op.chunk) * kPassKinds + (op.forward ? kForwardPass : kBackwardPass)];
+      if (memo.set) {
+        const TaskId t = e_.add_task(memo.spec, memo.like);
+        lane_stream_.push_back(0);
+        RankQueues& q = q_[g];
+        if (q.compute >= 0) e_.add_dependency(q.compute, t);
+        q.compute = t;
+        if (g == 0) {
+          tp_bytes_gpu0_ += memo.tp_bytes;
+          gpu0_tasks_.push_back(memo.rec);
+          gpu0_tasks_.back().id = t;
+        }
+        const std::size_t i = (static_cast<std::size_t>(sim_index_[g]) * vpp_ + op.chunk) * microbatches_ + op.microbatch;
+        if (op.forward) {
+          h_.fwd_start[i] = h_.fwd_done[i] = t;
+        } else {
+          h_.bwd_start[i] = h_.bwd_done[i] = t;
+          if (period_ > 0) h_.comm_after_bwd[i] = q.comm;
+        }
+        continue;
+      }
+    }
     const ChunkWork& w = chunks_[stage * vpp_ + op.chunk];
     const std::string tag = !in_.record_timeline ? std::string()
                             : " mb" + std::to_string(op.microbatch) + (vpp_ > 1 ? " c" + std::to_string(op.chunk) : "");
@@ -1312,11 +1344,11 @@ StepResult Builder::run() {
     transfer_kinds.emplace_back(std::make_pair(g, dst), std::move(k));
     return transfer_kinds.back().second;
   };
-  auto transfer = [&](TransferKind& k, int g, int dst, TaskId from, TaskId to, const std::string& name, std::int64_t role) {
+  auto transfer = [&](TransferKind& k, int g, int dst, TaskId from, TaskId to, const char* kind, int mb, std::int64_t role) {
     TaskSpec spec;
     spec.lane = g;
     spec.category = kPpComm;
-    spec.label = label(name);
+    if (in_.record_timeline) spec.label = label(std::string("PP send ") + kind + " mb" + std::to_string(mb));
     spec.duration_s = k.latency_s;
     TaskId t;
     if (k.like >= 0) {
@@ -1340,13 +1372,13 @@ StepResult Builder::run() {
       // The kinds are looked up once per chunk: `transfer_kinds` only grows (reserved above).
       TransferKind* to_next = next >= 0 && paths_->simulated(next) ? &transfer_kind(g, next) : nullptr;
       TransferKind* to_prev = prev >= 0 && paths_->simulated(prev) ? &transfer_kind(g, prev) : nullptr;
+      // Slots and role keys of micro-batch 0; micro-batch mb is mb further on.
+      const std::size_t own = hidx(g, vs, 0);
+      const std::size_t after = to_next ? hidx(next, vs + 1, 0) : 0, before = to_prev ? hidx(prev, vs - 1, 0) : 0;
+      const std::int64_t fwd_role = cut_ ? role_key(2, g, vs, 0) : -1, bwd_role = cut_ ? role_key(3, g, vs, 0) : -1;
       for (int mb = 0; mb < microbatches_; ++mb) {
-        if (to_next)
-          transfer(*to_next, g, next, h_.fwd_done[hidx(g, vs, mb)], h_.fwd_start[hidx(next, vs + 1, mb)],
-                   in_.record_timeline ? "PP send F mb" + std::to_string(mb) : std::string(), cut_ ? role_key(2, g, vs, mb) : -1);
-        if (to_prev)
-          transfer(*to_prev, g, prev, h_.bwd_done[hidx(g, vs, mb)], h_.bwd_start[hidx(prev, vs - 1, mb)],
-                   in_.record_timeline ? "PP send B mb" + std::to_string(mb) : std::string(), cut_ ? role_key(3, g, vs, mb) : -1);
+        if (to_next) transfer(*to_next, g, next, h_.fwd_done[own + mb], h_.fwd_start[after + mb], "F", mb, cut_ ? fwd_role + mb : -1);
+        if (to_prev) transfer(*to_prev, g, prev, h_.bwd_done[own + mb], h_.bwd_start[before + mb], "B", mb, cut_ ? bwd_role + mb : -1);
       }
     }
   }
@@ -1499,25 +1531,36 @@ void Builder::breakdown(StepResult& r) {
   }
 }
 
-double Builder::descend(const std::vector<TaskId>& seeds) {
-  std::vector<char>& down = ws_.downstream;
-  std::vector<TaskId>& stack = ws_.stack;
-  down.assign(e_.task_count(), 0);
-  stack.clear();
-  for (TaskId f : seeds) {
-    if (f < 0) return -1.0;
-    if (!down[f]) down[f] = 1, stack.push_back(f);
+void Builder::mark_descendants(const std::vector<TaskId>* const* seeds, int sets, std::uint8_t first_bit, double* earliest) {
+  std::vector<std::uint8_t>& down = ws_.downstream;
+  if (down.size() != e_.task_count()) down.assign(e_.task_count(), 0);
+  std::uint8_t* dn = down.data();
+  std::uint8_t mask = 0;
+  for (int k = 0; k < sets; ++k) {
+    const std::uint8_t bit = static_cast<std::uint8_t>(first_bit << k);
+    earliest[k] = std::numeric_limits<double>::infinity();
+    for (TaskId f : *seeds[k]) {
+      if (f < 0) {
+        earliest[k] = -1.0;
+        break;
+      }
+      dn[f] |= bit;
+    }
+    if (earliest[k] >= 0) mask |= bit;
   }
-  double earliest = std::numeric_limits<double>::infinity();
-  while (!stack.empty()) {
-    const TaskId t = stack.back();
-    stack.pop_back();
-    earliest = std::min(earliest, e_.start(t));
-    e_.for_each_successor(t, [&](TaskId s) {
-      if (!down[s]) down[s] = 1, stack.push_back(s);
-    });
+  // The engine completes a task only after every task it waits for: its completion order is a
+  // topological order of the graph, so one pass over it carries the bits to every descendant.
+  const std::vector<TaskId>& order = e_.completion_order();
+  const TaskId* o = order.data();
+  for (std::size_t i = 0, n = order.size(); i < n; ++i) {
+    const TaskId t = o[i];
+    const std::uint8_t bits = dn[t] & mask;
+    if (!bits) continue;
+    const double st = e_.start(t);
+    for (int k = 0; k < sets; ++k)
+      if (bits & (first_bit << k)) earliest[k] = std::min(earliest[k], st);
+    e_.for_each_successor(t, [dn, bits](TaskId s) { dn[s] |= bits; });
   }
-  return earliest;
 }
 
 void Builder::fill_roles() {
@@ -1526,41 +1569,62 @@ void Builder::fill_roles() {
     const int stage = g / (L_.tp * L_.dp);
     for (int c = 0; c < vpp_; ++c) {
       const int vs = c * L_.pp + stage;
+      const std::size_t base = hidx(g, vs, 0);
+      const std::int64_t fwd_role = role_key(0, g, vs, 0), bwd_role = role_key(1, g, vs, 0);
       for (int mb = 0; mb < microbatches_; ++mb) {
         // Passes of one task only: a pass built layer by layer has no single task to compare.
-        const std::size_t i = hidx(g, vs, mb);
-        if (h_.fwd_start[i] >= 0 && h_.fwd_start[i] == h_.fwd_done[i]) role_[h_.fwd_start[i]] = role_key(0, g, vs, mb);
-        if (h_.bwd_start[i] >= 0 && h_.bwd_start[i] == h_.bwd_done[i]) role_[h_.bwd_start[i]] = role_key(1, g, vs, mb);
+        const std::size_t i = base + mb;
+        if (h_.fwd_start[i] >= 0 && h_.fwd_start[i] == h_.fwd_done[i]) role_[h_.fwd_start[i]] = fwd_role + mb;
+        if (h_.bwd_start[i] >= 0 && h_.bwd_start[i] == h_.bwd_done[i]) role_[h_.bwd_start[i]] = bwd_role + mb;
       }
     }
   }
   for (const auto& [key, t] : ws_.transfer_roles) role_[t] = key;
 }
 
-bool Builder::cut_state(const std::vector<TaskId>& seeds, std::vector<std::pair<std::int64_t, TaskId>>& state, double* end) {
-  const double after = descend(seeds);
-  if (after < 0) return false;
-  const std::vector<char>& down = ws_.downstream;
-  state.clear();
-  double last = 0;
-  for (TaskId t = 0; t < static_cast<TaskId>(e_.task_count()); ++t) {
-    if (down[t]) continue;
-    const double f = e_.finish(t);
-    last = std::max(last, f);
-    bool waited_for = f > after;
-    if (!waited_for) e_.for_each_successor(t, [&](TaskId s) { waited_for |= down[s] != 0; });
-    if (!waited_for) continue;
-    if (role_[t] < 0) return false;  // a task with no counterpart a period away
-    state.push_back({role_[t], t});
+bool Builder::cut_states(const std::vector<TaskId> (&seeds)[2], bool (&valid)[2], double* end) {
+  // Cut c's descendants carry bit 2 << c (bit 1 marks the run's divergence, choose_cut).
+  std::vector<std::uint8_t>& down = ws_.downstream;
+  for (std::uint8_t& d : down) d &= 1;
+  double after[2];
+  const std::vector<TaskId>* sets[2] = {&seeds[0], &seeds[1]};
+  mark_descendants(sets, 2, 2, after);
+  for (int c = 0; c < 2; ++c) {
+    valid[c] = after[c] >= 0;
+    ws_.frontier[c].clear();
   }
-  std::sort(state.begin(), state.end());
-  if (end) *end = last;
-  return true;
+  if (!valid[1]) return false;
+  double last = 0;
+  const TaskId n = static_cast<TaskId>(e_.task_count());
+  const std::uint8_t* dn = down.data();
+  const std::int64_t* role = role_.data();
+  for (TaskId t = 0; t < n; ++t) {
+    const std::uint8_t before = static_cast<std::uint8_t>(~dn[t] & 6);  // bit 2 << c: before cut c
+    if (!before) continue;
+    const double f = e_.finish(t);
+    if (before & 4) last = std::max(last, f);
+    // The cuts whose other side waits for it, or that it outlasts.
+    std::uint8_t waited = static_cast<std::uint8_t>((f > after[0] ? 2 : 0) | (f > after[1] ? 4 : 0)) & before;
+    if (waited != before) e_.for_each_successor(t, [dn, &waited](TaskId s) { waited |= dn[s]; });
+    waited &= before;
+    if (!waited) continue;
+    const std::int64_t r = role[t];
+    for (int c = 0; c < 2; ++c)
+      if (waited & (2 << c)) {
+        if (r < 0) valid[c] = false;  // a task with no counterpart a period away
+        else ws_.frontier[c].push_back({r, t});
+      }
+  }
+  for (int c = 0; c < 2; ++c) std::sort(ws_.frontier[c].begin(), ws_.frontier[c].end());
+  *end = last;
+  return valid[1];
 }
 
 bool Builder::choose_cut() {
   if (sim_index_[0] < 0 || cut_bytes_.empty()) return false;
-  diverge_s_ = descend(cut_diverge_);
+  ws_.downstream.assign(e_.task_count(), 0);
+  const std::vector<TaskId>* diverge = &cut_diverge_;
+  mark_descendants(&diverge, 1, 1, &diverge_s_);
   if (diverge_s_ < 0) return false;
   fill_roles();
   const int P = period_, v = vpp_, total = microbatches_ * v;
@@ -1578,6 +1642,7 @@ bool Builder::choose_cut() {
     return op.forward ? (last ? h_.fwd_done[i] : h_.fwd_start[i]) : (last ? h_.bwd_done[i] : h_.bwd_start[i]);
   };
   std::vector<TaskId> seeds(sim_gpus_.size());
+  std::vector<TaskId> (&both)[2] = ws_.cut_seeds;
   int exact_tries = 0;
   for (int nb = total - 1 - v; nb - P * v >= longest + 1 && exact_tries < 4; --nb) {
     // A quick bound first: the two ops before each stage's cut and the transfers they send.
@@ -1599,8 +1664,15 @@ bool Builder::choose_cut() {
     // Then exactly: everything that does not descend from the cut has ended (its state is kept
     // for measure_cut).
     ++exact_tries;
+    both[1] = seeds;
+    both[0].resize(sim_gpus_.size());
+    for (std::size_t gi = 0; gi < sim_gpus_.size(); ++gi) {
+      const int g = sim_gpus_[gi];
+      const std::vector<PipeOp>& order = stage_order(pk, L_.pp, v, microbatches_, g / (L_.tp * L_.dp));
+      both[0][gi] = op_task(g, order, warm[gi] + 2 * (nb - P * v - warm[gi]), false);
+    }
     double x_end = 0;
-    if (!cut_state(seeds, ws_.frontier[1], &x_end)) return false;
+    if (!cut_states(both, cut_state_valid_, &x_end)) return false;
     if (!(x_end < diverge_s_)) continue;
     for (int c = 0; c < 2; ++c) {
       const int n = c == 1 ? nb : nb - P * v;
@@ -1634,10 +1706,8 @@ void Builder::measure_cut() {
   Periodicity& p = periodicity_;
   if (!cut_valid_ || sim_index_[0] < 0) return;
   const int P = period_, M = microbatches_;
-  // The later cut's state was collected by choose_cut; the earlier one's now.
-  std::vector<TaskId> seeds(sim_gpus_.size());
-  for (std::size_t gi = 0; gi < sim_gpus_.size(); ++gi) seeds[gi] = cut_first_[gi][0];
-  if (!cut_state(seeds, ws_.frontier[0], nullptr)) return;
+  // Both states were collected by choose_cut.
+  if (!cut_state_valid_[0]) return;
   // The two states pair up, micro-batch for micro-batch P apart (keys shift by P in their last
   // digit, so sorted keys pair in order).
   const auto& a = ws_.frontier[0];

@@ -44,6 +44,20 @@ TEST(EventQueue, RescheduledTaskMovesAndLeavesNoStaleEntry) {
   EXPECT_EQ(drain(q), (std::vector<int>{0, 2, 1}));
 }
 
+TEST(EventQueue, AMoveKeepsItsPlaceAmongEqualTimesAndARemovedTaskIsGone) {
+  EventQueue q;
+  q.clear(5);
+  q.schedule(0, 4.0);
+  q.schedule(1, 2.0);
+  q.schedule(2, 2.0);
+  q.schedule(3, 3.0);
+  q.move_keeping_order(0, 2.0);  // scheduled first: ahead of 1 and 2 at 2.0
+  q.remove(3);
+  EXPECT_FALSE(q.queued(3));
+  EXPECT_TRUE(q.queued(0));
+  EXPECT_EQ(drain(q), (std::vector<int>{0, 1, 2}));
+}
+
 TEST(EventQueue, MatchesASortedReferenceUnderRandomReschedules) {
   // Against a reference that keeps (time, order of last scheduling) per queued task and takes the
   // smallest: random schedules, reschedules and pops over 200 tasks.
@@ -74,6 +88,47 @@ TEST(EventQueue, MatchesASortedReferenceUnderRandomReschedules) {
       ASSERT_EQ(q.top_time(), best->time);
       ASSERT_EQ(q.pop(), static_cast<int>(best - ref.begin()));
       best->queued = false;
+    }
+  }
+}
+
+TEST(EventQueue, MovesAndRemovesMatchTheReferenceAcrossEveryQueueSize) {
+  // Few tasks (the queue stays an array) and many (it turns into a heap part way), with moves
+  // that keep their order and removals mixed in.
+  for (int tasks : {6, 31, 33, 300}) {
+    std::mt19937 rng(11 + tasks);
+    std::uniform_int_distribution<int> task(0, tasks - 1), coin(0, 5);
+    EventQueue q;
+    q.clear(tasks);
+    struct Ref {
+      bool queued = false;
+      double time = 0;
+      long order = 0;
+    };
+    std::vector<Ref> ref(tasks);
+    long seq = 0;
+    for (int step = 0; step < 20000; ++step) {
+      const int c = coin(rng), t = task(rng);
+      const double at = static_cast<int>(std::uniform_real_distribution<double>(0.0, 100.0)(rng)) / 10.0;
+      if (c == 0 && ref[t].queued) {
+        q.move_keeping_order(t, at);
+        ref[t].time = at;
+      } else if (c == 1 && ref[t].queued) {
+        q.remove(t);
+        ref[t].queued = false;
+      } else if (c <= 3 || q.empty()) {
+        q.schedule(t, at);
+        ref[t] = {true, at, seq++};
+      } else {
+        const auto best = std::min_element(ref.begin(), ref.end(), [](const Ref& a, const Ref& b) {
+          if (a.queued != b.queued) return a.queued;
+          return a.time != b.time ? a.time < b.time : a.order < b.order;
+        });
+        ASSERT_EQ(q.top_time(), best->time) << tasks;
+        ASSERT_EQ(q.pop(), static_cast<int>(best - ref.begin())) << tasks;
+        best->queued = false;
+      }
+      for (int k = 0; k < tasks; ++k) ASSERT_EQ(q.queued(k), ref[k].queued) << tasks;
     }
   }
 }
