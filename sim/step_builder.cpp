@@ -217,9 +217,11 @@ struct Handoffs {
   std::vector<TaskId> comm_after_bwd;
 };
 
-// A Builder's per-run vectors. One per thread (its Builders run one at a time), so that the runs
-// of a search reuse their memory instead of allocating it again.
+// A Builder's engine and per-run vectors. Reset and reused from run to run (a thread's Builders
+// run one at a time), so that the runs of a search reuse their memory instead of allocating it
+// again.
 struct BuilderWorkspace {
+  Engine engine;
   std::vector<int> tp_leaders, dp_leaders, sim_gpus, lane_stream, sim_index, stage_gpus;
   std::vector<TaskId> first;           // build_stage: the first task of the pass just built, per GPU
   std::vector<double> closed_buckets;  // build_stage: buckets closed by the layer just built
@@ -253,7 +255,7 @@ void reuse_rows(std::vector<std::vector<int>>& v, std::size_t n) {
 }
 
 class Builder {
-  BuilderWorkspace& ws_ = thread_workspace();
+  BuilderWorkspace& ws_;
 
  public:
   // A collective's plan for a one-byte buffer with the flows of its simulated members already
@@ -295,9 +297,10 @@ class Builder {
   // `period`: when positive, the run also measures its own periodicity (see Periodicity) over
   // its last two groups of `period` micro-batches, or with `cut`, by the state of the schedule at
   // two cuts `period` micro-batches apart (see measure_cut).
-  Builder(const StepInput& in, int microbatches, PlanShapeCache* shapes, std::vector<ChunkWork>* chunk_cache = nullptr,
-          RoutedPlans* routed = nullptr, int period = 0, bool cut = false)
-      : in_(in), L_(in.layout), m_(*in.model), cost_(*in.cost), microbatches_(microbatches), e_(thread_engine()),
+  // `ws`: where the graph is built (its engine and tables).
+  Builder(BuilderWorkspace& ws, const StepInput& in, int microbatches, PlanShapeCache* shapes,
+          std::vector<ChunkWork>* chunk_cache = nullptr, RoutedPlans* routed = nullptr, int period = 0, bool cut = false)
+      : ws_(ws), in_(in), L_(in.layout), m_(*in.model), cost_(*in.cost), microbatches_(microbatches), e_(ws.engine),
         plan_cache_(routed ? *routed : own_plans_), shapes_(shapes), chunk_cache_(chunk_cache),
         period_(period > 0 && microbatches >= (cut ? 2 : 3) * period ? period : 0), cut_(cut && period_ > 0) {
     e_.reset();
@@ -376,9 +379,28 @@ class Builder {
   // the first task of gpus[i], where a pipeline hand-off or a ZeRO-3 gather attaches.
   // `recurs` (a PassKind) with `chunk`: these parts recur unchanged on this chunk, so their fused
   // task is worked out once per GPU and reused.
+  void run_parts(const std::vector<int>& gpus, const Part* parts, int nparts, const std::string& name, std::vector<TaskId>& first,
+                 int recurs = -1, int chunk = 0);
   void run_parts(const std::vector<int>& gpus, std::initializer_list<Part> parts, const std::string& name,
-                 std::vector<TaskId>& first, int recurs = -1, int chunk = 0);
-  enum PassKind { kForwardPass, kBackwardPass, kLaterLayerForward, kLaterLayerBackward, kPassKinds };
+                 std::vector<TaskId>& first, int recurs = -1, int chunk = 0) {
+    run_parts(gpus, parts.begin(), static_cast<int>(parts.size()), name, first, recurs, chunk);
+  }
+  // Passes that recur unchanged on a chunk: a forward or backward pass whole, and layer by layer
+  // (ZeRO-3's forward, and the backward that releases gradient buckets as it goes) the first layer
+  // of a backward, with the chunk's embedding or head and the recompute, and every later layer.
+  enum PassKind { kForwardPass, kBackwardPass, kLaterLayerForward, kLaterLayerBackward, kFirstLayerBackward, kPassKinds };
+  // The parts of a pass of `kind` on chunk work `w` (not kLaterLayerForward's first layer, ZeRO-3's
+  // own). `tp` holds the traffic of a part that adds a layer's and the chunk's extras; parts point
+  // into it, so a PassParts stays where it was filled.
+  struct PassParts {
+    Part part[2];
+    int n = 0;
+    CommTotals tp;
+  };
+  static void pass_parts(int kind, const ChunkWork& w, PassParts& out);
+  // The fused task of `parts` on simulated GPU `g`: its spec (duration: compute plus the TP
+  // traffic's latencies), its GPU-0 record and TP bytes, with its flows into fused_flows_.
+  void fused_values(int g, const Part* parts, int nparts, FusedPass& out);
   // A collective (one task per phase) over `members`; it waits for `triggers` and the members'
   // previous task on the chosen queue, and becomes the new tail of that queue for each member.
   TaskId collective(const std::vector<int>& members, CollectiveKind kind, Algorithm algo, double bytes, int count,
@@ -418,14 +440,7 @@ class Builder {
   const ModelConfig& m_;
   const CostModel& cost_;
   const int microbatches_;
-  // One engine per thread, reset for each simulation: its vectors keep their memory between the
-  // runs of a search instead of being allocated (and page-faulted in) again. Builders of one thread
-  // run one at a time.
-  static Engine& thread_engine() {
-    thread_local Engine e;
-    return e;
-  }
-  Engine& e_;
+  Engine& e_;  // the workspace's, reset for each simulation
   std::unique_ptr<PathProvider> paths_;
   PlacementInfo place_;
   std::vector<ChunkWork>& chunks_ = ws_.chunks;  // [stage * vpp + chunk]
@@ -674,12 +689,80 @@ TaskId Builder::compute_task(int gpu, double dur, int cat, const std::string& na
   return t;
 }
 
-void Builder::run_parts(const std::vector<int>& gpus, std::initializer_list<Part> parts, const std::string& name,
+void Builder::pass_parts(int kind, const ChunkWork& w, PassParts& out) {
+  const Part recompute{w.recompute_s, kRecompute, &w.tp_recompute};
+  const bool has_recompute = w.recompute_s > 0;
+  out.n = 0;
+  switch (kind) {
+    case kForwardPass:
+      out.part[out.n++] = Part{w.fwd_s, kCompute, &w.tp_fwd};
+      return;
+    case kBackwardPass:
+      if (has_recompute) out.part[out.n++] = recompute;
+      out.part[out.n++] = Part{w.bwd_s, kCompute, &w.tp_bwd};
+      return;
+    case kLaterLayerForward:
+      out.tp = w.layers > 0 ? w.tp_layer_fwd : CommTotals{};
+      out.part[out.n++] = Part{w.layers > 0 ? w.layer_fwd_s : 0.0, kCompute, &out.tp};
+      return;
+    case kLaterLayerBackward:
+      out.tp = w.layers > 0 ? w.tp_layer_bwd : CommTotals{};
+      out.part[out.n++] = Part{w.layers > 0 ? w.layer_bwd_s : 0.0, kCompute, &out.tp};
+      return;
+    case kFirstLayerBackward:
+      out.tp = w.layers > 0 ? w.tp_layer_bwd : CommTotals{};
+      for (int i = 0; i < 3; ++i) out.tp.bytes[i] += w.tp_extra_bwd.bytes[i], out.tp.count[i] += w.tp_extra_bwd.count[i];
+      if (has_recompute) out.part[out.n++] = recompute;
+      out.part[out.n++] = Part{(w.layers > 0 ? w.layer_bwd_s : 0.0) + w.extra_bwd_s, kCompute, &out.tp};
+      return;
+  }
+  throw std::logic_error("unknown pass kind");
+}
+
+void Builder::fused_values(int g, const Part* parts, int nparts, FusedPass& out) {
+  static const CollectiveKind kinds[3] = {CollectiveKind::all_reduce, CollectiveKind::all_gather, CollectiveKind::reduce_scatter};
+  TaskSpec spec;
+  spec.category = static_cast<std::int16_t>(parts[0].cat);
+  spec.lane = g;
+  spec.processor = proc_[g];
+  spec.sequence = sim_index_[g];  // the tasks of a compute queue run one after another
+  Gpu0Task rec;
+  rec.nparts = 0;
+  double tp_bytes = 0;
+  fused_flows_.clear();
+  fused_paths_.clear();
+  const double speed = speed_[g];
+  for (int pi = 0; pi < nparts; ++pi) {
+    const Part& p = parts[pi];
+    const double seconds = p.seconds / speed;
+    spec.duration_s += seconds;
+    if (rec.nparts < 2) rec.cat[rec.nparts] = p.cat, rec.seconds[rec.nparts] = seconds, ++rec.nparts;
+    else rec.seconds[1] += seconds;
+    if (!p.tp || L_.tp == 1) continue;
+    for (int k = 0; k < 3; ++k) {
+      if (p.tp->count[k] == 0) continue;
+      const CachedPlan& plan = cached_plan(tp_group_of(g), kinds[k], Algorithm::ring, p.tp->bytes[k]);
+      tp_bytes += plan.sent_by_first * p.tp->bytes[k];
+      const PlanScale sc = plan_scale(plan, p.tp->bytes[k], p.tp->count[k]);
+      rec.tp_idle_s += plan.idle_latency_s * sc.latency * p.tp->count[k] + p.tp->bytes[k] * plan.idle_per_byte_s * sc.bytes;
+      for (const CachedPhase& ph : plan.phases) {
+        spec.duration_s += ph.latency_s * sc.latency * p.tp->count[k];
+        for (std::int32_t f = ph.flow_begin; f < ph.flow_end; ++f) add_fused_flow(plan, plan.flows[f], p.tp->bytes[k] * sc.bytes);
+      }
+    }
+  }
+  out.spec = spec;
+  out.rec = rec;
+  out.tp_bytes = tp_bytes;
+}
+
+void Builder::run_parts(const std::vector<int>& gpus, const Part* parts, int nparts, const std::string& name,
                         std::vector<TaskId>& first, int recurs, int chunk) {
   first.assign(gpus.size(), -1);
   if (!fuse_tp_) {
     bool head = true;
-    for (const Part& p : parts) {
+    for (int pi = 0; pi < nparts; ++pi) {
+      const Part& p = parts[pi];
       for (std::size_t i = 0; i < gpus.size(); ++i) {
         const TaskId t = compute_task(gpus[i], p.seconds, p.cat, name);
         if (head) first[i] = t;
@@ -689,7 +772,6 @@ void Builder::run_parts(const std::vector<int>& gpus, std::initializer_list<Part
     }
     return;
   }
-  static const CollectiveKind kinds[3] = {CollectiveKind::all_reduce, CollectiveKind::all_gather, CollectiveKind::reduce_scatter};
   for (std::size_t i = 0; i < gpus.size(); ++i) {
     const int g = gpus[i];
     FusedPass* memo = recurs >= 0 ? &fused_memo_[(static_cast<std::size_t>(sim_index_[g]) * vpp_ + chunk) * kPassKinds + recurs] : nullptr;
@@ -700,43 +782,14 @@ void Builder::run_parts(const std::vector<int>& gpus, std::initializer_list<Part
       add_fused_task(g, spec, memo->rec, memo->like, first[i]);
       continue;
     }
-    TaskSpec spec;
-    spec.category = static_cast<std::int16_t>(parts.begin()->cat);
-    spec.lane = g;
-    spec.label = label(name);
-    spec.processor = proc_[g];
-    spec.sequence = sim_index_[g];  // the tasks of a compute queue run one after another
-    Gpu0Task rec;
-    rec.nparts = 0;
-    double tp_bytes = 0;
-    fused_flows_.clear();
-    fused_paths_.clear();
-    const double speed = speed_[g];
-    for (const Part& p : parts) {
-      const double seconds = p.seconds / speed;
-      spec.duration_s += seconds;
-      if (rec.nparts < 2) rec.cat[rec.nparts] = p.cat, rec.seconds[rec.nparts] = seconds, ++rec.nparts;
-      else rec.seconds[1] += seconds;
-      if (!p.tp || L_.tp == 1) continue;
-      for (int k = 0; k < 3; ++k) {
-        if (p.tp->count[k] == 0) continue;
-        const CachedPlan& plan = cached_plan(tp_group_of(g), kinds[k], Algorithm::ring, p.tp->bytes[k]);
-        tp_bytes += plan.sent_by_first * p.tp->bytes[k];
-        const PlanScale sc = plan_scale(plan, p.tp->bytes[k], p.tp->count[k]);
-        rec.tp_idle_s += plan.idle_latency_s * sc.latency * p.tp->count[k] + p.tp->bytes[k] * plan.idle_per_byte_s * sc.bytes;
-        for (const CachedPhase& ph : plan.phases) {
-          spec.duration_s += ph.latency_s * sc.latency * p.tp->count[k];
-          for (std::int32_t f = ph.flow_begin; f < ph.flow_end; ++f) add_fused_flow(plan, plan.flows[f], p.tp->bytes[k] * sc.bytes);
-        }
-      }
-    }
-    if (g == 0) tp_bytes_gpu0_ += tp_bytes;
-    const TaskId t = add_fused_task(g, spec, rec, -1, first[i]);
+    FusedPass made;
+    fused_values(g, parts, nparts, made);
+    made.spec.label = label(name);
+    if (g == 0) tp_bytes_gpu0_ += made.tp_bytes;
+    const TaskId t = add_fused_task(g, made.spec, made.rec, -1, first[i]);
     if (memo) {
+      *memo = made;
       memo->set = true;
-      memo->spec = spec;
-      memo->rec = rec;
-      memo->tp_bytes = tp_bytes;
       memo->like = t;
     }
   }
@@ -1154,17 +1207,24 @@ void Builder::build_stage(int stage, const std::vector<int>& gpus) {
     }
     if (op.forward) {
       if (!zero3) {
-        run_parts(gpus, {Part{w.fwd_s, kCompute, &w.tp_fwd}}, named("F"), first, kForwardPass, op.chunk);
+        PassParts pp;
+        pass_parts(kForwardPass, w, pp);
+        run_parts(gpus, pp.part, pp.n, named("F"), first, kForwardPass, op.chunk);
       } else {
         // Layer by layer, each after its gather (the embedding and head with the first).
         std::vector<TaskId> op_first;
         for (int l = 0; l < units; ++l) {
           const Gathers next = l + 1 < units ? gather_layer(l + 1, false) : Gathers{};
-          CommTotals t = w.layers > 0 ? w.tp_layer_fwd : CommTotals{};
-          if (l == 0)
+          if (l > 0) {
+            PassParts pp;
+            pass_parts(kLaterLayerForward, w, pp);
+            run_parts(gpus, pp.part, pp.n, named("F", l), first, kLaterLayerForward, op.chunk);
+          } else {
+            CommTotals t = w.layers > 0 ? w.tp_layer_fwd : CommTotals{};
             for (int i = 0; i < 3; ++i) t.bytes[i] += w.tp_extra_fwd.bytes[i], t.count[i] += w.tp_extra_fwd.count[i];
-          const double dur = (w.layers > 0 ? w.layer_fwd_s : 0.0) + (l == 0 ? w.extra_fwd_s : 0.0);
-          run_parts(gpus, {Part{dur, kCompute, &t}}, named("F", l), first, l > 0 ? kLaterLayerForward : -1, op.chunk);
+            const double dur = (w.layers > 0 ? w.layer_fwd_s : 0.0) + w.extra_fwd_s;
+            run_parts(gpus, {Part{dur, kCompute, &t}}, named("F", l), first);
+          }
           wait_for(cur, first);
           if (l == 0) op_first = first;
           cur = next;
@@ -1177,21 +1237,15 @@ void Builder::build_stage(int stage, const std::vector<int>& gpus) {
       }
       continue;
     }
-    const Part recompute{w.recompute_s, kRecompute, &w.tp_recompute};
-    const bool has_recompute = w.recompute_s > 0;
     const bool last_mb = op.microbatch == microbatches_ - 1;
     if ((last_mb || reduce_every_microbatch) && L_.dp > 1) {
       // Layer by layer, so that full buckets start while the rest of backward runs.
       for (int l = 0; l < units; ++l) {
         const Gathers next = zero3 && l + 1 < units ? gather_layer(l + 1, false) : Gathers{};
-        const double dur = (w.layers > 0 ? w.layer_bwd_s : 0.0) + (l == 0 ? w.extra_bwd_s : 0.0);
-        CommTotals t = w.layers > 0 ? w.tp_layer_bwd : CommTotals{};
-        if (l == 0)
-          for (int i = 0; i < 3; ++i) t.bytes[i] += w.tp_extra_bwd.bytes[i], t.count[i] += w.tp_extra_bwd.count[i];
-        const Part layer{dur, kCompute, &t};
-        const std::string name = named("B", l);
-        if (l == 0 && has_recompute) run_parts(gpus, {recompute, layer}, name, first);
-        else run_parts(gpus, {layer}, name, first, l > 0 ? kLaterLayerBackward : -1, op.chunk);
+        const int kind = l == 0 ? kFirstLayerBackward : kLaterLayerBackward;
+        PassParts pp;
+        pass_parts(kind, w, pp);
+        run_parts(gpus, pp.part, pp.n, named("B", l), first, kind, op.chunk);
         if (zero3) wait_for(cur, first);
         cur = next;
         if (l == 0) {
@@ -1204,9 +1258,9 @@ void Builder::build_stage(int stage, const std::vector<int>& gpus) {
       }
       if (reduce_every_microbatch) flush(true);
     } else {
-      const Part backward{w.bwd_s, kCompute, &w.tp_bwd};
-      if (has_recompute) run_parts(gpus, {recompute, backward}, named("B"), first, kBackwardPass, op.chunk);
-      else run_parts(gpus, {backward}, named("B"), first, kBackwardPass, op.chunk);
+      PassParts pp;
+      pass_parts(kBackwardPass, w, pp);
+      run_parts(gpus, pp.part, pp.n, named("B"), first, kBackwardPass, op.chunk);
       for (std::size_t i = 0; i < gpus.size(); ++i) h_.bwd_start[hidx(gpus[i], vs, op.microbatch)] = first[i];
     }
     for (int g : gpus) h_.bwd_done[hidx(g, vs, op.microbatch)] = q_[g].compute;
@@ -1899,7 +1953,7 @@ StepResult simulate_step(const StepInput& in) {
       int M_two = std::max(m0 + 2 * P - 1, 3 * P);
       M_two += ((m - M_two) % P + P) % P;
       if (M < M_two && M < m) {
-        Builder b(in, M, &shapes, &chunks, routed, P, true);
+        Builder b(thread_workspace(), in, M, &shapes, &chunks, routed, P, true);
         StepResult r = b.run();
         simulated += M;
         tasks += r.tasks;
@@ -1913,7 +1967,7 @@ StepResult simulate_step(const StepInput& in) {
       M += ((m - M) % P + P) % P;
       // Only worth it while the runs cost fewer micro-batches than the step itself.
       if (simulated + M >= m) break;
-      Builder b(in, M, &shapes, &chunks, routed, P);
+      Builder b(thread_workspace(), in, M, &shapes, &chunks, routed, P);
       StepResult r = b.run();
       simulated += M;
       tasks += r.tasks;
@@ -1921,7 +1975,7 @@ StepResult simulate_step(const StepInput& in) {
       if (read_off(r, b.periodicity(), M, P, true)) return r;
     }
   }
-  StepResult r = Builder(in, m, &shapes, &chunks, routed).run();
+  StepResult r = Builder(thread_workspace(), in, m, &shapes, &chunks, routed).run();
   r.simulated_microbatches = simulated + m;
   r.tasks += tasks;
   r.events += events;
