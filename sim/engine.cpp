@@ -28,6 +28,7 @@ void Engine::reset() {
   active_.clear();
   makespan_ = 0;
   events_ = rate_updates_ = 0;
+  ran_ = false;
   cap_left_.clear();
   unfrozen_on_link_.clear();
   frozen_.clear();
@@ -183,6 +184,23 @@ void Engine::run() {
   link_use_.assign(link_capacity_.size(), 0);
   order_.clear();
   order_.reserve(tasks_.size());
+  // A graph run before is run again from the dependency counts it was built with.
+  if (!ran_) {
+    pending_.resize(tasks_.size());
+    for (std::size_t i = 0; i < tasks_.size(); ++i) pending_[i] = tasks_[i].pending;
+    ran_ = true;
+  } else {
+    if (pending_.size() != tasks_.size()) throw std::logic_error("tasks added to a graph after it ran");
+    for (std::size_t i = 0; i < tasks_.size(); ++i) tasks_[i].pending = pending_[i];
+  }
+  for (std::size_t i = 0; i < processor_count_; ++i) {
+    Processor& p = processors_[i];
+    p.slowdowns.clear();
+    p.running.clear();
+    p.max_slowdown = 0;
+    p.rate = 1.0;
+  }
+  active_.clear();
   find_tails();
   // Nothing below adds tasks, edges, flows, links or interference: their storage stays put.
   Task* const T = tasks_.data();

@@ -107,8 +107,19 @@ class Engine {
     t.flows_end = static_cast<std::int32_t>(flows_.size());
   }
 
-  // Runs to completion. Throws std::logic_error if the dependencies contain a cycle.
+  // Runs to completion. Throws std::logic_error if the dependencies contain a cycle. May be called
+  // again on the same graph (after respec / set_flow_bytes), which runs it afresh.
   void run();
+
+  // New numbers for a built graph: a task's fixed duration and category, the bytes of its k-th own
+  // flow (shared with the tasks made like it).
+  void respec(TaskId t, double duration_s, std::int16_t category) {
+    if (duration_s < 0) throw std::invalid_argument("task duration must not be negative");
+    tasks_[t].spec.duration_s = duration_s;
+    tasks_[t].spec.category = category;
+  }
+  int flow_count(TaskId t) const { return tasks_[t].flows_end - tasks_[t].flows_begin; }
+  void set_flow_bytes(TaskId t, int k, double bytes) { flows_[tasks_[t].flows_begin + k].bytes = bytes; }
 
   double start(TaskId t) const { return tasks_[t].start; }
   double finish(TaskId t) const { return tasks_[t].finish; }
@@ -238,6 +249,8 @@ class Engine {
   EventQueue queue_;
   std::vector<TaskId> ready_, completed_;  // run()'s scratch: tasks past their latency, tasks done
   std::vector<TaskId> order_;              // tasks as run() completed them
+  std::vector<std::int32_t> pending_;      // each task's dependencies as built (run() consumes them)
+  bool ran_ = false;                       // run() has consumed the built dependency counts
 };
 
 }  // namespace trainsim::sim

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <memory>
@@ -241,7 +242,38 @@ struct BuilderWorkspace {
   std::vector<std::uint8_t> downstream;  // per task: scratch of the cut comparison (bits, Builder::cut_states)
   std::vector<std::pair<std::int64_t, TaskId>> frontier[2], transfer_roles;
   std::vector<TaskId> cut_seeds[2];
+
+  // The built graph's record, for reuse by a later step of the same structure (Builder::refill).
+  // A transfer between two simulated GPUs: its latency and bytes, worked out once per pair.
+  struct TransferKind {
+    int src = 0, dst = 0;
+    double latency_s = 0, bytes = 0;
+    std::vector<LinkId> path;
+    bool dst_simulated = false;
+    TaskId like = -1;  // the first transfer of this kind: the later ones share its flow and interference
+  };
+  std::vector<TransferKind> transfer_kinds;
+  std::vector<std::pair<TaskId, std::int32_t>> fused_tasks;     // every fused task, with its slot in fused_memo (-1 none)
+  std::vector<std::pair<TaskId, std::int32_t>> transfer_tasks;  // every transfer, with its kind
+  std::vector<std::int32_t> gpu0_slot;       // per gpu0_tasks entry: its slot in fused_memo, -1 for other work
+  std::vector<std::size_t> cut_gpu0_count;   // per op of GPU 0's order: gpu0_tasks entries made before it
+  // Two-period runs: GPU 0's DP and TP bytes as its first forward of each of the last two periods
+  // is built, and the gpu0_tasks entries made before it.
+  double marker_bytes[2][2] = {};
+  std::size_t marker_gpu0_count[2] = {0, 0};
+  std::vector<double> tp_prefix;             // refill's scratch: GPU 0's TP bytes over its first i entries
+  std::vector<std::pair<double, double>> cut_bytes;  // GPU 0's DP and TP bytes as each op of its order is built
+  std::vector<TaskId> cut_diverge;  // by simulated GPU: the first task of the op after its last forward
+  bool cut_valid = true;            // the cuts' preconditions the build found
+  bool reusable = false;            // every task's numbers come from the record above or do not change
+  bool roles_filled = false;        // role holds this graph's roles
+  double dp_bytes_gpu0 = 0, tp_bytes_gpu0 = 0;
+  std::vector<std::uint64_t> key;  // the inputs it was built for (graph_key); empty when not reusable
 };
+
+// Thrown while refilling a kept graph when a routed plan it needs is not cached (a step with a
+// fresh plan cache): the graph is built anew.
+struct RefillMiss {};
 
 BuilderWorkspace& thread_workspace() {
   thread_local BuilderWorkspace w;
@@ -298,17 +330,14 @@ class Builder {
   // its last two groups of `period` micro-batches, or with `cut`, by the state of the schedule at
   // two cuts `period` micro-batches apart (see measure_cut).
   // `ws`: where the graph is built (its engine and tables).
+  // `reuse`: `ws` holds a graph built for the same structure (ws.key is this step's graph_key):
+  // only its numbers are worked out again (refill), unless a plan they need is not cached.
   Builder(BuilderWorkspace& ws, const StepInput& in, int microbatches, PlanShapeCache* shapes,
-          std::vector<ChunkWork>* chunk_cache = nullptr, RoutedPlans* routed = nullptr, int period = 0, bool cut = false)
+          std::vector<ChunkWork>* chunk_cache = nullptr, RoutedPlans* routed = nullptr, int period = 0, bool cut = false,
+          bool reuse = false)
       : ws_(ws), in_(in), L_(in.layout), m_(*in.model), cost_(*in.cost), microbatches_(microbatches), e_(ws.engine),
         plan_cache_(routed ? *routed : own_plans_), shapes_(shapes), chunk_cache_(chunk_cache),
-        period_(period > 0 && microbatches >= (cut ? 2 : 3) * period ? period : 0), cut_(cut && period_ > 0) {
-    e_.reset();
-    for (auto* v : {&ws_.sim_gpus, &ws_.lane_stream}) v->clear();
-    ws_.gpu0_tasks.clear();
-    ws_.gpu0_comm.clear();
-    ws_.sim_members_used = 0;
-  }
+        period_(period > 0 && microbatches >= (cut ? 2 : 3) * period ? period : 0), cut_(cut && period_ > 0), reuse_(reuse) {}
 
   StepResult run();
 
@@ -327,6 +356,8 @@ class Builder {
     double dp_bytes = 0, tp_bytes = 0;
   };
   const Periodicity& periodicity() const { return periodicity_; }
+  // The run reused a kept graph (refill) rather than building one.
+  bool refilled() const { return refilled_; }
 
  private:
   int gpu_of(int t, int d, int s) const { return t + L_.tp * (d + L_.dp * s); }
@@ -485,7 +516,7 @@ class Builder {
   std::vector<FusedPass>& fused_memo_ = ws_.fused_memo;  // [simulated GPU][chunk][PassKind]
   // A compute task of `spec` on `g`'s compute queue (its first task, into `first`) with the flows of
   // `like`, or of fused_flows_ where `like` is -1.
-  TaskId add_fused_task(int g, const TaskSpec& spec, Gpu0Task rec, TaskId like, TaskId& first);
+  TaskId add_fused_task(int g, const TaskSpec& spec, Gpu0Task rec, TaskId like, TaskId& first, std::int32_t slot);
   bool fuse_tp_ = false;  // one simulated member per TP group: TP traffic rides on the compute task
   // Recorded timelines only: fused tasks of two parts (a recompute and its backward), by task id
   // order, drawn as two slices in proportion to their compute.
@@ -524,19 +555,32 @@ class Builder {
     fused_flows_.push_back(f);
   }
   std::vector<TaskId>& gpu0_comm_ = ws_.gpu0_comm;
-  double dp_bytes_gpu0_ = 0, tp_bytes_gpu0_ = 0;
+  double& dp_bytes_gpu0_ = ws_.dp_bytes_gpu0;
+  double& tp_bytes_gpu0_ = ws_.tp_bytes_gpu0;
   std::vector<LinkId> scratch_;
   std::vector<std::int32_t> plan_flows_scratch_;
   std::vector<Calls> calls_scratch_, grad_calls_scratch_, stage_calls_;
   const int period_;
+  // Builds the graph into ws_ (recording what refill needs), from an empty engine.
+  void build();
+  // Works out the numbers of ws_'s graph (built by build() for the same structure) for this step:
+  // the fused passes from this step's chunk work, the transfers from its activation size. Throws
+  // RefillMiss where a plan is not cached; false where the graph does not fit them.
+  bool refill();
+  // The bytes of a forward activation (or its gradient) sent between stages, per micro-batch.
+  double activation_bytes_sent() const;
+  // A transfer's latency and bytes from `src` to `dst` as the profile measured them.
+  void transfer_values(BuilderWorkspace::TransferKind& k) const;
   // The cut comparison (measure_cut): each stage's schedule is cut before its forward number
   // n - P v (cut 0) and n (cut 1), n picked by choose_cut; by simulated GPU, the last task of its
   // compute queue before each cut, and the first after it.
   const bool cut_;
-  bool cut_valid_ = true;
+  const bool reuse_;
+  bool refilling_ = false, refilled_ = false;
+  bool cut_valid_ = true;  // the build's preconditions (ws_.cut_valid), then choose_cut's verdict
   std::vector<std::array<TaskId, 2>> cut_last_, cut_first_;
-  std::vector<TaskId> cut_diverge_;  // by simulated GPU: the first task of the op after its last forward
-  std::vector<std::pair<double, double>> cut_bytes_;  // GPU 0's DP and TP bytes as each op of its order is built
+  std::vector<TaskId>& cut_diverge_ = ws_.cut_diverge;
+  std::vector<std::pair<double, double>>& cut_bytes_ = ws_.cut_bytes;
   double diverge_s_ = 0;  // when the first task that the run of M + P micro-batches does not share starts
   // Picks the cuts (after the run): the latest forward n whose cut leaves everything before it ended
   // by diverge_s_, with n - P v past every stage's warm-up. Returns false where there is none.
@@ -685,7 +729,10 @@ TaskId Builder::compute_task(int gpu, double dur, int cat, const std::string& na
   if (q.compute >= 0) e_.add_dependency(q.compute, t);
   if (extra_dep >= 0) e_.add_dependency(extra_dep, t);
   q.compute = t;
-  if (gpu == 0) gpu0_tasks_.push_back({t, 1, {cat, 0}, {dur, 0}});
+  if (gpu == 0) {
+    gpu0_tasks_.push_back({t, 1, {cat, 0}, {dur, 0}});
+    ws_.gpu0_slot.push_back(-1);
+  }
   return t;
 }
 
@@ -774,19 +821,21 @@ void Builder::run_parts(const std::vector<int>& gpus, const Part* parts, int npa
   }
   for (std::size_t i = 0; i < gpus.size(); ++i) {
     const int g = gpus[i];
-    FusedPass* memo = recurs >= 0 ? &fused_memo_[(static_cast<std::size_t>(sim_index_[g]) * vpp_ + chunk) * kPassKinds + recurs] : nullptr;
+    const std::int32_t slot =
+        recurs >= 0 ? static_cast<std::int32_t>((static_cast<std::size_t>(sim_index_[g]) * vpp_ + chunk) * kPassKinds + recurs) : -1;
+    FusedPass* memo = slot >= 0 ? &fused_memo_[slot] : nullptr;
     if (memo && memo->set) {
       TaskSpec spec = memo->spec;
       spec.label = label(name);
       if (g == 0) tp_bytes_gpu0_ += memo->tp_bytes;
-      add_fused_task(g, spec, memo->rec, memo->like, first[i]);
+      add_fused_task(g, spec, memo->rec, memo->like, first[i], slot);
       continue;
     }
     FusedPass made;
     fused_values(g, parts, nparts, made);
     made.spec.label = label(name);
     if (g == 0) tp_bytes_gpu0_ += made.tp_bytes;
-    const TaskId t = add_fused_task(g, made.spec, made.rec, -1, first[i]);
+    const TaskId t = add_fused_task(g, made.spec, made.rec, -1, first[i], slot);
     if (memo) {
       *memo = made;
       memo->set = true;
@@ -795,7 +844,7 @@ void Builder::run_parts(const std::vector<int>& gpus, const Part* parts, int npa
   }
 }
 
-TaskId Builder::add_fused_task(int g, const TaskSpec& spec, Gpu0Task rec, TaskId like, TaskId& first) {
+TaskId Builder::add_fused_task(int g, const TaskSpec& spec, Gpu0Task rec, TaskId like, TaskId& first, std::int32_t slot) {
   TaskId t;
   if (like >= 0) {
     t = e_.add_task(spec, like);
@@ -812,9 +861,12 @@ TaskId Builder::add_fused_task(int g, const TaskSpec& spec, Gpu0Task rec, TaskId
     rec.id = t;
     timeline_parts_.push_back(rec);
   }
+  ws_.fused_tasks.push_back({t, slot});
+  if (slot < 0) ws_.reusable = false;  // numbers refill() could not work out again
   if (g == 0) {
     rec.id = t;
     gpu0_tasks_.push_back(rec);
+    ws_.gpu0_slot.push_back(slot);
   }
   return t;
 }
@@ -845,6 +897,7 @@ const Builder::CachedPlan& Builder::unit_plan(const std::vector<int>& group, Col
   const PlanKey key{static_cast<int>(kind), static_cast<int>(algo), group.front(), stride, static_cast<int>(group.size())};
   auto it = plan_cache_.find(key);
   if (it != plan_cache_.end()) return it->second;
+  if (refilling_) throw RefillMiss{};  // routing would add links to a graph already built
   for (std::size_t i = 1; i < group.size(); ++i)
     if (group[i] - group[i - 1] != stride) throw std::logic_error("collective group is not evenly strided");
   const PlanShapeCache::Key skey{{key[0], key[1], key[2], key[3], key[4], place_.gpus_per_node, in_.net.shape.nodes_per_leaf()},
@@ -972,7 +1025,7 @@ TaskId Builder::collective(const std::vector<int>& group, CollectiveKind kind, A
     RankQueues& q = q_[g];
     (on_compute_queue ? q.compute : q.comm) = prev;
     if (g == 0) {
-      if (on_compute_queue) gpu0_tasks_.push_back({prev, 0, {0, 0}, {0, 0}});
+      if (on_compute_queue) gpu0_tasks_.push_back({prev, 0, {0, 0}, {0, 0}}), ws_.gpu0_slot.push_back(-1);
       else gpu0_comm_.push_back(prev);
     }
   }
@@ -1147,8 +1200,11 @@ void Builder::build_stage(int stage, const std::vector<int>& gpus) {
     const int total = microbatches_ * vpp_;
     const int warm = pipeline_warmup(pk, pp, vpp_, microbatches_, stage);
     diverge_pos = total > warm ? warm + 2 * (total - 1 - warm) + 1 : -1;
-    if (diverge_pos < 0 || diverge_pos >= static_cast<int>(order.size())) cut_valid_ = false;
-    if (!gpus.empty() && gpus.front() == 0) cut_bytes_.assign(order.size() + 1, {0.0, 0.0});
+    if (diverge_pos < 0 || diverge_pos >= static_cast<int>(order.size())) ws_.cut_valid = false;
+    if (!gpus.empty() && gpus.front() == 0) {
+      cut_bytes_.assign(order.size() + 1, {0.0, 0.0});
+      ws_.cut_gpu0_count.assign(order.size() + 1, 0);
+    }
   }
 
   // One simulated GPU, TP fused, nothing gathered per layer and no names: a pass that recurs is its
@@ -1157,10 +1213,17 @@ void Builder::build_stage(int stage, const std::vector<int>& gpus) {
   for (std::size_t oi = 0; oi < order.size(); ++oi) {
     const PipeOp& op = order[oi];
     const int vs = op.chunk * pp + stage;
-    if (cut_ && !gpus.empty() && gpus.front() == 0) cut_bytes_[oi] = {dp_bytes_gpu0_, tp_bytes_gpu0_};
+    if (cut_ && !gpus.empty() && gpus.front() == 0) {
+      cut_bytes_[oi] = {dp_bytes_gpu0_, tp_bytes_gpu0_};
+      ws_.cut_gpu0_count[oi] = gpu0_tasks_.size();
+    }
     if (period_ > 0 && !cut_ && stage == 0 && op.forward && op.chunk == 0 && !gpus.empty() && gpus.front() == 0)
       for (int i = 0; i < 2; ++i)
-        if (op.microbatch == microbatches_ - (2 - i) * period_) marker_bytes_[i][0] = dp_bytes_gpu0_, marker_bytes_[i][1] = tp_bytes_gpu0_;
+        if (op.microbatch == microbatches_ - (2 - i) * period_) {
+          ws_.marker_bytes[i][0] = dp_bytes_gpu0_;
+          ws_.marker_bytes[i][1] = tp_bytes_gpu0_;
+          ws_.marker_gpu0_count[i] = gpu0_tasks_.size();
+        }
     if (quick && (op.forward || !((op.microbatch == microbatches_ - 1 || reduce_every_microbatch) && L_.dp > 1))) {
       const int g = gpus.front();
       const FusedPass& memo =
@@ -1171,10 +1234,13 @@ void Builder::build_stage(int stage, const std::vector<int>& gpus) {
         RankQueues& q = q_[g];
         if (q.compute >= 0) e_.add_dependency(q.compute, t);
         q.compute = t;
+        const std::int32_t slot = static_cast<std::int32_t>(&memo - fused_memo_.data());
+        ws_.fused_tasks.push_back({t, slot});
         if (g == 0) {
           tp_bytes_gpu0_ += memo.tp_bytes;
           gpu0_tasks_.push_back(memo.rec);
           gpu0_tasks_.back().id = t;
+          ws_.gpu0_slot.push_back(slot);
         }
         const std::size_t i = (static_cast<std::size_t>(sim_index_[g]) * vpp_ + op.chunk) * microbatches_ + op.microbatch;
         if (op.forward) {
@@ -1277,17 +1343,89 @@ void Builder::build_stage(int stage, const std::vector<int>& gpus) {
   flush(true);
 }
 
-StepResult Builder::run() {
-  const auto& sh = in_.net.shape;
-  if (L_.gpus() != sh.gpus()) throw std::invalid_argument("layout GPU count does not match the cluster");
-  place_.gpus_per_node = sh.gpus_per_node;
-  place_.intra_alpha_s = in_.net.intra_alpha_s;
-  place_.inter_alpha_s = in_.net.inter_alpha_s;
-  place_.intra_Bps = sh.nvlink_Bps;
-  place_.inter_Bps = sh.nic_share_Bps();
-  prepare_chunks();
+double Builder::activation_bytes_sent() const {
+  return static_cast<double>(L_.micro_batch) * m_.seq_len * m_.hidden * activation_bytes(in_.precision) /
+         ((L_.sequence_parallel && L_.tp > 1) ? L_.tp : 1);
+}
 
-  fuse_tp_ = in_.mode == SimMode::symmetric || L_.tp == 1;
+void Builder::transfer_values(BuilderWorkspace::TransferKind& k) const {
+  const double act_bytes = activation_bytes_sent();
+  const bool inside = place_.node_of(k.src) == place_.node_of(k.dst);
+  // A point-to-point transfer inside a node, where the profile measured one: its time on an idle
+  // NVLink port (alpha + S / port rate) rescaled to the measurement.
+  const MeasuredCollective* measured = find_measured(inside ? in_.net.intra_measured : in_.net.inter_measured, CollectiveKind::send_recv, 2);
+  PlanScale sc;
+  if (inside && measured)
+    sc = measured_scale(*measured, act_bytes, place_.intra_alpha_s, place_.intra_Bps > 0 ? 1.0 / place_.intra_Bps : 0.0);
+  else if (!inside && measured)
+    sc = measured_scale(*measured, act_bytes, place_.inter_alpha_s, place_.inter_Bps > 0 ? 1.0 / place_.inter_Bps : 0.0);
+  k.latency_s = (inside ? place_.intra_alpha_s : place_.inter_alpha_s) * sc.latency;
+  k.bytes = act_bytes * sc.bytes;
+}
+
+bool Builder::refill() {
+  refilling_ = true;
+  speed_.assign(in_.net.shape.gpus(), 1.0);  // kept graphs are of steps without GPU speeds
+  // Every fused pass again from this step's chunk work, into the memo its tasks were made from;
+  // the first task of each holds the flows the others share.
+  const std::size_t per_gpu = static_cast<std::size_t>(vpp_) * kPassKinds;
+  for (std::size_t slot = 0; slot < fused_memo_.size(); ++slot) {
+    FusedPass& memo = fused_memo_[slot];
+    if (!memo.set) continue;
+    const int g = sim_gpus_[slot / per_gpu], chunk = static_cast<int>((slot / kPassKinds) % vpp_);
+    const int kind = static_cast<int>(slot % kPassKinds);
+    PassParts pp;
+    pass_parts(kind, chunks_[(g / (L_.tp * L_.dp)) * vpp_ + chunk], pp);
+    const TaskId like = memo.like;
+    fused_values(g, pp.part, pp.n, memo);
+    memo.like = like;
+    if (static_cast<int>(fused_flows_.size()) != e_.flow_count(like)) return false;
+    for (std::size_t f = 0; f < fused_flows_.size(); ++f) e_.set_flow_bytes(like, static_cast<int>(f), fused_flows_[f].bytes);
+  }
+  for (const auto& [t, slot] : ws_.fused_tasks) e_.respec(t, fused_memo_[slot].spec.duration_s, fused_memo_[slot].spec.category);
+  for (BuilderWorkspace::TransferKind& k : ws_.transfer_kinds) {
+    transfer_values(k);
+    if (k.dst != k.src) e_.set_flow_bytes(k.like, 0, k.bytes);
+  }
+  for (const auto& [t, kind] : ws_.transfer_tasks) e_.respec(t, ws_.transfer_kinds[kind].latency_s, kPpComm);
+  // GPU 0's records, and its TP bytes summed in the order they were built.
+  std::vector<double>& prefix = ws_.tp_prefix;
+  prefix.assign(gpu0_tasks_.size() + 1, 0.0);
+  for (std::size_t i = 0; i < gpu0_tasks_.size(); ++i) {
+    const std::int32_t slot = ws_.gpu0_slot[i];
+    prefix[i + 1] = prefix[i];
+    if (slot < 0) continue;
+    const TaskId id = gpu0_tasks_[i].id;
+    gpu0_tasks_[i] = fused_memo_[slot].rec;
+    gpu0_tasks_[i].id = id;
+    prefix[i + 1] += fused_memo_[slot].tp_bytes;
+  }
+  tp_bytes_gpu0_ = prefix.back();
+  for (std::size_t op = 0; op + 1 < ws_.cut_gpu0_count.size(); ++op) cut_bytes_[op].second = prefix[ws_.cut_gpu0_count[op]];
+  for (int i = 0; i < 2; ++i) ws_.marker_bytes[i][1] = prefix[ws_.marker_gpu0_count[i]];
+  refilling_ = false;
+  return true;
+}
+
+void Builder::build() {
+  const auto& sh = in_.net.shape;
+  e_.reset();
+  ws_.key.clear();
+  ws_.reusable = fuse_tp_ && in_.mode == SimMode::symmetric && !in_.gpu_speed && in_.speed_replica < 0;
+  ws_.roles_filled = false;
+  ws_.cut_valid = true;
+  for (auto* v : {&ws_.sim_gpus, &ws_.lane_stream}) v->clear();
+  ws_.gpu0_tasks.clear();
+  ws_.gpu0_comm.clear();
+  ws_.sim_members_used = 0;
+  ws_.fused_tasks.clear();
+  ws_.transfer_tasks.clear();
+  ws_.transfer_kinds.clear();
+  ws_.gpu0_slot.clear();
+  ws_.cut_gpu0_count.clear();
+  ws_.marker_gpu0_count[0] = ws_.marker_gpu0_count[1] = 0;
+  std::fill(&ws_.marker_bytes[0][0], &ws_.marker_bytes[0][0] + 4, 0.0);
+  dp_bytes_gpu0_ = tp_bytes_gpu0_ = 0;
   if (in_.mode == SimMode::full) {
     for (int g = 0; g < sh.gpus(); ++g) sim_gpus_.push_back(g);
     paths_ = std::make_unique<FullPaths>(e_, sh);
@@ -1302,7 +1440,6 @@ StepResult Builder::run() {
     paths_ = std::make_unique<SymmetricPaths>(e_, sh, sim_gpus_, nic_speed);
   }
   q_.assign(sh.gpus(), RankQueues{});
-  interference_ = cost_.hardware().comm_compute_interference;
   proc_.assign(sh.gpus(), -1);
   if (interference_ > 0)
     for (int g : sim_gpus_) proc_[g] = e_.add_processor();
@@ -1344,9 +1481,7 @@ StepResult Builder::run() {
   h_.fwd_start.assign(slots, -1);
   h_.bwd_start.assign(slots, -1);
   h_.comm_after_bwd.assign(period_ > 0 ? slots : 0, -1);
-  cut_last_.assign(cut_ ? sim_gpus_.size() : 0, {-1, -1});
   cut_bytes_.clear();
-  cut_first_.assign(cut_ ? sim_gpus_.size() : 0, {-1, -1});
   cut_diverge_.assign(cut_ ? sim_gpus_.size() : 0, -1);
   ws_.transfer_roles.clear();
   fused_memo_.resize(sim_gpus_.size() * vpp_ * kPassKinds);
@@ -1355,12 +1490,8 @@ StepResult Builder::run() {
 
   // Activation and gradient transfers between consecutive virtual stages are added once every
   // stage is built: each runs from the producer's last task to the consumer's first.
-  const double act_bytes = static_cast<double>(L_.micro_batch) * m_.seq_len * m_.hidden * activation_bytes(in_.precision) /
-                           ((L_.sequence_parallel && L_.tp > 1) ? L_.tp : 1);
   const int pp = L_.pp;
   const int V = pp * vpp_;
-  const MeasuredCollective* pp_measured = find_measured(in_.net.intra_measured, CollectiveKind::send_recv, 2);
-  const MeasuredCollective* pp_measured_inter = find_measured(in_.net.inter_measured, CollectiveKind::send_recv, 2);
   std::vector<int>& gpus = ws_.stage_gpus;
   for (int s = 0; s < pp; ++s) {
     gpus.clear();
@@ -1369,36 +1500,24 @@ StepResult Builder::run() {
     build_stage(s, gpus);
   }
 
-  // A transfer's task and flow depend only on its two GPUs: worked out once per pair.
-  struct TransferKind {
-    double latency_s = 0, bytes = 0;
-    std::vector<LinkId> path;
-    bool dst_simulated = false;
-    TaskId like = -1;  // the first transfer of this kind: the later ones share its flow and interference
-  };
-  // Few pairs (each stage with its neighbours): a list.
-  std::vector<std::pair<std::pair<int, int>, TransferKind>> transfer_kinds;
+  // A transfer's task and flow depend only on its two GPUs: worked out once per pair (few pairs,
+  // each stage with its neighbours: a list).
+  auto& transfer_kinds = ws_.transfer_kinds;
   transfer_kinds.reserve(2 * sim_gpus_.size() * vpp_);
-  auto transfer_kind = [&](int g, int dst) -> TransferKind& {
-    for (auto& [pair, kind] : transfer_kinds)
-      if (pair.first == g && pair.second == dst) return kind;
-    TransferKind k;
-    const bool inside = place_.node_of(g) == place_.node_of(dst);
-    // A point-to-point transfer inside a node, where the profile measured one: its time on an idle
-    // NVLink port (alpha + S / port rate) rescaled to the measurement.
-    PlanScale sc;
-    if (inside && pp_measured)
-      sc = measured_scale(*pp_measured, act_bytes, place_.intra_alpha_s, place_.intra_Bps > 0 ? 1.0 / place_.intra_Bps : 0.0);
-    else if (!inside && pp_measured_inter)
-      sc = measured_scale(*pp_measured_inter, act_bytes, place_.inter_alpha_s, place_.inter_Bps > 0 ? 1.0 / place_.inter_Bps : 0.0);
-    k.latency_s = (inside ? place_.intra_alpha_s : place_.inter_alpha_s) * sc.latency;
-    k.bytes = act_bytes * sc.bytes;
+  auto transfer_kind = [&](int g, int dst) -> std::int32_t {
+    for (std::size_t i = 0; i < transfer_kinds.size(); ++i)
+      if (transfer_kinds[i].src == g && transfer_kinds[i].dst == dst) return static_cast<std::int32_t>(i);
+    BuilderWorkspace::TransferKind& k = transfer_kinds.emplace_back();
+    k.src = g;
+    k.dst = dst;
+    transfer_values(k);
     if (dst != g) paths_->path(g, dst, 0, k.path);
     k.dst_simulated = paths_->simulated(dst);
-    transfer_kinds.emplace_back(std::make_pair(g, dst), std::move(k));
-    return transfer_kinds.back().second;
+    return static_cast<std::int32_t>(transfer_kinds.size() - 1);
   };
-  auto transfer = [&](TransferKind& k, int g, int dst, TaskId from, TaskId to, const char* kind, int mb, std::int64_t role) {
+  auto transfer = [&](std::int32_t kind_index, TaskId from, TaskId to, const char* kind, int mb, std::int64_t role) {
+    BuilderWorkspace::TransferKind& k = transfer_kinds[kind_index];
+    const int g = k.src, dst = k.dst;
     TaskSpec spec;
     spec.lane = g;
     spec.category = kPpComm;
@@ -1413,6 +1532,7 @@ StepResult Builder::run() {
       interfere(t, g, k.dst_simulated && dst != g ? dst : -1);
     }
     lane_stream_.push_back(2);
+    ws_.transfer_tasks.push_back({t, kind_index});
     if (cut_) ws_.transfer_roles.push_back({role, t});
     e_.add_dependency(from, t);
     e_.add_dependency(t, to);
@@ -1423,16 +1543,16 @@ StepResult Builder::run() {
       const int vs = c * pp + stage;
       const int next = vs < V - 1 ? g + ((vs + 1) % pp - stage) * L_.tp * L_.dp : -1;
       const int prev = vs > 0 ? g + ((vs - 1) % pp - stage) * L_.tp * L_.dp : -1;
-      // The kinds are looked up once per chunk: `transfer_kinds` only grows (reserved above).
-      TransferKind* to_next = next >= 0 && paths_->simulated(next) ? &transfer_kind(g, next) : nullptr;
-      TransferKind* to_prev = prev >= 0 && paths_->simulated(prev) ? &transfer_kind(g, prev) : nullptr;
+      // The kinds are looked up once per chunk.
+      const std::int32_t to_next = next >= 0 && paths_->simulated(next) ? transfer_kind(g, next) : -1;
+      const std::int32_t to_prev = prev >= 0 && paths_->simulated(prev) ? transfer_kind(g, prev) : -1;
       // Slots and role keys of micro-batch 0; micro-batch mb is mb further on.
       const std::size_t own = hidx(g, vs, 0);
-      const std::size_t after = to_next ? hidx(next, vs + 1, 0) : 0, before = to_prev ? hidx(prev, vs - 1, 0) : 0;
+      const std::size_t after = to_next >= 0 ? hidx(next, vs + 1, 0) : 0, before = to_prev >= 0 ? hidx(prev, vs - 1, 0) : 0;
       const std::int64_t fwd_role = cut_ ? role_key(2, g, vs, 0) : -1, bwd_role = cut_ ? role_key(3, g, vs, 0) : -1;
       for (int mb = 0; mb < microbatches_; ++mb) {
-        if (to_next) transfer(*to_next, g, next, h_.fwd_done[own + mb], h_.fwd_start[after + mb], "F", mb, cut_ ? fwd_role + mb : -1);
-        if (to_prev) transfer(*to_prev, g, prev, h_.bwd_done[own + mb], h_.bwd_start[before + mb], "B", mb, cut_ ? bwd_role + mb : -1);
+        if (to_next >= 0) transfer(to_next, h_.fwd_done[own + mb], h_.fwd_start[after + mb], "F", mb, cut_ ? fwd_role + mb : -1);
+        if (to_prev >= 0) transfer(to_prev, h_.bwd_done[own + mb], h_.bwd_start[before + mb], "B", mb, cut_ ? bwd_role + mb : -1);
       }
     }
   }
@@ -1458,6 +1578,33 @@ StepResult Builder::run() {
     }
   }
 
+}
+
+StepResult Builder::run() {
+  const auto& sh = in_.net.shape;
+  if (L_.gpus() != sh.gpus()) throw std::invalid_argument("layout GPU count does not match the cluster");
+  place_.gpus_per_node = sh.gpus_per_node;
+  place_.intra_alpha_s = in_.net.intra_alpha_s;
+  place_.inter_alpha_s = in_.net.inter_alpha_s;
+  place_.intra_Bps = sh.nvlink_Bps;
+  place_.inter_Bps = sh.nic_share_Bps();
+  prepare_chunks();
+
+  fuse_tp_ = in_.mode == SimMode::symmetric || L_.tp == 1;
+  interference_ = cost_.hardware().comm_compute_interference;
+  if (reuse_) {
+    try {
+      refilled_ = refill();
+    } catch (const RefillMiss&) {
+      refilled_ = false;
+    }
+    refilling_ = false;
+  }
+  if (!refilled_) build();
+  cut_valid_ = ws_.cut_valid;
+  if (period_ > 0 && !cut_) std::copy(&ws_.marker_bytes[0][0], &ws_.marker_bytes[0][0] + 4, &marker_bytes_[0][0]);
+  cut_last_.assign(cut_ ? sim_gpus_.size() : 0, {-1, -1});
+  cut_first_.assign(cut_ ? sim_gpus_.size() : 0, {-1, -1});
   e_.run();
 
   StepResult r;
@@ -1680,7 +1827,10 @@ bool Builder::choose_cut() {
   const std::vector<TaskId>* diverge = &cut_diverge_;
   mark_descendants(&diverge, 1, 1, &diverge_s_);
   if (diverge_s_ < 0) return false;
-  fill_roles();
+  if (!ws_.roles_filled) {
+    fill_roles();
+    ws_.roles_filled = true;
+  }
   const int P = period_, v = vpp_, total = microbatches_ * v;
   const PipelineKind pk = L_.schedule == Schedule::interleaved ? PipelineKind::interleaved : PipelineKind::one_f_one_b;
   std::vector<int> warm(sim_gpus_.size());
@@ -1850,6 +2000,99 @@ RankCoordinates rank_coordinates(const Layout& l, int gpu) {
   return c;
 }
 
+namespace {
+
+void put(std::vector<std::uint64_t>& k, double x) {
+  std::uint64_t b;
+  std::memcpy(&b, &x, sizeof b);
+  k.push_back(b);
+}
+void put(std::vector<std::uint64_t>& k, std::int64_t x) { k.push_back(static_cast<std::uint64_t>(x)); }
+
+void put_measured(std::vector<std::uint64_t>& k, const std::vector<MeasuredCollective>& v) {
+  put(k, static_cast<std::int64_t>(v.size()));
+  for (const MeasuredCollective& m : v) {
+    put(k, static_cast<std::int64_t>(m.kind));
+    put(k, static_cast<std::int64_t>(m.gpus));
+    put(k, static_cast<std::int64_t>(m.segments.size()));
+    for (const MeasuredSegment& g : m.segments) {
+      put(k, g.min_bytes);
+      put(k, g.max_bytes);
+      put(k, g.alpha_s);
+      put(k, g.busbw_Bps);
+    }
+  }
+}
+
+// Everything a run's graph and its unchanging numbers (collectives, the optimizer, links,
+// interference) depend on: all of the step's inputs but the micro-batch size and the recompute,
+// which change only the passes' compute and TP traffic and the activations sent between stages
+// (what Builder::refill works out again). The cost model enters by instance: one instance never
+// changes.
+void graph_key(const StepInput& in, int M, int P, bool cut, std::vector<std::uint64_t>& k) {
+  k.clear();
+  const ModelConfig& m = *in.model;
+  const Layout& L = in.layout;
+  const ClusterShape& sh = in.net.shape;
+  for (std::int64_t x : {static_cast<std::int64_t>(in.cost->instance()), static_cast<std::int64_t>(m.family),
+                         static_cast<std::int64_t>(m.layers), static_cast<std::int64_t>(m.hidden), static_cast<std::int64_t>(m.heads),
+                         static_cast<std::int64_t>(m.kv_heads), static_cast<std::int64_t>(m.ffn_hidden), static_cast<std::int64_t>(m.vocab),
+                         static_cast<std::int64_t>(m.seq_len), static_cast<std::int64_t>(m.tied_embeddings),
+                         static_cast<std::int64_t>(m.vocab_divisible_by), static_cast<std::int64_t>(L.tp), static_cast<std::int64_t>(L.pp),
+                         static_cast<std::int64_t>(L.dp), static_cast<std::int64_t>(L.vpp), static_cast<std::int64_t>(L.sequence_parallel),
+                         static_cast<std::int64_t>(L.zero), static_cast<std::int64_t>(L.compression.kind),
+                         static_cast<std::int64_t>(L.compression.powersgd_rank), static_cast<std::int64_t>(L.schedule),
+                         static_cast<std::int64_t>(in.precision), static_cast<std::int64_t>(M), static_cast<std::int64_t>(P), static_cast<std::int64_t>(cut),
+                         static_cast<std::int64_t>(in.mode), static_cast<std::int64_t>(sh.nodes), static_cast<std::int64_t>(sh.gpus_per_node),
+                         static_cast<std::int64_t>(sh.nics_per_node), static_cast<std::int64_t>(sh.fabric),
+                         static_cast<std::int64_t>(sh.nics_per_leaf), static_cast<std::int64_t>(in.net.dp_algorithm)})
+    put(k, x);
+  for (double x : {L.bucket_MB, L.compression.topk_fraction, sh.nvlink_Bps, sh.nic_Bps, sh.oversubscription, in.net.intra_alpha_s,
+                   in.net.inter_alpha_s})
+    put(k, x);
+  put(k, static_cast<std::int64_t>(sh.nic_speed.size()));
+  for (double x : sh.nic_speed) put(k, x);
+  put_measured(k, in.net.intra_measured);
+  put_measured(k, in.net.inter_measured);
+}
+
+std::vector<std::uint64_t>& thread_key_scratch() {
+  thread_local std::vector<std::uint64_t> k;
+  return k;
+}
+
+// Each thread keeps the graphs of its last few runs: the workspace built for `key`, or the
+// least recently used one (its key cleared) to build into. `found`: it holds a graph for `key`.
+BuilderWorkspace& kept_graph(const std::vector<std::uint64_t>& key, bool& found) {
+  constexpr std::size_t kKept = 8;
+  struct Kept {
+    std::unique_ptr<BuilderWorkspace> ws;
+    std::uint64_t used = 0;
+  };
+  thread_local std::vector<Kept> kept;
+  thread_local std::uint64_t clock = 0;
+  ++clock;
+  for (Kept& k : kept)
+    if (k.ws->key == key) {
+      k.used = clock;
+      found = true;
+      return *k.ws;
+    }
+  found = false;
+  Kept* slot = nullptr;
+  if (kept.size() < kKept) {
+    slot = &kept.emplace_back();
+    slot->ws = std::make_unique<BuilderWorkspace>();
+  } else {
+    slot = &*std::min_element(kept.begin(), kept.end(), [](const Kept& a, const Kept& b) { return a.used < b.used; });
+  }
+  slot->used = clock;
+  slot->ws->key.clear();
+  return *slot->ws;
+}
+
+}  // namespace
+
 StepResult simulate_step(const StepInput& in) {
   if (!in.model || !in.cost) throw std::invalid_argument("simulate_step needs a model and a cost model");
   const int m = microbatches_per_step(in);
@@ -1911,6 +2154,32 @@ StepResult simulate_step(const StepInput& in) {
   int simulated = 0;  // micro-batches per stage, tasks and events over every run
   std::size_t tasks = 0;
   std::uint64_t events = 0;
+  // A run of M micro-batches (with period P, and the cut comparison or not). Its graph is kept for
+  // the steps of the same structure that follow on this thread (the layouts of a search that
+  // differ only in micro-batch size or recompute), and taken from there when one was.
+  struct Ran {
+    StepResult r;
+    Builder::Periodicity per;
+  };
+  const bool keepable = in.mode == SimMode::symmetric && !in.record_timeline && !in.gpu_speed && in.speed_replica < 0;
+  auto run = [&](int M, int P, bool cut) {
+    std::vector<std::uint64_t>& key = thread_key_scratch();
+    bool kept = false;
+    if (keepable) graph_key(in, M, P, cut, key);
+    BuilderWorkspace& ws = keepable ? kept_graph(key, kept) : thread_workspace();
+    Builder b(ws, in, M, &shapes, &chunks, routed, P, cut, kept);
+    Ran out;
+    try {
+      out.r = b.run();
+    } catch (...) {
+      ws.key.clear();
+      throw;
+    }
+    if (keepable && ws.key.empty() && ws.reusable) ws.key = key;
+    out.r.graph_reused = b.refilled();
+    out.per = b.periodicity();
+    return out;
+  };
   if (in.mode == SimMode::symmetric && !in.record_timeline && in.steady_state && in.layout.schedule != Schedule::gpipe) {
     // The run of M micro-batches gives the step at m when it shows its schedule repeating with
     // period P: its step plus (m - M) / P periods. `drift`: a slow drift is accepted (above).
@@ -1953,13 +2222,13 @@ StepResult simulate_step(const StepInput& in) {
       int M_two = std::max(m0 + 2 * P - 1, 3 * P);
       M_two += ((m - M_two) % P + P) % P;
       if (M < M_two && M < m) {
-        Builder b(thread_workspace(), in, M, &shapes, &chunks, routed, P, true);
-        StepResult r = b.run();
+        Ran ran = run(M, P, true);
+        StepResult& r = ran.r;
         simulated += M;
         tasks += r.tasks;
         events += r.events;
         // Only an exact repeat: the argument holds for the state as it is, not for a drift.
-        if (read_off(r, b.periodicity(), M, P, false)) return r;
+        if (read_off(r, ran.per, M, P, false)) return r;
       }
     }
     for (int P = q; P <= 2 * q; P *= 2) {
@@ -1967,15 +2236,15 @@ StepResult simulate_step(const StepInput& in) {
       M += ((m - M) % P + P) % P;
       // Only worth it while the runs cost fewer micro-batches than the step itself.
       if (simulated + M >= m) break;
-      Builder b(thread_workspace(), in, M, &shapes, &chunks, routed, P);
-      StepResult r = b.run();
+      Ran ran = run(M, P, false);
+      StepResult& r = ran.r;
       simulated += M;
       tasks += r.tasks;
       events += r.events;
-      if (read_off(r, b.periodicity(), M, P, true)) return r;
+      if (read_off(r, ran.per, M, P, true)) return r;
     }
   }
-  StepResult r = Builder(thread_workspace(), in, m, &shapes, &chunks, routed).run();
+  StepResult r = run(m, 0, false).r;
   r.simulated_microbatches = simulated + m;
   r.tasks += tasks;
   r.events += events;

@@ -118,6 +118,9 @@ struct StepResult {
   std::size_t tasks = 0;  // over every run of the step (see simulated_microbatches)
   std::uint64_t events = 0;
   int simulated_microbatches = 0;  // per stage, over every run; fewer than the step's when read off the steady state
+  // The step's graph was one kept from an earlier step of the same structure, with its numbers
+  // worked out again (simulate_step), rather than built.
+  bool graph_reused = false;
   double dp_bytes_per_gpu = 0;  // bytes each GPU sends for gradient/ZeRO collectives per step
   double tp_bytes_per_gpu = 0;
   std::vector<TimelineEntry> timeline;

@@ -4,8 +4,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
+#include <memory>
 #include <random>
 #include <string>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -486,6 +489,60 @@ TEST(Step, PlansKeptAcrossStepsGiveTheSameStep) {
       const std::string b = result_to_json(s, evaluate(s, l, nodes, fresh)).dump();
       EXPECT_EQ(a, b) << s.hardware.name << " " << describe(l);
     }
+}
+
+TEST(Step, AKeptGraphRefilledForAnotherLayoutGivesThatLayoutsStep) {
+  // A search thread keeps the graphs of its last cut runs, and a layout of the same structure
+  // (differing only in micro-batch size or recompute) runs on one with its numbers worked out
+  // again. Each result must be, byte for byte, the one a thread that never saw another layout
+  // gives. Families of such layouts follow one another (more families than the thread keeps
+  // graphs, so some are dropped and built again): interleaved 175B, 1F1B with int8 compression,
+  // ZeRO-1 on a slow network whose links the pipeline transfers share, no TP, and a padded
+  // vocabulary.
+  const char* const nic25 = R"(, "network": { "nic_Gbps": 25, "nics_per_node": 1 })";
+  const LayoutCase families[] = {
+      {.model = "gpt3-175b", .nodes = 64, .pp = 8, .vpp = 3, .schedule = "interleaved", .global_batch = 1024},
+      {.pp = 4, .bucket_MB = 25, .compression = "int8"},
+      {.nodes = 8, .tp = 2, .pp = 4, .network = nic25, .global_batch = 256},
+      {.model = "gpt-1.3b", .nodes = 2, .tp = 1, .pp = 4, .global_batch = 64},
+      {.model = "gpt3-175b", .hardware = "h200-sxm", .nodes = 32, .tp = 8, .pp = 8, .zero = 0, .global_batch = 512},
+  };
+  // As a search thread: one plan cache, and one cost model per profile.
+  sim::PlanShapeCache plans;
+  struct Kept {
+    HardwareProfile hw;  // the cost model refers to it
+    std::unique_ptr<CostModel> cost;
+  };
+  std::map<std::string, Kept> costs;
+  int runs = 0, reused = 0;
+  for (int round = 0; round < 2; ++round)
+    for (const LayoutCase& f : families)
+      for (int mb : {1, 2})
+        for (const char* recompute : {"selective", "full", "none"}) {
+          LayoutCase c = f;
+          c.mb = mb;
+          c.recompute = recompute;
+          const Scenario s = case_scenario(c);
+          const int nodes = s.cluster.nodes.front();
+          const Layout l = resolve_layout(s, s.layout, false, nodes);
+          Kept& k = costs[s.hardware.name];
+          if (!k.cost) {
+            k.hw = s.hardware;
+            k.cost = std::make_unique<CostModel>(k.hw, s.training.precision);
+          }
+          EvalOptions kept;
+          kept.plan_cache = &plans;
+          kept.cost = k.cost.get();
+          const Evaluation a = evaluate(s, l, nodes, kept);
+          std::string fresh;
+          std::thread([&] { fresh = result_to_json(s, evaluate(s, l, nodes, EvalOptions{})).dump(); }).join();
+          EXPECT_EQ(result_to_json(s, a).dump(), fresh) << describe(l);
+          ++runs;
+          reused += a.step.graph_reused;
+        }
+  std::printf("[ info ] %d steps, %d on a kept graph\n", runs, reused);
+  // Within a family every layout but the first of a round finds its graph kept.
+  EXPECT_GE(reused, runs - 2 * static_cast<int>(std::size(families)));
 }
 
 TEST(Step, CommComputeInterferenceSlowsOverlappedCompute) {
