@@ -239,9 +239,15 @@ struct BuilderWorkspace {
   std::vector<double> speed;  // by GPU id: its compute speed in this run
   Handoffs h;
   std::vector<std::int64_t> role;  // per task: its place in the schedule (Builder::role_key), -1 none
-  std::vector<std::uint8_t> downstream;  // per task: scratch of the cut comparison (bits, Builder::cut_states)
   std::vector<std::pair<std::int64_t, TaskId>> frontier[2], transfer_roles;
   std::vector<TaskId> cut_seeds[2];
+  // The cut comparison's structure for the cuts it last looked at (Builder::cut_states), kept with
+  // the graph: the seeds (the first task after each cut on each simulated GPU), by task the cuts
+  // it comes after (bit 2 << c: it descends from cut c's seeds), the tasks before the later cut,
+  // and for each cut the tasks before it that a task after it waits for.
+  std::vector<TaskId> cut_kept_seeds[2];
+  std::vector<std::uint8_t> downstream;
+  std::vector<TaskId> before_later, waited_across[2];
 
   // The built graph's record, for reuse by a later step of the same structure (Builder::refill).
   // A transfer between two simulated GPUs: its latency and bytes, worked out once per pair.
@@ -1414,6 +1420,7 @@ void Builder::build() {
   ws_.reusable = fuse_tp_ && in_.mode == SimMode::symmetric && !in_.gpu_speed && in_.speed_replica < 0;
   ws_.roles_filled = false;
   ws_.cut_valid = true;
+  for (auto& k : ws_.cut_kept_seeds) k.clear();
   for (auto* v : {&ws_.sim_gpus, &ws_.lane_stream}) v->clear();
   ws_.gpu0_tasks.clear();
   ws_.gpu0_comm.clear();
@@ -1784,49 +1791,75 @@ void Builder::fill_roles() {
 }
 
 bool Builder::cut_states(const std::vector<TaskId> (&seeds)[2], bool (&valid)[2], double* end) {
-  // Cut c's descendants carry bit 2 << c (bit 1 marks the run's divergence, choose_cut).
-  std::vector<std::uint8_t>& down = ws_.downstream;
-  for (std::uint8_t& d : down) d &= 1;
-  double after[2];
-  const std::vector<TaskId>* sets[2] = {&seeds[0], &seeds[1]};
-  mark_descendants(sets, 2, 2, after);
+  // Which tasks come after each cut, and which before it are waited for across it, depend on the
+  // graph alone: worked out when the seeds change, kept with the graph.
   for (int c = 0; c < 2; ++c) {
-    valid[c] = after[c] >= 0;
+    valid[c] = std::find(seeds[c].begin(), seeds[c].end(), -1) == seeds[c].end();
     ws_.frontier[c].clear();
   }
   if (!valid[1]) return false;
-  double last = 0;
-  const TaskId n = static_cast<TaskId>(e_.task_count());
+  std::vector<std::uint8_t>& down = ws_.downstream;
+  if (seeds[0] != ws_.cut_kept_seeds[0] || seeds[1] != ws_.cut_kept_seeds[1] || down.size() != e_.task_count()) {
+    down.assign(e_.task_count(), 0);
+    double unused[2];
+    const std::vector<TaskId>* sets[2] = {&seeds[0], &seeds[1]};
+    mark_descendants(sets, 2, 2, unused);
+    const std::uint8_t* dn = down.data();
+    ws_.before_later.clear();
+    for (auto& w : ws_.waited_across) w.clear();
+    for (TaskId t = 0, n = static_cast<TaskId>(e_.task_count()); t < n; ++t) {
+      const std::uint8_t before = static_cast<std::uint8_t>(~dn[t] & 6);  // bit 2 << c: before cut c
+      if (!before) continue;
+      if (before & 4) ws_.before_later.push_back(t);
+      std::uint8_t across = 0;
+      e_.for_each_successor(t, [dn, &across](TaskId s) { across |= dn[s]; });
+      across &= before;
+      for (int c = 0; c < 2; ++c)
+        if (across & (2 << c)) ws_.waited_across[c].push_back(t);
+    }
+    for (int c = 0; c < 2; ++c) ws_.cut_kept_seeds[c] = seeds[c];
+  }
+  // Everything after a cut starts once one of its seeds has: the earliest start after it is the
+  // seeds' earliest. A task before the cut is part of its state if one after it waits for it, or
+  // if it is still running then.
+  double after[2];
+  for (int c = 0; c < 2; ++c) {
+    after[c] = std::numeric_limits<double>::infinity();
+    if (valid[c])
+      for (TaskId t : seeds[c]) after[c] = std::min(after[c], e_.start(t));
+  }
   const std::uint8_t* dn = down.data();
   const std::int64_t* role = role_.data();
-  for (TaskId t = 0; t < n; ++t) {
-    const std::uint8_t before = static_cast<std::uint8_t>(~dn[t] & 6);  // bit 2 << c: before cut c
-    if (!before) continue;
+  auto take = [&](int c, TaskId t) {
+    if (role[t] < 0) valid[c] = false;  // a task with no counterpart a period away
+    else ws_.frontier[c].push_back({role[t], t});
+  };
+  double last = 0;
+  for (TaskId t : ws_.before_later) {
     const double f = e_.finish(t);
-    if (before & 4) last = std::max(last, f);
-    // The cuts whose other side waits for it, or that it outlasts.
-    std::uint8_t waited = static_cast<std::uint8_t>((f > after[0] ? 2 : 0) | (f > after[1] ? 4 : 0)) & before;
-    if (waited != before) e_.for_each_successor(t, [dn, &waited](TaskId s) { waited |= dn[s]; });
-    waited &= before;
-    if (!waited) continue;
-    const std::int64_t r = role[t];
-    for (int c = 0; c < 2; ++c)
-      if (waited & (2 << c)) {
-        if (r < 0) valid[c] = false;  // a task with no counterpart a period away
-        else ws_.frontier[c].push_back({r, t});
-      }
+    last = std::max(last, f);
+    if (f > after[1]) take(1, t);
+    if (!(dn[t] & 2) && f > after[0]) take(0, t);
   }
-  for (int c = 0; c < 2; ++c) std::sort(ws_.frontier[c].begin(), ws_.frontier[c].end());
+  for (int c = 0; c < 2; ++c) {
+    for (TaskId t : ws_.waited_across[c]) take(c, t);
+    auto& state = ws_.frontier[c];
+    std::sort(state.begin(), state.end());
+    state.erase(std::unique(state.begin(), state.end()), state.end());
+  }
   *end = last;
   return valid[1];
 }
 
 bool Builder::choose_cut() {
   if (sim_index_[0] < 0 || cut_bytes_.empty()) return false;
-  ws_.downstream.assign(e_.task_count(), 0);
-  const std::vector<TaskId>* diverge = &cut_diverge_;
-  mark_descendants(&diverge, 1, 1, &diverge_s_);
-  if (diverge_s_ < 0) return false;
+  // The first task that the run of M + P micro-batches does not share starts when the earliest of
+  // its seeds does (everything descending from them starts after one has ended).
+  diverge_s_ = std::numeric_limits<double>::infinity();
+  for (TaskId t : cut_diverge_) {
+    if (t < 0) return false;
+    diverge_s_ = std::min(diverge_s_, e_.start(t));
+  }
   if (!ws_.roles_filled) {
     fill_roles();
     ws_.roles_filled = true;
