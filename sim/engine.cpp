@@ -58,9 +58,10 @@ ProcessorId Engine::add_processor() {
   // Slots of earlier runs are reused with their vectors' memory.
   if (processor_count_ == processors_.size()) processors_.emplace_back();
   Processor& p = processors_[processor_count_];
-  p.slowdowns.clear();
+  p.below.clear();
   p.running.clear();
   p.max_slowdown = 0;
+  p.at_max = 0;
   p.rate = 1.0;
   return static_cast<ProcessorId>(processor_count_++);
 }
@@ -195,9 +196,10 @@ void Engine::run() {
   }
   for (std::size_t i = 0; i < processor_count_; ++i) {
     Processor& p = processors_[i];
-    p.slowdowns.clear();
+    p.below.clear();
     p.running.clear();
     p.max_slowdown = 0;
+    p.at_max = 0;
     p.rate = 1.0;
   }
   active_.clear();
@@ -240,20 +242,25 @@ void Engine::run() {
       queue.schedule(id, t.tail >= 0 ? t.work_end + t.tail : t.work_end);
     }
   };
-  // An interferer starts or stops: the processor keeps its running interferers' distinct slowdowns
-  // with how many run at each, so only the end of the last one at the largest rescans the rest.
+  // An interferer starts or stops. Only a change of the largest slowdown running can change the
+  // processor's speed.
   auto interfere_on = [&](const Task& t) {
     for (std::int32_t i = t.interf_begin; i < t.interf_end; ++i) {
       Processor& pr = PR[IF[i].processor];
       const double x = IF[i].slowdown;
-      auto& lv = pr.slowdowns;
-      std::size_t k = 0;
-      while (k < lv.size() && lv[k].first != x) ++k;
-      if (k < lv.size()) ++lv[k].second;
-      else lv.push_back({x, 1});
-      if (x > pr.max_slowdown) {
+      if (x == pr.max_slowdown && pr.at_max > 0) {
+        ++pr.at_max;
+      } else if (x > pr.max_slowdown) {
+        if (pr.at_max > 0) pr.below.push_back({pr.max_slowdown, pr.at_max});
         pr.max_slowdown = x;
+        pr.at_max = 1;
         respeed(pr);
+      } else {
+        auto& lv = pr.below;
+        std::size_t k = 0;
+        while (k < lv.size() && lv[k].first != x) ++k;
+        if (k < lv.size()) ++lv[k].second;
+        else lv.push_back({x, 1});
       }
     }
   };
@@ -261,18 +268,29 @@ void Engine::run() {
     for (std::int32_t i = t.interf_begin; i < t.interf_end; ++i) {
       Processor& pr = PR[IF[i].processor];
       const double x = IF[i].slowdown;
-      auto& lv = pr.slowdowns;
+      auto& lv = pr.below;
+      if (x == pr.max_slowdown && pr.at_max > 0) {
+        if (--pr.at_max > 0) continue;
+        // The largest of the others takes over (none: no slowdown).
+        std::size_t top = lv.size();
+        for (std::size_t k = 0; k < lv.size(); ++k)
+          if (top == lv.size() || lv[k].first > lv[top].first) top = k;
+        if (top == lv.size()) {
+          pr.max_slowdown = 0;
+        } else {
+          pr.max_slowdown = lv[top].first;
+          pr.at_max = lv[top].second;
+          lv[top] = lv.back();
+          lv.pop_back();
+        }
+        respeed(pr);
+        continue;
+      }
       std::size_t k = 0;
       while (lv[k].first != x) ++k;
       if (--lv[k].second > 0) continue;
       lv[k] = lv.back();
       lv.pop_back();
-      if (x < pr.max_slowdown) continue;
-      double s = 0;
-      for (const auto& [y, n] : lv) s = std::max(s, y);
-      if (s == pr.max_slowdown) continue;
-      pr.max_slowdown = s;
-      respeed(pr);
     }
   };
   // A task's one flow that starts on idle links (no active flow, no other reservation) is reserved:

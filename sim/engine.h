@@ -237,11 +237,13 @@ class Engine {
   std::vector<TaskId> sequence_running_;  // the task of each sequence running now (-1 none)
   std::vector<Interference> interf_;
   struct Processor {
-    // The distinct slowdowns of the interfering tasks running now, with how many run at each
-    // (a few: tasks of one profile share one slowdown).
-    std::vector<std::pair<double, std::int32_t>> slowdowns;
+    // The interfering tasks running now: the largest slowdown among them (0 if none) with how many
+    // run at it, and the other slowdowns with their counts (tasks of one profile share one slowdown,
+    // so this is usually empty).
+    double max_slowdown = 0;
+    std::int32_t at_max = 0;
+    std::vector<std::pair<double, std::int32_t>> below;
     std::vector<TaskId> running;  // tasks whose fixed work runs on it now
-    double max_slowdown = 0;      // the largest of `slowdowns` (0 if none)
     double rate = 1.0;            // its speed now, 1/(1 + max_slowdown); every running task's work_rate
   };
   std::vector<Processor> processors_;  // the first processor_count_ are this run's
