@@ -178,13 +178,17 @@ void Engine::find_tails() {
 void Engine::run() {
   EventQueue& queue = queue_;
   queue.clear(tasks_.size());
-  std::vector<TaskId>& ready = ready_;
-  std::vector<TaskId>& completed = completed_;
-  ready.clear();
-  completed.clear();
+  // Tasks past their latency and tasks done, as stacks (each task enters each at most once), and
+  // the order tasks complete in.
+  const std::size_t n = tasks_.size();
+  ready_.resize(n);
+  completed_.resize(n);
+  order_.resize(n);
+  TaskId* const ready = ready_.data();
+  TaskId* const completed = completed_.data();
+  TaskId* const order = order_.data();
+  std::size_t n_ready = 0, n_completed = 0, n_done = 0;
   link_use_.assign(link_capacity_.size(), 0);
-  order_.clear();
-  order_.reserve(tasks_.size());
   // A graph run before is run again from the dependency counts it was built with.
   if (!ran_) {
     pending_.resize(tasks_.size());
@@ -368,14 +372,14 @@ void Engine::run() {
     } else if (t.tail > 0) {
       queue.schedule(id, now + t.tail);
     } else {
-      ready.push_back(id);  // latency phase is empty: go straight to flows or completion
+      ready[n_ready++] = id;  // latency phase is empty: go straight to flows or completion
     }
   };
   // Moves a task past its fixed phase: starts its flows, or completes it.
   auto after_fixed = [&](TaskId id) {
     Task& t = T[id];
     if (t.flows_end == t.flows_begin || t.tail >= 0) {
-      completed.push_back(id);
+      completed[n_completed++] = id;
       return;
     }
     t.flows_left = t.flows_end - t.flows_begin;
@@ -410,7 +414,7 @@ void Engine::run() {
     t.finish = now;
     if (t.spec.sequence >= 0) SEQ[t.spec.sequence] = -1;
     if (t.interf_end > t.interf_begin) interfere_off(t);
-    order_.push_back(id);
+    order[n_done++] = id;
     for (std::int32_t e = t.succ_head; e >= 0; e = E[e].next) {
       const TaskId to = E[e].to;
       Task& s = T[to];
@@ -426,15 +430,13 @@ void Engine::run() {
 
   while (true) {
     // Settle everything that happens at `now` without time passing.
-    while (!ready.empty() || !completed.empty()) {
-      while (!ready.empty()) {
-        const TaskId id = ready.back();
-        ready.pop_back();
+    while (n_ready > 0 || n_completed > 0) {
+      while (n_ready > 0) {
+        const TaskId id = ready[--n_ready];
         after_fixed(id);
       }
-      while (!completed.empty()) {
-        const TaskId id = completed.back();
-        completed.pop_back();
+      while (n_completed > 0) {
+        const TaskId id = completed[--n_completed];
         finish(id);
       }
     }
@@ -459,7 +461,7 @@ void Engine::run() {
       Task& t = T[id];
       if (t.reserved) {
         unreserve(t);
-        completed.push_back(id);
+        completed[n_completed++] = id;
         continue;
       }
       // Its fixed phase is over: it leaves its processor.
@@ -483,7 +485,7 @@ void Engine::run() {
       const Flow& fl = F[a.flow];
       const double left = a.rate == kInf ? 0.0 : a.remaining - a.rate * (now - a.since);
       if (left <= 1e-9 * fl.bytes + 1e-9 || a.finish <= now) {
-        if (--T[a.task].flows_left == 0) completed.push_back(a.task);
+        if (--T[a.task].flows_left == 0) completed[n_completed++] = a.task;
         // Others speed up only if they shared a link with this flow.
         for (std::int32_t p = fl.path_begin; p < fl.path_end; ++p)
           if (--LU[PATH[p]] > 0) rates_dirty = true;
@@ -495,7 +497,8 @@ void Engine::run() {
     }
     active_.resize(w);
   }
-  events_ = order_.size();
+  order_.resize(n_done);
+  events_ = n_done;
   makespan_ = now;
   if (order_.size() != tasks_.size()) throw std::logic_error("task graph has a dependency cycle or an unreachable task");
 }
