@@ -181,13 +181,16 @@ void Engine::run() {
   // Tasks past their latency and tasks done, as stacks (each task enters each at most once), and
   // the order tasks complete in.
   const std::size_t n = tasks_.size();
-  ready_.resize(n);
-  completed_.resize(n);
-  order_.resize(n);
-  TaskId* const ready = ready_.data();
-  TaskId* const completed = completed_.data();
-  TaskId* const order = order_.data();
-  std::size_t n_ready = 0, n_completed = 0, n_done = 0;
+  if (stack_capacity_ < n) {
+    stack_capacity_ = n;
+    ready_.reset(new TaskId[n]);
+    completed_.reset(new TaskId[n]);
+  }
+  TaskId* const ready = ready_.get();
+  TaskId* const completed = completed_.get();
+  order_.clear();
+  order_.reserve(n);
+  std::size_t n_ready = 0, n_completed = 0;
   link_use_.assign(link_capacity_.size(), 0);
   // A graph run before is run again from the dependency counts it was built with.
   if (!ran_) {
@@ -341,7 +344,7 @@ void Engine::run() {
     a.finish = finish_time(a);
     flow_next = std::min(flow_next, a.finish);
   };
-  auto start = [&](TaskId id) {
+  auto start = [&](TaskId id) __attribute__((always_inline)) {
     Task& t = T[id];
     t.start = now;
     const std::int32_t sq = t.spec.sequence;
@@ -376,7 +379,7 @@ void Engine::run() {
     }
   };
   // Moves a task past its fixed phase: starts its flows, or completes it.
-  auto after_fixed = [&](TaskId id) {
+  auto after_fixed = [&](TaskId id) __attribute__((always_inline)) {
     Task& t = T[id];
     if (t.flows_end == t.flows_begin || t.tail >= 0) {
       completed[n_completed++] = id;
@@ -414,7 +417,7 @@ void Engine::run() {
     t.finish = now;
     if (t.spec.sequence >= 0) SEQ[t.spec.sequence] = -1;
     if (t.interf_end > t.interf_begin) interfere_off(t);
-    order[n_done++] = id;
+    order_.push_back(id);
     for (std::int32_t e = t.succ_head; e >= 0; e = E[e].next) {
       const TaskId to = E[e].to;
       Task& s = T[to];
@@ -497,8 +500,7 @@ void Engine::run() {
     }
     active_.resize(w);
   }
-  order_.resize(n_done);
-  events_ = n_done;
+  events_ = order_.size();
   makespan_ = now;
   if (order_.size() != tasks_.size()) throw std::logic_error("task graph has a dependency cycle or an unreachable task");
 }

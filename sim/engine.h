@@ -11,6 +11,7 @@
 // fixed work's end plus that tail. A task's lone flow that finds its links idle is timed the same
 // way until another flow needs one of them.
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -249,7 +250,10 @@ class Engine {
   std::vector<Processor> processors_;  // the first processor_count_ are this run's
   std::size_t processor_count_ = 0;
   EventQueue queue_;
-  std::vector<TaskId> ready_, completed_;  // run()'s scratch: tasks past their latency, tasks done
+  // run()'s scratch stacks, room for every task, left uninitialized: tasks past their latency,
+  // tasks done.
+  std::unique_ptr<TaskId[]> ready_, completed_;
+  std::size_t stack_capacity_ = 0;
   std::vector<TaskId> order_;              // tasks as run() completed them
   std::vector<std::int32_t> pending_;      // each task's dependencies as built (run() consumes them)
   bool ran_ = false;                       // run() has consumed the built dependency counts

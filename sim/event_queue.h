@@ -114,15 +114,57 @@ class EventQueue {
     }
     min_ = best;
   }
-  void make_heap();
-  void heap_put(const Entry& e);
-  void heap_take(std::int32_t i);
+  void make_heap();  // out of line: once a run at most
+  void heap_put(const Entry& e) {
+    std::int32_t i = pos_[e.task];
+    if (i < 0) {
+      i = static_cast<std::int32_t>(heap_.size());
+      heap_.push_back(e);
+      up(i, e);
+    } else if (before(e, heap_[i])) {
+      up(i, e);
+    } else {
+      down(i, e);
+    }
+  }
+  void heap_take(std::int32_t i) {
+    pos_[heap_[i].task] = -1;
+    const Entry last = heap_.back();
+    heap_.pop_back();
+    if (i == static_cast<std::int32_t>(heap_.size())) return;
+    if (i > 0 && before(last, heap_[(i - 1) / 4])) up(i, last);
+    else down(i, last);
+  }
   void place(std::int32_t i, const Entry& e) {
     heap_[i] = e;
     pos_[e.task] = i;
   }
-  void up(std::int32_t i, const Entry& e);
-  void down(std::int32_t i, const Entry& e);
+  // Moves `e`, destined for slot i, towards the root while it comes before its parent.
+  void up(std::int32_t i, const Entry& e) {
+    while (i > 0) {
+      const std::int32_t parent = (i - 1) / 4;
+      if (!before(e, heap_[parent])) break;
+      place(i, heap_[parent]);
+      i = parent;
+    }
+    place(i, e);
+  }
+  // Moves `e`, destined for slot i, towards the leaves while a child comes before it.
+  void down(std::int32_t i, const Entry& e) {
+    const std::int32_t n = static_cast<std::int32_t>(heap_.size());
+    while (true) {
+      const std::int32_t first = 4 * i + 1;
+      if (first >= n) break;
+      std::int32_t best = first;
+      const std::int32_t end = first + 4 < n ? first + 4 : n;
+      for (std::int32_t c = first + 1; c < end; ++c)
+        if (before(heap_[c], heap_[best])) best = c;
+      if (!before(heap_[best], e)) break;
+      place(i, heap_[best]);
+      i = best;
+    }
+    place(i, e);
+  }
 
   // Small mode: n_ entries, unsorted; min_ the slot of the earliest, -1 when not known.
   double time_[kSmall];

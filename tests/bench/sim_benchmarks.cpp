@@ -58,24 +58,38 @@ BENCHMARK(BM_EngineEventsReused)->Unit(benchmark::kMillisecond);
 
 // One symmetric-mode step: GPT-3 175B on 1,024 GPUs (tp 8, pp 8, dp 16, 96 micro-batches),
 // interleaved over 3 virtual stages or 1F1B. Cold: every call builds its own cost model and
-// collective plans, as a lone `planner simulate` does. Warm: they are kept across calls, as a
-// search thread keeps them across the layouts it evaluates.
+// collective plans, as a lone `planner simulate` does, so its step graph too. Warm: they are kept
+// across calls, as a search thread keeps them across the layouts it evaluates; the calls cycle
+// through the four layouts of the structure that differ in micro-batch size (1, 2) and recompute
+// (selective, full), as a search's do, so each call runs the kept graph with numbers of its own.
 static void BM_SimulateSymmetric175B(benchmark::State& st) {
-  const Scenario s = gpt3_scenario(128, st.range(0) == 1);
-  const Layout l = resolve_layout(s, s.layout, false, 128);
-  const bool warm = st.range(1) == 1;
+  const bool interleaved = st.range(0) == 1, warm = st.range(1) == 1;
+  const Scenario s = gpt3_scenario(128, interleaved);
+  std::vector<Layout> layouts;
+  for (int mb : {1, 2})
+    for (Recompute r : {Recompute::selective, Recompute::full}) {
+      Layout l = s.layout;
+      l.micro_batch = mb;
+      l.recompute = r;
+      layouts.push_back(resolve_layout(s, l, false, 128));
+      if (!warm) break;
+    }
   const CostModel cost(s.hardware, s.training.precision);
   sim::PlanShapeCache plans;
   EvalOptions opt;
   if (warm) opt.cost = &cost, opt.plan_cache = &plans;
   sim::StepResult last;
+  std::size_t k = 0, reused = 0, calls = 0;
   for (auto _ : st) {
-    last = evaluate(s, l, 128, opt).step;
+    last = evaluate(s, layouts[k++ % layouts.size()], 128, opt).step;
+    reused += last.graph_reused;
+    ++calls;
     benchmark::DoNotOptimize(last.step_time_s);
   }
   st.counters["tasks"] = static_cast<double>(last.tasks);
   st.counters["events"] = static_cast<double>(last.events);
   st.counters["microbatches_simulated"] = last.simulated_microbatches;
+  st.counters["graphs_reused"] = static_cast<double>(reused) / static_cast<double>(calls);
 }
 BENCHMARK(BM_SimulateSymmetric175B)
     ->ArgNames({"interleaved", "warm"})
