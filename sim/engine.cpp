@@ -13,11 +13,13 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 void Engine::reserve(std::size_t tasks, std::size_t edges) {
   tasks_.reserve(tasks);
+  specs_.reserve(tasks);
   edges_.reserve(edges);
 }
 
 void Engine::reset() {
   tasks_.clear();
+  specs_.clear();
   edges_.clear();
   stream_last_.clear();
   sequences_ = 0;
@@ -138,7 +140,7 @@ void Engine::recompute_rates() {
 
 void Engine::find_tails() {
   for (Task& t : tasks_) {
-    const std::int32_t seq = t.spec.sequence;
+    const std::int32_t seq = t.sequence;
     // The run state every task starts from.
     t.flows_left = 0;
     t.binding = -1;
@@ -347,16 +349,16 @@ void Engine::run() {
   auto start = [&](TaskId id) __attribute__((always_inline)) {
     Task& t = T[id];
     t.start = now;
-    const std::int32_t sq = t.spec.sequence;
+    const std::int32_t sq = t.sequence;
     if (sq >= 0) {
       if (SEQ[sq] >= 0) throw std::logic_error("two tasks of one sequence overlap");
       SEQ[sq] = id;
     }
     if (t.interf_end > t.interf_begin) interfere_on(t);
-    const double d = t.spec.duration_s;
+    const double d = t.duration;
     // A task with a tail completes at one event, its fixed work's end plus the tail.
-    if (d > 0 && t.spec.processor >= 0) {
-      Processor& pr = PR[t.spec.processor];
+    if (d > 0 && t.processor >= 0) {
+      Processor& pr = PR[t.processor];
       t.work_left = d;
       t.work_since = now;
       t.work_rate = pr.rate;
@@ -412,10 +414,10 @@ void Engine::run() {
       else flow_next = std::min(flow_next, a.finish);
     }
   };
-  auto finish = [&](TaskId id) {
+  auto finish = [&](TaskId id) __attribute__((always_inline)) {
     Task& t = T[id];
     t.finish = now;
-    if (t.spec.sequence >= 0) SEQ[t.spec.sequence] = -1;
+    if (t.sequence >= 0) SEQ[t.sequence] = -1;
     if (t.interf_end > t.interf_begin) interfere_off(t);
     order_.push_back(id);
     for (std::int32_t e = t.succ_head; e >= 0; e = E[e].next) {
@@ -469,7 +471,7 @@ void Engine::run() {
       }
       // Its fixed phase is over: it leaves its processor.
       if (t.proc_slot >= 0) {
-        auto& run = PR[t.spec.processor].running;
+        auto& run = PR[t.processor].running;
         const TaskId last = run.back();
         run[t.proc_slot] = last;
         T[last].proc_slot = t.proc_slot;

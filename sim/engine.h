@@ -67,6 +67,7 @@ class Engine {
     const TaskId id = static_cast<TaskId>(tasks_.size());
     const std::int32_t f = static_cast<std::int32_t>(flows_.size()), i = static_cast<std::int32_t>(interf_.size());
     tasks_.emplace_back(spec, f, f, i, i, -1);
+    specs_.push_back(spec);
     if (spec.sequence >= sequences_) sequences_ = spec.sequence + 1;
     if (spec.stream >= 0) order_on_stream(spec.stream, id);
     return id;
@@ -78,8 +79,9 @@ class Engine {
     const Task& l = tasks_[like];
     const std::int32_t fb = l.flows_begin, fe = l.flows_end, ib = l.interf_begin, ie = l.interf_end;
     const TaskId id = static_cast<TaskId>(tasks_.size());
-    const std::int32_t like_sequence = l.spec.sequence;
+    const std::int32_t like_sequence = l.sequence;
     tasks_.emplace_back(spec, fb, fe, ib, ie, like);  // may move `l`
+    specs_.push_back(spec);
     if (spec.sequence != like_sequence)
       for (std::int32_t f = fb; f < fe; ++f) mark_links(flows_[f], -1);
     if (spec.sequence >= sequences_) sequences_ = spec.sequence + 1;
@@ -103,7 +105,7 @@ class Engine {
     f.path_begin = static_cast<std::int32_t>(paths_.size());
     for (int i = 0; i < path_len; ++i) paths_.push_back(path[i]);
     f.path_end = static_cast<std::int32_t>(paths_.size());
-    mark_links(f, t.spec.sequence);
+    mark_links(f, t.sequence);
     flows_.push_back(f);
     t.flows_end = static_cast<std::int32_t>(flows_.size());
   }
@@ -116,8 +118,9 @@ class Engine {
   // flow (shared with the tasks made like it).
   void respec(TaskId t, double duration_s, std::int16_t category) {
     if (duration_s < 0) throw std::invalid_argument("task duration must not be negative");
-    tasks_[t].spec.duration_s = duration_s;
-    tasks_[t].spec.category = category;
+    tasks_[t].duration = duration_s;
+    specs_[t].duration_s = duration_s;
+    specs_[t].category = category;
   }
   int flow_count(TaskId t) const { return tasks_[t].flows_end - tasks_[t].flows_begin; }
   void set_flow_bytes(TaskId t, int k, double bytes) { flows_[tasks_[t].flows_begin + k].bytes = bytes; }
@@ -133,7 +136,7 @@ class Engine {
   const std::vector<TaskId>& completion_order() const { return order_; }
   // The dependency whose completion let `t` start (-1 if it started at time zero).
   TaskId binding_predecessor(TaskId t) const { return tasks_[t].binding; }
-  const TaskSpec& spec(TaskId t) const { return tasks_[t].spec; }
+  const TaskSpec& spec(TaskId t) const { return specs_[t]; }
   std::size_t task_count() const { return tasks_.size(); }
   std::size_t link_count() const { return link_capacity_.size(); }
   double makespan() const { return makespan_; }
@@ -146,27 +149,30 @@ class Engine {
   void reset();
 
  private:
-  // What add_task and its companions set, then the state run() gives every task when it starts and
-  // keeps up to date: left uninitialized until then, so that adding a task writes only the first
-  // part.
-  struct Task {
+  // What run() reads and keeps up to date, one 128-byte record a task (the rest of its spec apart,
+  // in specs_): what add_task and its companions set, then the state run() gives every task when it
+  // starts, left uninitialized until then, so that adding a task writes only the first part.
+  struct alignas(128) Task {
     Task(const TaskSpec& s, std::int32_t fb, std::int32_t fe, std::int32_t ib, std::int32_t ie, TaskId like)
-        : spec(s), pending(0), succ_head(-1), flows_begin(fb), flows_end(fe), interf_begin(ib), interf_end(ie), shares(like) {}
-    TaskSpec spec;
+        : duration(s.duration_s), pending(0), succ_head(-1), flows_begin(fb), flows_end(fe), interf_begin(ib), interf_end(ie),
+          shares(like), processor(s.processor), sequence(s.sequence) {}
+    double duration;       // spec.duration_s
     std::int32_t pending;  // unfinished dependencies
     std::int32_t succ_head;
     std::int32_t flows_begin, flows_end;    // range in flows_
     std::int32_t interf_begin, interf_end;  // range in interf_
     TaskId shares;  // the earlier task whose flows this one shares (add_task with `like`), or -1
+    ProcessorId processor;   // spec.processor
+    std::int32_t sequence;   // spec.sequence
 
     std::int32_t flows_left;
     TaskId binding;
+    std::int32_t proc_slot;
     double start, finish;
     // Fixed work on a processor: what is left as of work_since, at work_rate; a speed change
     // re-keys the task's completion in the event queue. A reserved task (below) keeps its flow's
     // rate in work_rate.
     double work_left, work_since, work_rate;
-    std::int32_t proc_slot;
     // A task whose every flow crosses only links of its own sequence: the time its flows take
     // after its fixed work (-1 otherwise), and when that fixed work ends.
     double tail, work_end;
@@ -175,6 +181,7 @@ class Engine {
     // links (Engine::run).
     bool reserved;
   };
+  static_assert(sizeof(Task) == 128, "a task's record is one power-of-two stride");
   struct Interference {
     ProcessorId processor;
     double slowdown;
@@ -207,6 +214,7 @@ class Engine {
   void find_tails();
 
   std::vector<Task> tasks_;
+  std::vector<TaskSpec> specs_;
   std::vector<Edge> edges_;
   std::vector<TaskId> stream_last_;     // last task created on each stream
   std::int32_t sequences_ = 0;          // one more than the largest sequence of a task

@@ -34,7 +34,7 @@ class EventQueue {
 
   // Schedules `task` at `time`, or moves it there if it is queued already. Equal times come out in
   // the order they were (re)scheduled.
-  void schedule(std::int32_t task, double time) { put(task, time, seq_++); }
+  [[gnu::always_inline]] void schedule(std::int32_t task, double time) { put(task, time, seq_++); }
 
   // Moves queued `task` to `time`, keeping its place among equal times (the order it was last
   // scheduled in), as if it had been scheduled at `time` then.
@@ -70,7 +70,7 @@ class EventQueue {
   };
   static bool before(const Entry& a, const Entry& b) { return a.time != b.time ? a.time < b.time : a.seq < b.seq; }
 
-  void put(std::int32_t task, double time, std::uint64_t seq) {
+  [[gnu::always_inline]] void put(std::int32_t task, double time, std::uint64_t seq) {
     if (heap_mode_) return heap_put(Entry{time, seq, task});
     std::int32_t i = pos_[task];
     if (i < 0) {
