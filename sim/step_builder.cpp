@@ -1493,7 +1493,7 @@ void Builder::build() {
   ws_.transfer_roles.clear();
   fused_memo_.resize(sim_gpus_.size() * vpp_ * kPassKinds);
   for (FusedPass& f : fused_memo_) f.set = false;
-  e_.reserve(sim_gpus_.size() * microbatches_ * vpp_ * 4, sim_gpus_.size() * microbatches_ * vpp_ * 8);
+  e_.reserve(sim_gpus_.size() * microbatches_ * vpp_ * 5, sim_gpus_.size() * microbatches_ * vpp_ * 10);
 
   // Activation and gradient transfers between consecutive virtual stages are added once every
   // stage is built: each runs from the producer's last task to the consumer's first.

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <mutex>
 #include <thread>
+#include <tuple>
 
 #include "layout_rules.h"
 #include "text_report.h"
@@ -144,6 +145,22 @@ SearchResult search_layouts(const Scenario& s, const std::vector<Candidate>& can
   for (std::size_t i = 0; i < cands.size(); ++i)
     if (i % opt.shards == opt.shard) mine.push_back(i);
   std::vector<Evaluation> evs(mine.size());
+  // Layouts that differ only in micro-batch size and recompute simulate one task graph with other
+  // numbers (sim/step_builder keeps a thread's recent graphs): a thread takes such a group whole,
+  // so that all of it but the first runs on the graph the first built. Results keep their order.
+  auto shape = [&](std::size_t k) {
+    const Candidate& c = cands[mine[k]];
+    const Layout& l = c.layout;
+    return std::make_tuple(c.nodes, l.tp, l.pp, l.dp, l.vpp, static_cast<int>(l.schedule), l.sequence_parallel, l.zero, l.bucket_MB,
+                           static_cast<int>(l.compression.kind), l.compression.topk_fraction, l.compression.powersgd_rank);
+  };
+  std::vector<std::size_t> order(mine.size());
+  for (std::size_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return shape(a) < shape(b); });
+  std::vector<std::size_t> group_start;
+  for (std::size_t i = 0; i < order.size(); ++i)
+    if (i == 0 || shape(order[i]) != shape(order[i - 1])) group_start.push_back(i);
+  group_start.push_back(order.size());
   std::atomic<std::size_t> next{0}, done{0};
   EvalOptions eo;
   eo.simulate_if_oom = false;
@@ -158,12 +175,15 @@ SearchResult search_layouts(const Scenario& s, const std::vector<Candidate>& can
     mine_eo.cost = &cost;
     mine_eo.plan_cache = &plans;
     while (true) {
-      const std::size_t k = next.fetch_add(1);
-      if (k >= mine.size()) break;
-      const Candidate& c = cands[mine[k]];
-      evs[k] = evaluate(s, c.layout, c.nodes, mine_eo);
-      const std::size_t d = done.fetch_add(1) + 1;
-      if (opt.progress && (d % 64 == 0 || d == mine.size())) opt.progress(d, mine.size());
+      const std::size_t g = next.fetch_add(1);
+      if (g + 1 >= group_start.size()) break;
+      for (std::size_t i = group_start[g]; i < group_start[g + 1]; ++i) {
+        const std::size_t k = order[i];
+        const Candidate& c = cands[mine[k]];
+        evs[k] = evaluate(s, c.layout, c.nodes, mine_eo);
+        const std::size_t d = done.fetch_add(1) + 1;
+        if (opt.progress && (d % 64 == 0 || d == mine.size())) opt.progress(d, mine.size());
+      }
     }
   };
   int threads = opt.threads > 0 ? opt.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
