@@ -59,12 +59,7 @@ LinkId Engine::add_link(double capacity_Bps) {
 ProcessorId Engine::add_processor() {
   // Slots of earlier runs are reused with their vectors' memory.
   if (processor_count_ == processors_.size()) processors_.emplace_back();
-  Processor& p = processors_[processor_count_];
-  p.below.clear();
-  p.running.clear();
-  p.max_slowdown = 0;
-  p.at_max = 0;
-  p.rate = 1.0;
+  processors_[processor_count_].idle();
   return static_cast<ProcessorId>(processor_count_++);
 }
 
@@ -203,14 +198,7 @@ void Engine::run() {
     if (pending_.size() != tasks_.size()) throw std::logic_error("tasks added to a graph after it ran");
     for (std::size_t i = 0; i < tasks_.size(); ++i) tasks_[i].pending = pending_[i];
   }
-  for (std::size_t i = 0; i < processor_count_; ++i) {
-    Processor& p = processors_[i];
-    p.below.clear();
-    p.running.clear();
-    p.max_slowdown = 0;
-    p.at_max = 0;
-    p.rate = 1.0;
-  }
+  for (std::size_t i = 0; i < processor_count_; ++i) processors_[i].idle();
   active_.clear();
   find_tails();
   // Nothing below adds tasks, edges, flows, links or interference: their storage stays put.

@@ -254,6 +254,14 @@ class Engine {
     std::vector<std::pair<double, std::int32_t>> below;
     std::vector<TaskId> running;  // tasks whose fixed work runs on it now
     double rate = 1.0;            // its speed now, 1/(1 + max_slowdown); every running task's work_rate
+    // Nothing running on it and nothing slowing it, its vectors' memory kept.
+    void idle() {
+      max_slowdown = 0;
+      at_max = 0;
+      below.clear();
+      running.clear();
+      rate = 1.0;
+    }
   };
   std::vector<Processor> processors_;  // the first processor_count_ are this run's
   std::size_t processor_count_ = 0;

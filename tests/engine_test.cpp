@@ -226,45 +226,52 @@ TEST(Engine, TasksOfOneSequenceThatOverlapAreReported) {
   EXPECT_THROW(e.run(), std::logic_error);
 }
 
-TEST(Engine, ALoneFlowTimedAtItsStartGivesWayWhenAnotherFlowJoinsItsLink) {
-  // Link of 100 B/s. R: 1 s of latency, then 100 B; it starts on an idle link, so its end is
-  // booked at 2 s. S: 100 B with no latency, released at 1.5 s (after a 1.5 s task). At 1.5 R has
-  // 50 B left and the two share 50 B/s: R ends at 1.5 + 50 / 50 = 2.5, S then has 50 B left alone
-  // at 100 B/s: 3.0.
+namespace {
+// Link of 100 B/s. R: 1 s of latency, then 100 B; it starts on an idle link, so its end is booked
+// at 2 s. S: 100 B with no latency, released at `join_s` (after a task of that length). Returns the
+// finishes of R and S, and the order the engine completed the three tasks in.
+struct Booked {
+  double r = 0, s = 0;
+  std::vector<TaskId> order;
+  TaskId wait = -1, joiner = -1;
+};
+Booked booked_flow_joined_at(double join_s) {
   Engine e;
   const LinkId l = e.add_link(100.0);
   TaskSpec r;
   r.duration_s = 1.0;
   const TaskId tr = e.add_task(r);
   e.add_flow(tr, 100.0, &l, 1);
-  const TaskId wait = e.add_task(TaskSpec{-1, 1.5});
-  const TaskId ts = e.add_task(TaskSpec{});
-  e.add_flow(ts, 100.0, &l, 1);
-  e.add_dependency(wait, ts);
+  Booked out;
+  out.wait = e.add_task(TaskSpec{-1, join_s});
+  out.joiner = e.add_task(TaskSpec{});
+  e.add_flow(out.joiner, 100.0, &l, 1);
+  e.add_dependency(out.wait, out.joiner);
   e.run();
-  EXPECT_NEAR(e.finish(tr), 2.5, 1e-12);
-  EXPECT_NEAR(e.finish(ts), 3.0, 1e-12);
+  out.r = e.finish(tr);
+  out.s = e.finish(out.joiner);
+  out.order = e.completion_order();
+  return out;
+}
+}  // namespace
+
+TEST(Engine, ALoneFlowTimedAtItsStartGivesWayWhenAnotherFlowJoinsItsLink) {
+  // S joins at 1.5 s: R has 50 B left and the two share 50 B/s: R ends at 1.5 + 50 / 50 = 2.5, S
+  // then has 50 B left alone at 100 B/s: 3.0.
+  const Booked b = booked_flow_joined_at(1.5);
+  EXPECT_NEAR(b.r, 2.5, 1e-12);
+  EXPECT_NEAR(b.s, 3.0, 1e-12);
 }
 
 TEST(Engine, AFlowJoiningDuringTheBookedTasksLatencyRunsAloneUntilThatLatencyEnds) {
-  // R as above (1 s of latency, then 100 B on 100 B/s, booked at 2 s). S: 100 B, released at 0.5 s.
-  // S runs alone 0.5-1 (50 B); R's flow starts at 1 and they share: S's last 50 B end at 2, R then
-  // has 50 B left alone: 2.5. The same as if R's flow had never been booked.
-  Engine e;
-  const LinkId l = e.add_link(100.0);
-  TaskSpec r;
-  r.duration_s = 1.0;
-  const TaskId tr = e.add_task(r);
-  e.add_flow(tr, 100.0, &l, 1);
-  const TaskId wait = e.add_task(TaskSpec{-1, 0.5});
-  const TaskId ts = e.add_task(TaskSpec{});
-  e.add_flow(ts, 100.0, &l, 1);
-  e.add_dependency(wait, ts);
-  e.run();
-  EXPECT_NEAR(e.finish(ts), 2.0, 1e-12);
-  EXPECT_NEAR(e.finish(tr), 2.5, 1e-12);
+  // S joins at 0.5 s, during R's latency: S runs alone 0.5-1 (50 B); R's flow starts at 1 and they
+  // share: S's last 50 B end at 2, R then has 50 B left alone: 2.5. The same as if R's flow had
+  // never been booked.
+  const Booked b = booked_flow_joined_at(0.5);
+  EXPECT_NEAR(b.s, 2.0, 1e-12);
+  EXPECT_NEAR(b.r, 2.5, 1e-12);
   // The engine finishes a task only after those it waits for: its completion order says so.
-  const auto& order = e.completion_order();
-  ASSERT_EQ(order.size(), 3u);
-  EXPECT_LT(std::find(order.begin(), order.end(), wait) - order.begin(), std::find(order.begin(), order.end(), ts) - order.begin());
+  ASSERT_EQ(b.order.size(), 3u);
+  EXPECT_LT(std::find(b.order.begin(), b.order.end(), b.wait) - b.order.begin(),
+            std::find(b.order.begin(), b.order.end(), b.joiner) - b.order.begin());
 }

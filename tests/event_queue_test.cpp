@@ -58,26 +58,34 @@ TEST(EventQueue, AMoveKeepsItsPlaceAmongEqualTimesAndARemovedTaskIsGone) {
   EXPECT_EQ(drain(q), (std::vector<int>{0, 1, 2}));
 }
 
-TEST(EventQueue, MatchesASortedReferenceUnderRandomReschedules) {
-  // Against a reference that keeps (time, order of last scheduling) per queued task and takes the
-  // smallest: random schedules, reschedules and pops over 200 tasks.
-  std::mt19937 rng(7);
-  std::uniform_int_distribution<int> task(0, 199), coin(0, 2);
+namespace {
+
+// Random operations on `tasks` tasks against a reference that keeps (time, order of last
+// scheduling) per queued task and takes the smallest: schedules and pops, and with `moves` also
+// moves that keep their order and removals. Few distinct times, so that ties are common.
+void check_against_reference(int tasks, bool moves, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> task(0, tasks - 1), coin(0, 5);
   std::uniform_real_distribution<double> when(0.0, 100.0);
   EventQueue q;
-  q.clear(200);
+  q.clear(tasks);
   struct Ref {
     bool queued = false;
     double time = 0;
     long order = 0;
   };
-  std::vector<Ref> ref(200);
+  std::vector<Ref> ref(tasks);
   long seq = 0;
   for (int step = 0; step < 20000; ++step) {
-    if (coin(rng) > 0 || q.empty()) {
-      const int t = task(rng);
-      // Few distinct times, so that ties are common.
-      const double at = static_cast<int>(when(rng)) / 10.0;
+    const int c = moves ? coin(rng) : 2 + coin(rng) % 3, t = task(rng);
+    const double at = static_cast<int>(when(rng)) / 10.0;
+    if (c == 0 && ref[t].queued) {
+      q.move_keeping_order(t, at);
+      ref[t].time = at;
+    } else if (c == 1 && ref[t].queued) {
+      q.remove(t);
+      ref[t].queued = false;
+    } else if (c <= 3 || q.empty()) {
       q.schedule(t, at);
       ref[t] = {true, at, seq++};
     } else {
@@ -85,50 +93,25 @@ TEST(EventQueue, MatchesASortedReferenceUnderRandomReschedules) {
         if (a.queued != b.queued) return a.queued;
         return a.time != b.time ? a.time < b.time : a.order < b.order;
       });
-      ASSERT_EQ(q.top_time(), best->time);
-      ASSERT_EQ(q.pop(), static_cast<int>(best - ref.begin()));
+      ASSERT_EQ(q.top_time(), best->time) << tasks;
+      ASSERT_EQ(q.pop(), static_cast<int>(best - ref.begin())) << tasks;
       best->queued = false;
+    }
+    if (moves) {
+      for (int k = 0; k < tasks; ++k) ASSERT_EQ(q.queued(k), ref[k].queued) << tasks;
     }
   }
 }
 
+}  // namespace
+
+TEST(EventQueue, MatchesASortedReferenceUnderRandomReschedules) {
+  // Random schedules, reschedules and pops over 200 tasks (the queue turns into a heap part way).
+  check_against_reference(200, false, 7);
+}
+
 TEST(EventQueue, MovesAndRemovesMatchTheReferenceAcrossEveryQueueSize) {
-  // Few tasks (the queue stays an array) and many (it turns into a heap part way), with moves
-  // that keep their order and removals mixed in.
-  for (int tasks : {6, 31, 33, 300}) {
-    std::mt19937 rng(11 + tasks);
-    std::uniform_int_distribution<int> task(0, tasks - 1), coin(0, 5);
-    EventQueue q;
-    q.clear(tasks);
-    struct Ref {
-      bool queued = false;
-      double time = 0;
-      long order = 0;
-    };
-    std::vector<Ref> ref(tasks);
-    long seq = 0;
-    for (int step = 0; step < 20000; ++step) {
-      const int c = coin(rng), t = task(rng);
-      const double at = static_cast<int>(std::uniform_real_distribution<double>(0.0, 100.0)(rng)) / 10.0;
-      if (c == 0 && ref[t].queued) {
-        q.move_keeping_order(t, at);
-        ref[t].time = at;
-      } else if (c == 1 && ref[t].queued) {
-        q.remove(t);
-        ref[t].queued = false;
-      } else if (c <= 3 || q.empty()) {
-        q.schedule(t, at);
-        ref[t] = {true, at, seq++};
-      } else {
-        const auto best = std::min_element(ref.begin(), ref.end(), [](const Ref& a, const Ref& b) {
-          if (a.queued != b.queued) return a.queued;
-          return a.time != b.time ? a.time < b.time : a.order < b.order;
-        });
-        ASSERT_EQ(q.top_time(), best->time) << tasks;
-        ASSERT_EQ(q.pop(), static_cast<int>(best - ref.begin())) << tasks;
-        best->queued = false;
-      }
-      for (int k = 0; k < tasks; ++k) ASSERT_EQ(q.queued(k), ref[k].queued) << tasks;
-    }
-  }
+  // Few tasks (the queue stays an array) and many (it turns into a heap part way), with moves that
+  // keep their order and removals mixed in.
+  for (int tasks : {6, 31, 33, 300}) check_against_reference(tasks, true, 11 + static_cast<unsigned>(tasks));
 }
