@@ -2097,7 +2097,7 @@ std::vector<std::uint64_t>& thread_key_scratch() {
 // Each thread keeps the graphs of its last few runs: the workspace built for `key`, or the
 // least recently used one (its key cleared) to build into. `found`: it holds a graph for `key`.
 BuilderWorkspace& kept_graph(const std::vector<std::uint64_t>& key, bool& found) {
-  constexpr std::size_t kKept = 8;
+  constexpr std::size_t kKept = 4;
   struct Kept {
     std::unique_ptr<BuilderWorkspace> ws;
     std::uint64_t used = 0;

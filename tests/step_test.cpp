@@ -496,9 +496,9 @@ TEST(Step, AKeptGraphRefilledForAnotherLayoutGivesThatLayoutsStep) {
   // (differing only in micro-batch size or recompute) runs on one with its numbers worked out
   // again. Each result must be, byte for byte, the one a thread that never saw another layout
   // gives. Families of such layouts follow one another (more families than the thread keeps
-  // graphs, so some are dropped and built again): interleaved 175B, 1F1B with int8 compression,
-  // ZeRO-1 on a slow network whose links the pipeline transfers share, no TP, and a padded
-  // vocabulary.
+  // graphs, so the second round builds them again): interleaved 175B, 1F1B with int8 compression,
+  // ZeRO-1 on a slow network whose links the pipeline transfers share, no TP, and ZeRO-0 on the
+  // measured H200 profile.
   const char* const nic25 = R"(, "network": { "nic_Gbps": 25, "nics_per_node": 1 })";
   const LayoutCase families[] = {
       {.model = "gpt3-175b", .nodes = 64, .pp = 8, .vpp = 3, .schedule = "interleaved", .global_batch = 1024},
@@ -541,8 +541,9 @@ TEST(Step, AKeptGraphRefilledForAnotherLayoutGivesThatLayoutsStep) {
           reused += a.step.graph_reused;
         }
   std::printf("[ info ] %d steps, %d on a kept graph\n", runs, reused);
-  // Within a family every layout but the first of a round finds its graph kept.
-  EXPECT_GE(reused, runs - 2 * static_cast<int>(std::size(families)));
+  // Within a family and round every layout but the first of each micro-batch size finds its graph
+  // kept (a step simulated in full runs every micro-batch, whose count the size changes).
+  EXPECT_GE(reused, runs - 4 * static_cast<int>(std::size(families)));
 }
 
 TEST(Step, CommComputeInterferenceSlowsOverlappedCompute) {
