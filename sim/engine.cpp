@@ -31,6 +31,7 @@ void Engine::reset() {
   makespan_ = 0;
   events_ = rate_updates_ = 0;
   ran_ = false;
+  tails_valid_ = false;
   cap_left_.clear();
   unfrozen_on_link_.clear();
   frozen_.clear();
@@ -134,20 +135,11 @@ void Engine::recompute_rates() {
 }
 
 void Engine::find_tails() {
-  for (Task& t : tasks_) {
+  for (TaskId id : tail_tasks_) {
+    Task& t = tasks_[id];
     const std::int32_t seq = t.sequence;
-    // The run state every task starts from.
-    t.flows_left = 0;
-    t.binding = -1;
-    t.start = t.finish = -1;
-    t.work_left = t.work_since = t.work_end = 0;
-    t.work_rate = 1;
-    t.proc_slot = -1;
-    t.reserved = false;
-    t.tail = -1;
-    if (seq < 0 || t.flows_end == t.flows_begin) continue;
     // Tasks sharing flows have the same tail when of the same sequence (else their links are
-    // marked shared and neither has one).
+    // marked shared and neither has one); the task shared is earlier, so its tail is known.
     if (t.shares >= 0) {
       t.tail = tasks_[t.shares].tail;
       continue;
@@ -169,7 +161,7 @@ void Engine::find_tails() {
     }
     t.tail = tail;
   }
-  sequence_running_.assign(static_cast<std::size_t>(sequences_), -1);
+  tails_valid_ = true;
 }
 
 void Engine::run() {
@@ -190,17 +182,28 @@ void Engine::run() {
   std::size_t n_ready = 0, n_completed = 0;
   link_use_.assign(link_capacity_.size(), 0);
   // A graph run before is run again from the dependency counts it was built with.
+  // A graph's first run notes what later runs reuse: its roots, the tasks that may have a tail.
   if (!ran_) {
     pending_.resize(tasks_.size());
-    for (std::size_t i = 0; i < tasks_.size(); ++i) pending_[i] = tasks_[i].pending;
+    roots_.clear();
+    tail_tasks_.clear();
+    for (std::size_t i = 0; i < tasks_.size(); ++i) {
+      Task& t = tasks_[i];
+      pending_[i] = t.pending;
+      if (t.pending == 0) roots_.push_back(static_cast<TaskId>(i));
+      t.tail = -1;
+      if (t.sequence >= 0 && t.flows_end > t.flows_begin) tail_tasks_.push_back(static_cast<TaskId>(i));
+    }
     ran_ = true;
+    tails_valid_ = false;
   } else {
     if (pending_.size() != tasks_.size()) throw std::logic_error("tasks added to a graph after it ran");
     for (std::size_t i = 0; i < tasks_.size(); ++i) tasks_[i].pending = pending_[i];
   }
   for (std::size_t i = 0; i < processor_count_; ++i) processors_[i].idle();
   active_.clear();
-  find_tails();
+  if (!tails_valid_) find_tails();
+  sequence_running_.assign(static_cast<std::size_t>(sequences_), -1);
   // Nothing below adds tasks, edges, flows, links or interference: their storage stays put.
   Task* const T = tasks_.data();
   const Edge* const E = edges_.data();
@@ -334,9 +337,13 @@ void Engine::run() {
     a.finish = finish_time(a);
     flow_next = std::min(flow_next, a.finish);
   };
+  // A task's run state is set here, when it starts (the fields its phases read later are written
+  // by the phase that begins them).
   auto start = [&](TaskId id) __attribute__((always_inline)) {
     Task& t = T[id];
     t.start = now;
+    t.proc_slot = -1;
+    t.reserved = false;
     const std::int32_t sq = t.sequence;
     if (sq >= 0) {
       if (SEQ[sq] >= 0) throw std::logic_error("two tasks of one sequence overlap");
@@ -418,8 +425,10 @@ void Engine::run() {
     }
   };
 
-  for (std::size_t i = 0, n = tasks_.size(); i < n; ++i)
-    if (T[i].pending == 0) start(static_cast<TaskId>(i));
+  for (const TaskId id : roots_) {
+    T[id].binding = -1;
+    start(id);
+  }
 
   while (true) {
     // Settle everything that happens at `now` without time passing.
@@ -446,10 +455,10 @@ void Engine::run() {
         flow_next = std::min(flow_next, a.finish);
       }
     }
-    const double next = std::min(queue.empty() ? kInf : queue.top_time(), flow_next);
+    const double next = std::min(queue.top_time(), flow_next);
     if (next == kInf) break;
     now = next;
-    while (!queue.empty() && queue.top_time() <= now) {
+    while (queue.top_time() <= now) {
       const TaskId id = queue.pop();
       Task& t = T[id];
       if (t.reserved) {

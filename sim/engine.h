@@ -98,6 +98,7 @@ class Engine {
   // Adds a flow of `bytes` over `path` (links crossed in order) to `task`.
   void add_flow(TaskId task, double bytes, const LinkId* path, int path_len) {
     Task& t = tasks_[task];
+    if (ran_) throw std::logic_error("flows added to a graph after it ran");
     if (t.flows_end != static_cast<std::int32_t>(flows_.size()))
       throw std::logic_error("flows of a task must be added together, right after the task");
     Flow f;
@@ -123,7 +124,10 @@ class Engine {
     specs_[t].category = category;
   }
   int flow_count(TaskId t) const { return tasks_[t].flows_end - tasks_[t].flows_begin; }
-  void set_flow_bytes(TaskId t, int k, double bytes) { flows_[tasks_[t].flows_begin + k].bytes = bytes; }
+  void set_flow_bytes(TaskId t, int k, double bytes) {
+    flows_[tasks_[t].flows_begin + k].bytes = bytes;
+    tails_valid_ = false;
+  }
 
   double start(TaskId t) const { return tasks_[t].start; }
   double finish(TaskId t) const { return tasks_[t].finish; }
@@ -209,8 +213,8 @@ class Engine {
     last = id;
   }
   void recompute_rates();
-  // Gives every task its starting run state, and a tail where its flows cross only links of its own
-  // sequence.
+  // Gives a tail to every task whose flows cross only links of its own sequence (tail_tasks_ are the
+  // candidates; every other task's tail is -1).
   void find_tails();
 
   std::vector<Task> tasks_;
@@ -273,6 +277,9 @@ class Engine {
   std::vector<TaskId> order_;              // tasks as run() completed them
   std::vector<std::int32_t> pending_;      // each task's dependencies as built (run() consumes them)
   bool ran_ = false;                       // run() has consumed the built dependency counts
+  std::vector<TaskId> roots_;              // tasks that wait for none, in order (from the first run)
+  std::vector<TaskId> tail_tasks_;         // tasks of a sequence with flows (from the first run)
+  bool tails_valid_ = false;               // their tails are those of the flows' bytes now
 };
 
 }  // namespace trainsim::sim

@@ -9,6 +9,7 @@
 // kept until it is popped or moved later). Past kSmall entries they become an indexed 4-ary
 // min-heap for the rest of the run.
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 namespace trainsim::sim {
@@ -25,9 +26,13 @@ class EventQueue {
     min_ = -1;
   }
   bool empty() const { return heap_mode_ ? heap_.empty() : n_ == 0; }
+  // The earliest entry's time; +infinity when the queue is empty.
   double top_time() {
-    if (heap_mode_) return heap_.front().time;
-    if (min_ < 0) find_min();
+    if (heap_mode_) return heap_.empty() ? std::numeric_limits<double>::infinity() : heap_.front().time;
+    if (min_ < 0) {
+      if (n_ == 0) return std::numeric_limits<double>::infinity();
+      find_min();
+    }
     return time_[min_];
   }
   bool queued(std::int32_t task) const { return pos_[task] >= 0; }

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -42,6 +43,19 @@ TEST(EventQueue, RescheduledTaskMovesAndLeavesNoStaleEntry) {
   q.schedule(2, 3.0);  // same time, now scheduled after task 0's and 1's moves
   EXPECT_EQ(q.top_time(), 1.0);
   EXPECT_EQ(drain(q), (std::vector<int>{0, 2, 1}));
+}
+
+TEST(EventQueue, AnEmptyQueuesEarliestTimeIsInfinityAsAnArrayAndAsAHeap) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  for (int tasks : {3, 40}) {  // 40 entries turn it into a heap
+    EventQueue q;
+    q.clear(tasks);
+    EXPECT_EQ(q.top_time(), kInf);
+    for (int t = 0; t < tasks; ++t) q.schedule(t, 1.0 + t);
+    EXPECT_EQ(q.top_time(), 1.0);
+    EXPECT_EQ(drain(q).size(), static_cast<std::size_t>(tasks));
+    EXPECT_EQ(q.top_time(), kInf) << tasks;
+  }
 }
 
 TEST(EventQueue, AMoveKeepsItsPlaceAmongEqualTimesAndARemovedTaskIsGone) {
