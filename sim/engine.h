@@ -125,8 +125,10 @@ class Engine {
   }
   int flow_count(TaskId t) const { return tasks_[t].flows_end - tasks_[t].flows_begin; }
   void set_flow_bytes(TaskId t, int k, double bytes) {
-    flows_[tasks_[t].flows_begin + k].bytes = bytes;
-    tails_valid_ = false;
+    double& b = flows_[tasks_[t].flows_begin + k].bytes;
+    if (b == bytes) return;
+    b = bytes;
+    if (tasks_[t].sequence >= 0) tails_valid_ = false;  // only a task of a sequence has a tail
   }
 
   double start(TaskId t) const { return tasks_[t].start; }
