@@ -227,8 +227,7 @@ void Engine::run() {
 
   // The largest slowdown among a processor's interferers changed at `now`: if its speed changed,
   // every fixed phase running on it is rescheduled.
-  auto respeed = [&](Processor& pr) {
-    const double rate = 1.0 / (1.0 + pr.max_slowdown);
+  auto respeed = [&](Processor& pr, double rate) __attribute__((always_inline)) {
     if (rate == pr.rate) return;
     pr.rate = rate;
     for (TaskId id : pr.running) {
@@ -254,7 +253,7 @@ void Engine::run() {
         if (pr.at_max > 0) pr.below.push_back({pr.max_slowdown, pr.at_max});
         pr.max_slowdown = x;
         pr.at_max = 1;
-        respeed(pr);
+        respeed(pr, IF[i].rate);
       } else {
         auto& lv = pr.below;
         std::size_t k = 0;
@@ -283,7 +282,7 @@ void Engine::run() {
           lv[top] = lv.back();
           lv.pop_back();
         }
-        respeed(pr);
+        respeed(pr, 1.0 / (1.0 + pr.max_slowdown));
         continue;
       }
       std::size_t k = 0;

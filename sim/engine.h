@@ -59,7 +59,7 @@ class Engine {
     Task& t = tasks_[task];
     if (t.interf_end != static_cast<std::int32_t>(interf_.size()))
       throw std::logic_error("interference of a task must be added together, right after its flows");
-    interf_.push_back({p, slowdown});
+    interf_.push_back({p, slowdown, 1.0 / (1.0 + slowdown)});
     t.interf_end = static_cast<std::int32_t>(interf_.size());
   }
   [[gnu::always_inline]] TaskId add_task(const TaskSpec& spec) {
@@ -90,6 +90,7 @@ class Engine {
   }
   // `before` must finish before `after` starts. Tasks on one stream are also ordered by creation.
   [[gnu::always_inline]] void add_dependency(TaskId before, TaskId after) {
+    if (ran_) throw std::logic_error("dependencies added to a graph after it ran");
     Task& b = tasks_[before];
     edges_.push_back({after, b.succ_head});
     b.succ_head = static_cast<std::int32_t>(edges_.size() - 1);
@@ -99,6 +100,7 @@ class Engine {
   void add_flow(TaskId task, double bytes, const LinkId* path, int path_len) {
     Task& t = tasks_[task];
     if (ran_) throw std::logic_error("flows added to a graph after it ran");
+    if (!(bytes >= 0)) throw std::invalid_argument("flow bytes must be a number, not negative");
     if (t.flows_end != static_cast<std::int32_t>(flows_.size()))
       throw std::logic_error("flows of a task must be added together, right after the task");
     Flow f;
@@ -118,13 +120,14 @@ class Engine {
   // New numbers for a built graph: a task's fixed duration and category, the bytes of its k-th own
   // flow (shared with the tasks made like it).
   void respec(TaskId t, double duration_s, std::int16_t category) {
-    if (duration_s < 0) throw std::invalid_argument("task duration must not be negative");
+    if (!(duration_s >= 0)) throw std::invalid_argument("task duration must be a number, not negative");
     tasks_[t].duration = duration_s;
     specs_[t].duration_s = duration_s;
     specs_[t].category = category;
   }
   int flow_count(TaskId t) const { return tasks_[t].flows_end - tasks_[t].flows_begin; }
   void set_flow_bytes(TaskId t, int k, double bytes) {
+    if (!(bytes >= 0)) throw std::invalid_argument("flow bytes must be a number, not negative");
     double& b = flows_[tasks_[t].flows_begin + k].bytes;
     if (b == bytes) return;
     b = bytes;
@@ -191,13 +194,14 @@ class Engine {
   struct Interference {
     ProcessorId processor;
     double slowdown;
+    double rate;  // the processor's speed while this is the largest slowdown: 1/(1 + slowdown)
   };
   struct Edge {
     TaskId to;
     std::int32_t next;
   };
   void check(const TaskSpec& spec) const {
-    if (spec.duration_s < 0) throw std::invalid_argument("task duration must not be negative");
+    if (!(spec.duration_s >= 0)) throw std::invalid_argument("task duration must be a number, not negative");
     if (spec.processor >= static_cast<ProcessorId>(processor_count_)) throw std::invalid_argument("unknown processor");
     if (spec.stream >= static_cast<StreamId>(stream_last_.size())) throw std::out_of_range("unknown stream");
   }

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <stdexcept>
 
 #include "engine.h"
@@ -85,6 +86,25 @@ TEST(Engine, CycleIsReported) {
   e.add_dependency(a, b);
   e.add_dependency(b, a);
   EXPECT_THROW(e.run(), std::logic_error);
+}
+
+TEST(Engine, ADurationOrAFlowsBytesThatIsNegativeOrNotANumberIsRefused) {
+  Engine e;
+  const LinkId l = e.add_link(100.0);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_THROW(e.add_task(TaskSpec{-1, nan}), std::invalid_argument);
+  EXPECT_THROW(e.add_task(TaskSpec{-1, -1.0}), std::invalid_argument);
+  const TaskId t = e.add_task(TaskSpec{-1, 1.0});
+  EXPECT_THROW(e.add_flow(t, nan, &l, 1), std::invalid_argument);
+  EXPECT_THROW(e.add_flow(t, -5.0, &l, 1), std::invalid_argument);
+  e.add_flow(t, 100.0, &l, 1);
+  EXPECT_THROW(e.respec(t, nan, 0), std::invalid_argument);
+  EXPECT_THROW(e.set_flow_bytes(t, 0, nan), std::invalid_argument);
+  e.run();
+  EXPECT_DOUBLE_EQ(e.finish(t), 2.0);  // 1 s of latency, then 100 B at 100 B/s: nothing refused was kept
+  // A graph that has run takes no more dependencies.
+  const TaskId u = e.add_task(TaskSpec{-1, 1.0});
+  EXPECT_THROW(e.add_dependency(t, u), std::logic_error);
 }
 
 TEST(Engine, InterferenceSlowsAProcessorWhileItsInterfererRuns) {
