@@ -243,7 +243,7 @@ void Engine::run() {
   };
   // An interferer starts or stops. Only a change of the largest slowdown running can change the
   // processor's speed.
-  auto interfere_on = [&](const Task& t) {
+  auto interfere_on = [&](const Task& t) __attribute__((always_inline)) {
     for (std::int32_t i = t.interf_begin; i < t.interf_end; ++i) {
       Processor& pr = PR[IF[i].processor];
       const double x = IF[i].slowdown;
