@@ -492,7 +492,7 @@ TEST(Step, PlansKeptAcrossStepsGiveTheSameStep) {
 }
 
 TEST(Step, AKeptGraphRefilledForAnotherLayoutGivesThatLayoutsStep) {
-  // A search thread keeps the graphs of its last cut runs, and a layout of the same structure
+  // A search thread keeps the graphs of its last runs, and a layout of the same structure
   // (differing only in micro-batch size or recompute) runs on one with its numbers worked out
   // again. Each result must be, byte for byte, the one a thread that never saw another layout
   // gives. Families of such layouts follow one another (more families than the thread keeps
