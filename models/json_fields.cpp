@@ -113,6 +113,18 @@ double JsonFields::number(const std::string& key, std::optional<double> fallback
   return json_number(*v, path(key), min, max);
 }
 
+double JsonFields::positive(const std::string& key, double max) {
+  const json* v = find(key);
+  if (!v) return 0.0;
+  const double d = json_number(*v, path(key), -1e300, 1e300);
+  if (!(d > 0) || d > max) {
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "expected a positive number up to %g (leave the key out for none), found %g", max, d);
+    throw InputError(path(key), buf);
+  }
+  return d;
+}
+
 int JsonFields::integer(const std::string& key, std::optional<int> fallback, int min, int max) {
   const json* v = find(key);
   if (!v) {

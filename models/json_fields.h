@@ -20,6 +20,9 @@ class JsonFields {
 
   double number(const std::string& key, std::optional<double> fallback = std::nullopt,
                 double min = -1e300, double max = 1e300);
+  // An optional amount (a price, a budget, a rate): 0 when the key is absent, else a number in
+  // (0, max]. An explicit 0 is an error, not "none": leaving the key out says that.
+  double positive(const std::string& key, double max);
   int integer(const std::string& key, std::optional<int> fallback = std::nullopt, int min = -2147483647,
               int max = 2147483647);
   std::string string(const std::string& key, std::optional<std::string> fallback = std::nullopt);

@@ -16,10 +16,11 @@ namespace {
 
 const std::string kProfiles = TRAINSIM_TEST_DATA;
 
-// GPT 1.3B on the test part, 1e9 tokens, a small search over 2 and 4 nodes; `compare` as given.
+// GPT 1.3B on the test part, 1e9 tokens, a small search over 2 and 4 nodes; `compare` as given;
+// a deadline where `deadline_days` is positive.
 Scenario scenario(const std::string& compare, double deadline_days = 0) {
-  const std::string text = R"({ "name": "t", "model": "gpt-1.3b", "training": { "global_batch": 64, "tokens_total": 1e9,
-        "deadline_days": )" + std::to_string(deadline_days) + R"( },
+  const std::string deadline = deadline_days > 0 ? R"(, "deadline_days": )" + std::to_string(deadline_days) : "";
+  const std::string text = R"({ "name": "t", "model": "gpt-1.3b", "training": { "global_batch": 64, "tokens_total": 1e9)" + deadline + R"( },
       "hardware": "test-gpu", "cluster": { "nodes": [2, 4], "gpus_per_node": 8 },
       "search": { "tp": [1, 2], "pp": [1, 2], "micro_batch": [1, 2], "recompute": ["none"], "zero": [1], "nodes": [2, 4] },
       "compare": )" + compare + "}";

@@ -335,6 +335,55 @@ TEST(Scenario, EnergyNeedsTheProfilesNodePower) {
   EXPECT_NE(e.find("cost.pue"), std::string::npos) << e;
 }
 
+TEST(Scenario, AnOptionalAmountGivenAsZeroIsAnErrorNotNone) {
+  // Each of these keys means "none" when left out; a zero (or a negative) written in the file is
+  // an impossible value, reported at its path, not read as "none".
+  const std::string train = R"({ "global_batch": 64 })";
+  auto with_training = [](const std::string& training, const std::string& extra = "") {
+    return R"({ "name": "t", "model": "gpt-1.3b", "training": )" + training + R"(, "hardware": "test-gpu",
+              "cluster": { "nodes": 2, "gpus_per_node": 8 }, "layout": { "tp": 2 })" + extra + "}";
+  };
+  const std::string tokens = R"({ "global_batch": 64, "tokens_total": 1e9 })";
+  const std::pair<std::string, std::string> cases[] = {
+      {with_training(R"({ "global_batch": 64, "tokens_total": 0 })"), "training.tokens_total"},
+      {with_training(R"({ "global_batch": 64, "tokens_total": 1e9, "deadline_days": 0 })"), "training.deadline_days"},
+      {with_training(tokens, R"(, "cost": { "gpu_hour_usd": 0 })"), "cost.gpu_hour_usd"},
+      {with_training(tokens, R"(, "cost": { "gpu_hour_usd": 2, "budget_usd": -5 })"), "cost.budget_usd"},
+      {with_training(tokens, R"(, "reliability": { "gpu_mtbf_hours": 0, "node_mtbf_hours": 1000, "checkpoint_GBps": 100,
+                                   "restart_minutes": 10 })"), "reliability.gpu_mtbf_hours"},
+      {with_training(tokens, R"(, "data": { "loader_tokens_per_s_per_node": 0, "storage_GBps": 5, "bytes_per_token": 2 })"),
+       "data.loader_tokens_per_s_per_node"},
+      {with_training(tokens, R"(, "data": { "storage_GBps": 5, "bytes_per_token": 0 })"), "data.bytes_per_token"},
+  };
+  for (const auto& [text, key] : cases) {
+    const std::string e = error_of(text);
+    EXPECT_NE(e.find(key + ": expected a positive number"), std::string::npos) << key << ": " << e;
+    EXPECT_NE(e.find("leave the key out"), std::string::npos) << e;
+  }
+  EXPECT_EQ(error_of(with_training(train)), "");
+  EXPECT_EQ(error_of(with_training(tokens, R"(, "cost": { "gpu_hour_usd": 2, "budget_usd": 1e6 })")), "");
+}
+
+TEST(Scenario, ADeadlineBudgetOrEnergyPriceWithoutWhatItIsHeldAgainstIsAnError) {
+  // Each would otherwise be read and then never used: a deadline and an energy price need the
+  // tokens to train, a budget the cost to train them (tokens and a GPU-hour price).
+  auto scenario = [](const std::string& training, const std::string& extra) {
+    return R"({ "name": "t", "model": "gpt-1.3b", "training": )" + training + R"(, "hardware": "test-gpu-powered",
+              "cluster": { "nodes": 2, "gpus_per_node": 8 }, "layout": { "tp": 2 })" + extra + "}";
+  };
+  std::string e = error_of(scenario(R"({ "global_batch": 64, "deadline_days": 30 })", ""));
+  EXPECT_NE(e.find("training.deadline_days: a deadline needs \"tokens_total\""), std::string::npos) << e;
+  e = error_of(scenario(R"({ "global_batch": 64 })", R"(, "cost": { "gpu_hour_usd": 2, "budget_usd": 1e6 })"));
+  EXPECT_NE(e.find("cost.budget_usd: a budget is held against the cost to train, which needs training.tokens_total"), std::string::npos) << e;
+  e = error_of(scenario(R"({ "global_batch": 64, "tokens_total": 1e9 })", R"(, "cost": { "budget_usd": 1e6 })"));
+  EXPECT_NE(e.find("cost.budget_usd: a budget is held against the cost to train, which needs \"gpu_hour_usd\""), std::string::npos) << e;
+  e = error_of(scenario(R"({ "global_batch": 64 })", R"(, "cost": { "energy_usd_per_kWh": 0.1 })"));
+  EXPECT_NE(e.find("cost.energy_usd_per_kWh: an energy price needs training.tokens_total"), std::string::npos) << e;
+  // With what each is held against, each loads.
+  EXPECT_EQ(error_of(scenario(R"({ "global_batch": 64, "tokens_total": 1e9, "deadline_days": 30 })",
+                              R"(, "cost": { "gpu_hour_usd": 2, "budget_usd": 1e6, "energy_usd_per_kWh": 0.1 })")), "");
+}
+
 namespace {
 // Every leaf and every object of `j` by JSON pointer, the root left out.
 void pointers(const nlohmann::json& j, const nlohmann::json::json_pointer& at, std::vector<nlohmann::json::json_pointer>& out) {

@@ -176,7 +176,7 @@ std::vector<Alternative> read_compare(const json& doc, const json& block, const 
     json v = doc;
     v.erase("compare");
     v["hardware"] = hw;
-    if (ef.has("gpu_hour_usd")) v["cost"]["gpu_hour_usd"] = ef.number("gpu_hour_usd", std::nullopt, 0.0, 1e6);
+    if (ef.has("gpu_hour_usd")) v["cost"]["gpu_hour_usd"] = ef.positive("gpu_hour_usd", 1e6);
     if (ef.has("gpus_per_node")) v["cluster"]["gpus_per_node"] = ef.integer("gpus_per_node", std::nullopt, 1, 1024);
     if (ef.has("precision")) {
       const std::string p = ef.string("precision");
@@ -233,8 +233,10 @@ Scenario parse_document(const json& doc, const std::string& file, const std::str
     if (s.training.optimizer != "adam" && s.training.optimizer != "adamw")
       throw InputError(tr.path("optimizer"), "expected \"adam\" or \"adamw\" (the memory model assumes mixed-precision Adam), found \"" +
                                                  s.training.optimizer + "\"");
-    s.training.tokens_total = tr.number("tokens_total", 0.0, 0.0, 1e18);
-    s.training.deadline_days = tr.number("deadline_days", 0.0, 0.0, 1e5);
+    s.training.tokens_total = tr.positive("tokens_total", 1e18);
+    s.training.deadline_days = tr.positive("deadline_days", 1e5);
+    if (s.training.deadline_days > 0 && !(s.training.tokens_total > 0))
+      throw InputError(tr.path("deadline_days"), "a deadline needs \"tokens_total\" (the tokens to train within it)");
     tr.finish();
 
     s.hardware_name = top.string("hardware");
@@ -256,7 +258,7 @@ Scenario parse_document(const json& doc, const std::string& file, const std::str
       JsonFields nw = cl.object("network");
       read_network(nw, n);
     }
-    s.cluster.power_budget_kW = cl.number("power_budget_kW", 0.0, 0.0, 1e9);
+    s.cluster.power_budget_kW = cl.positive("power_budget_kW", 1e9);
     if (s.cluster.power_budget_kW > 0 && !(s.hardware.node_max_kW > 0))
       throw InputError(cl.path("power_budget_kW"),
                        "a power budget needs the hardware profile's node power (power.node_max_kW), which " + s.hardware.name + " does not give");
@@ -306,20 +308,25 @@ Scenario parse_document(const json& doc, const std::string& file, const std::str
     }
     if (top.has("cost")) {
       JsonFields cf = top.object("cost");
-      s.cost.gpu_hour_usd = cf.number("gpu_hour_usd", 0.0, 0.0, 1e6);
-      s.cost.budget_usd = cf.number("budget_usd", 0.0, 0.0, 1e15);
-      s.cost.energy_usd_per_kWh = cf.number("energy_usd_per_kWh", 0.0, 0.0, 100.0);
+      s.cost.gpu_hour_usd = cf.positive("gpu_hour_usd", 1e6);
+      s.cost.budget_usd = cf.positive("budget_usd", 1e15);
+      if (s.cost.budget_usd > 0 && !(s.cost.gpu_hour_usd > 0 && s.training.tokens_total > 0))
+        throw InputError(cf.path("budget_usd"), std::string("a budget is held against the cost to train, which needs ") +
+                                                    (s.cost.gpu_hour_usd > 0 ? "training.tokens_total" : "\"gpu_hour_usd\""));
+      s.cost.energy_usd_per_kWh = cf.positive("energy_usd_per_kWh", 100.0);
       s.cost.pue = cf.number("pue", 1.0, 1.0, 5.0);
       if ((s.cost.energy_usd_per_kWh > 0 || cf.has("pue")) && !(s.hardware.node_max_kW > 0))
         throw InputError(cf.has("pue") ? cf.path("pue") : cf.path("energy_usd_per_kWh"),
                          "energy needs the hardware profile's node power (power.node_max_kW), which " + s.hardware.name + " does not give");
+      if (s.cost.energy_usd_per_kWh > 0 && !(s.training.tokens_total > 0))
+        throw InputError(cf.path("energy_usd_per_kWh"), "an energy price needs training.tokens_total (what is priced is the energy to train them)");
       cf.finish();
     }
     if (top.has("reliability")) {
       JsonFields rf = top.object("reliability");
       ReliabilitySpec& r = s.reliability;
-      r.gpu_mtbf_hours = rf.number("gpu_mtbf_hours", 0.0, 0.0, 1e9);
-      r.node_mtbf_hours = rf.number("node_mtbf_hours", 0.0, 0.0, 1e9);
+      r.gpu_mtbf_hours = rf.positive("gpu_mtbf_hours", 1e9);
+      r.node_mtbf_hours = rf.positive("node_mtbf_hours", 1e9);
       r.checkpoint_GBps = rf.number("checkpoint_GBps", std::nullopt, 1e-6, 1e9);
       r.restart_minutes = rf.number("restart_minutes", std::nullopt, 0.0, 1e6);
       const std::string mode = rf.string("checkpoint", std::string("sync"));
@@ -336,9 +343,9 @@ Scenario parse_document(const json& doc, const std::string& file, const std::str
     if (top.has("data")) {
       JsonFields df = top.object("data");
       DataSpec& d = s.data;
-      d.loader_tokens_per_s_per_node = df.number("loader_tokens_per_s_per_node", 0.0, 0.0, 1e15);
-      d.storage_GBps = df.number("storage_GBps", 0.0, 0.0, 1e9);
-      d.bytes_per_token = df.number("bytes_per_token", 0.0, 0.0, 1e3);
+      d.loader_tokens_per_s_per_node = df.positive("loader_tokens_per_s_per_node", 1e15);
+      d.storage_GBps = df.positive("storage_GBps", 1e9);
+      d.bytes_per_token = df.positive("bytes_per_token", 1e3);
       if (d.storage_GBps > 0 && d.bytes_per_token <= 0)
         throw InputError(df.path("bytes_per_token"), "required with \"storage_GBps\": bytes per token on storage (2 for uint16 ids, 4 for uint32)");
       if (d.loader_tokens_per_s_per_node <= 0 && d.storage_GBps <= 0)
