@@ -56,6 +56,7 @@ class Engine {
   void add_interference(TaskId task, ProcessorId p, double slowdown) {
     if (p < 0 || p >= static_cast<ProcessorId>(processor_count_)) throw std::invalid_argument("unknown processor");
     if (!(slowdown >= 0)) throw std::invalid_argument("slowdown must not be negative");
+    if (ran_) throw std::logic_error("interference added to a graph after it ran");
     Task& t = tasks_[task];
     if (t.interf_end != static_cast<std::int32_t>(interf_.size()))
       throw std::logic_error("interference of a task must be added together, right after its flows");

@@ -146,6 +146,7 @@ TEST(Engine, InterferenceThatStartsLaterAndOverlappingInterferersTakeTheLargest)
   EXPECT_NEAR(e.finish(b), 5.0, 1e-12);
   EXPECT_NEAR(e.finish(compute), 11.4, 1e-9);
   EXPECT_THROW(e.add_interference(a, 7, 0.1), std::invalid_argument);
+  EXPECT_THROW(e.add_interference(b, p, 0.1), std::logic_error);  // b is the last task, but the graph has run
 }
 
 TEST(Engine, ATaskLikeAnotherCarriesItsFlowsAndInterference) {

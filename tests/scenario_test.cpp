@@ -377,6 +377,8 @@ TEST(Scenario, ADeadlineBudgetOrEnergyPriceWithoutWhatItIsHeldAgainstIsAnError) 
   EXPECT_NE(e.find("cost.budget_usd: a budget is held against the cost to train, which needs training.tokens_total"), std::string::npos) << e;
   e = error_of(scenario(R"({ "global_batch": 64, "tokens_total": 1e9 })", R"(, "cost": { "budget_usd": 1e6 })"));
   EXPECT_NE(e.find("cost.budget_usd: a budget is held against the cost to train, which needs \"gpu_hour_usd\""), std::string::npos) << e;
+  e = error_of(scenario(R"({ "global_batch": 64 })", R"(, "cost": { "budget_usd": 1e6 })"));
+  EXPECT_NE(e.find("which needs \"gpu_hour_usd\" and training.tokens_total"), std::string::npos) << e;
   e = error_of(scenario(R"({ "global_batch": 64 })", R"(, "cost": { "energy_usd_per_kWh": 0.1 })"));
   EXPECT_NE(e.find("cost.energy_usd_per_kWh: an energy price needs training.tokens_total"), std::string::npos) << e;
   // With what each is held against, each loads.

@@ -310,9 +310,12 @@ Scenario parse_document(const json& doc, const std::string& file, const std::str
       JsonFields cf = top.object("cost");
       s.cost.gpu_hour_usd = cf.positive("gpu_hour_usd", 1e6);
       s.cost.budget_usd = cf.positive("budget_usd", 1e15);
-      if (s.cost.budget_usd > 0 && !(s.cost.gpu_hour_usd > 0 && s.training.tokens_total > 0))
+      if (s.cost.budget_usd > 0 && !(s.cost.gpu_hour_usd > 0 && s.training.tokens_total > 0)) {
+        const bool priced = s.cost.gpu_hour_usd > 0, tokens = s.training.tokens_total > 0;
         throw InputError(cf.path("budget_usd"), std::string("a budget is held against the cost to train, which needs ") +
-                                                    (s.cost.gpu_hour_usd > 0 ? "training.tokens_total" : "\"gpu_hour_usd\""));
+                                                    (!priced ? "\"gpu_hour_usd\"" : "") + (!priced && !tokens ? " and " : "") +
+                                                    (!tokens ? "training.tokens_total" : ""));
+      }
       s.cost.energy_usd_per_kWh = cf.positive("energy_usd_per_kWh", 100.0);
       s.cost.pue = cf.number("pue", 1.0, 1.0, 5.0);
       if ((s.cost.energy_usd_per_kWh > 0 || cf.has("pue")) && !(s.hardware.node_max_kW > 0))
