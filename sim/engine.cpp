@@ -454,10 +454,11 @@ void Engine::run() {
         flow_next = std::min(flow_next, a.finish);
       }
     }
-    const double next = std::min(queue.top_time(), flow_next);
+    const double queue_next = queue.top_time();
+    const double next = std::min(queue_next, flow_next);
     if (next == kInf) break;
     now = next;
-    while (queue.top_time() <= now) {
+    for (double at = queue_next; at <= now; at = queue.top_time()) {
       const TaskId id = queue.pop();
       Task& t = T[id];
       if (t.reserved) {
