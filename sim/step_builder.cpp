@@ -1495,7 +1495,8 @@ void Builder::build() {
   for (FusedPass& f : fused_memo_) f.set = false;
   // Room for the graph up front (a hint: the vectors grow past it if needed): a chunk's forward
   // and backward of one micro-batch on a simulated GPU make about four tasks (the interleaved 175B
-  // step: 2,447 tasks for 8 GPUs x 24 micro-batches x 3 chunks), dependencies twice that.
+  // step: 2,447 tasks for 8 GPUs x 24 micro-batches x 3 chunks), dependencies twice that; five
+  // and ten leave room for the step's other tasks.
   e_.reserve(sim_gpus_.size() * microbatches_ * vpp_ * 5, sim_gpus_.size() * microbatches_ * vpp_ * 10);
 
   // Activation and gradient transfers between consecutive virtual stages are added once every
