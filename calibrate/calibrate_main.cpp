@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "alpha_beta_fit.h"
+#include "clock_log.h"
 #include "input_error.h"
 #include "nccl_tests_import.h"
 #include "profile_merge.h"
@@ -18,6 +19,7 @@
 
 #ifdef TRAINSIM_HAVE_CUDA
 #include "gemm_bench.h"
+#include "kernel_mix.h"
 #include "measurements.h"
 #endif
 #ifdef TRAINSIM_HAVE_MPI
@@ -150,6 +152,27 @@ int main(int argc, char** argv) {
       "kernel-conditions", "time the step's element-wise and row-wise kernels back to back (as calibrate records them), one call "
                            "between events, one call with its operands evicted from L2, after FMA work, right after sustained "
                            "GEMMs (the power-capped clock), and back to back on a nearly full device (a diagnostic; writes nothing)");
+  auto* kmix = app.add_subcommand(
+      "kernel-mix", "time a Llama-style layer's element-wise kernels inside a sustained mix with bf16 GEMMs (or attention), at "
+                    "set shares of their time, against one call of each alone at the full clock (a diagnostic; writes nothing)");
+  std::vector<double> mix_shares{0, 0.3, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95};
+  double mix_settle_s = 3, mix_timed_s = 2;
+  std::string mix_clock_log;
+  std::vector<int> mix_gemm{4096, 11008, 4096}, mix_attention;
+  kmix->add_option("--shares", mix_shares, "the GEMMs' (or attention's) shares of the mix's time, each in [0, 1)")->delimiter(',');
+  auto* mix_gemm_opt = kmix->add_option("--gemm", mix_gemm, "the bf16 GEMM's m,n,k (default: Llama 2 7B's MLP up projection at 4,096 tokens)")
+                           ->delimiter(',')
+                           ->expected(3);
+  kmix->add_option("--attention", mix_attention,
+                   "instead of a GEMM, the unfused causal attention's forward and backward: batch,heads,seq,head_dim,query heads per K/V head")
+      ->delimiter(',')
+      ->expected(5)
+      ->excludes(mix_gemm_opt);
+  kmix->add_option("--settle", mix_settle_s, "seconds each mix runs untimed first, for the power limiter to settle");
+  kmix->add_option("--timed", mix_timed_s, "seconds each mix is timed");
+  kmix->add_option("--clock-log", mix_clock_log,
+                   "nvidia-smi -i 0 --query-gpu=timestamp,clocks.sm,power.draw --format=csv -lms 100 log running beside this "
+                   "command, read at its end: the median SM clock and power of each mix's timed seconds");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -225,6 +248,80 @@ int main(int argc, char** argv) {
       return 0;
 #else
       std::cerr << "error: kernel-conditions needs a CUDA build\n";
+      return 1;
+#endif
+    }
+    if (*kmix) {
+      for (std::size_t i = 0; i < mix_shares.size(); ++i)
+        if (!(mix_shares[i] >= 0 && mix_shares[i] < 1))
+          throw InputError("--shares[" + std::to_string(i) + "]", "a GEMM share must be at least 0 and below 1");
+      if (mix_shares.empty()) throw InputError("--shares", "needs at least one share");
+      if (!(mix_settle_s > 0 && mix_settle_s <= 60)) throw InputError("--settle", "must be above 0 and at most 60 seconds");
+      if (!(mix_timed_s > 0 && mix_timed_s <= 60)) throw InputError("--timed", "must be above 0 and at most 60 seconds");
+      for (std::size_t i = 0; i < mix_gemm.size(); ++i)
+        if (mix_gemm[i] < 16 || mix_gemm[i] > 65536)
+          throw InputError("--gemm[" + std::to_string(i) + "]", "each of m, n, k must be from 16 to 65536");
+      gpu::KernelMixLoad mix_load;
+      mix_load.gm = mix_gemm[0];
+      mix_load.gn = mix_gemm[1];
+      mix_load.gk = mix_gemm[2];
+      if (!mix_attention.empty()) {
+        const char* names[] = {"batch", "heads", "seq", "head_dim", "query heads per K/V head"};
+        for (std::size_t i = 0; i < mix_attention.size(); ++i)
+          if (mix_attention[i] < 1 || mix_attention[i] > 65536)
+            throw InputError(std::string("--attention ") + names[i], "must be from 1 to 65536");
+        if (mix_attention[1] % mix_attention[4] != 0)
+          throw InputError("--attention", "heads must be a multiple of the query heads per K/V head");
+        if (static_cast<double>(mix_attention[0]) * mix_attention[1] * mix_attention[2] * mix_attention[2] * 2 > 16.0 * (1ull << 30))
+          throw InputError("--attention", "its s x s score tensors would take over 16 GiB");
+        mix_load.attention = true;
+        mix_load.batch = mix_attention[0];
+        mix_load.heads = mix_attention[1];
+        mix_load.seq = mix_attention[2];
+        mix_load.head_dim = mix_attention[3];
+        mix_load.kv_group = mix_attention[4];
+      }
+#ifdef TRAINSIM_HAVE_CUDA
+      if (!gpu::cuda_available()) {
+        std::cerr << "error: no CUDA device is visible\n";
+        return 1;
+      }
+      const gpu::KernelMixResult r = gpu::bench_kernel_mix(mix_shares, mix_settle_s, mix_timed_s, mix_load);
+      std::vector<calib::ClockSample> clocks;
+      if (!mix_clock_log.empty()) clocks = calib::read_clock_log(mix_clock_log);
+      std::printf("# load: %s; element-wise kernels of a Llama-style layer at %d tokens, hidden %d, SwiGLU width %d\n", r.load.c_str(),
+                  r.tokens, r.hidden, r.ffn);
+      std::printf("# alone, one call between events at the full clock: load %.1f us (%.0f TFLOP/s)", r.load_alone_us,
+                  r.load_flop / (r.load_alone_us * 1e6));
+      double alone_sum = 0;
+      for (std::size_t k = 0; k < r.kernels.size(); ++k) {
+        std::printf("; %s %.1f us", r.kernels[k].c_str(), r.alone_us[k]);
+        alone_sum += r.alone_us[k];
+      }
+      std::printf("\n# in the mix: each call's median time over its time alone; \"kernels\": the group's sum over its sum alone\n");
+      std::printf("%6s %6s %5s %6s %6s %7s", "target", "share", "loads", "groups", "cycles", "load");
+      for (const auto& k : r.kernels) std::printf(" %11s", k.c_str());
+      std::printf(" %8s %7s %6s %7s\n", "kernels", "SM MHz", "W", "samples");
+      for (const auto& p : r.points) {
+        std::printf("%6.2f %6.3f %5d %6d %6d", p.target_share, p.load_share, p.loads, p.groups, p.cycles);
+        if (p.loads > 0) std::printf(" %7.3f", p.load_us / r.load_alone_us);
+        else std::printf(" %7s", "-");
+        double sum = 0;
+        for (std::size_t k = 0; k < r.kernels.size(); ++k) {
+          std::printf(" %11.3f", p.kernel_us[k] / r.alone_us[k]);
+          sum += p.kernel_us[k];
+        }
+        std::printf(" %8.3f", sum / alone_sum);
+        if (clocks.empty()) {
+          std::printf(" %7s %6s %7s\n", "-", "-", "-");
+        } else {
+          const calib::ClockStats c = calib::clock_stats(clocks, p.wall_begin_s, p.wall_end_s);
+          std::printf(" %7.0f %6.0f %7d\n", c.sm_mhz, c.power_w, c.samples);
+        }
+      }
+      return 0;
+#else
+      std::cerr << "error: kernel-mix needs a CUDA build\n";
       return 1;
 #endif
     }

@@ -18,6 +18,7 @@
 #include "cuda_compat.h"
 #include "gemm_bench.h"
 #include "grad_comm.h"
+#include "kernel_mix.h"
 #include "measurements.h"
 #include "pipeline_schedule.h"
 #include "runtime_memory.h"
@@ -57,6 +58,36 @@ TEST(GpuKernels, GemmMatchesCpuReference) {
   REQUIRE_GPU();
   // bf16 operands, fp32 accumulation: relative error between 1e-3 and 1e-2 against float64.
   EXPECT_LT(check_gemm_bf16(), 1e-2);
+}
+
+TEST(GpuKernels, KernelMixRunsTheSharesAskedFor) {
+  // Element-wise kernels alone (share 0), then with GEMMs, or attention, for about half the time:
+  // the cycle's counts come from the times alone, and the shares measured in the mix stay near the
+  // target unless the clock moves the load and the kernels apart by more than a third.
+  REQUIRE_GPU();
+  KernelMixLoad attention;
+  attention.attention = true;
+  attention.heads = 8;
+  attention.kv_group = 4;
+  for (const KernelMixLoad& load : {KernelMixLoad{}, attention}) {
+    const KernelMixResult r = bench_kernel_mix({0, 0.5}, 0.2, 0.3, load);
+    ASSERT_EQ(r.points.size(), 2u);
+    ASSERT_EQ(r.alone_us.size(), r.kernels.size());
+    EXPECT_GT(r.load_alone_us, 0);
+    EXPECT_GT(r.load_flop, 0);
+    const KernelMixPoint& alone = r.points[0];
+    EXPECT_EQ(alone.loads, 0);
+    EXPECT_EQ(alone.load_share, 0);
+    EXPECT_GT(alone.cycles, 10);
+    ASSERT_EQ(alone.kernel_us.size(), r.kernels.size());
+    for (double us : alone.kernel_us) EXPECT_GT(us, 0);
+    const KernelMixPoint& half = r.points[1];
+    EXPECT_GE(half.loads, 1);
+    EXPECT_GE(half.groups, 1);
+    EXPECT_NEAR(half.load_share, 0.5, 0.15) << r.load;
+    EXPECT_GT(half.load_us, 0);
+    EXPECT_GT(half.wall_end_s, half.wall_begin_s + 0.25);
+  }
 }
 
 TEST(GpuKernels, Int8RoundTrip) {

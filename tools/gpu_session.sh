@@ -34,6 +34,28 @@ for step in "$@"; do
       log "calibrate kernel-conditions"
       ./build-gpu/calibrate kernel-conditions 2>&1 | tee "$OUT/kernel-conditions.txt"
       log "kernel-conditions exit ${PIPESTATUS[0]}" ;;
+    kernel-mix)
+      # A Llama-style layer's element-wise kernels inside sustained mixes with tensor-core work (a
+      # diagnostic), shares rising, for each load of KMIX_LOADS (space-separated: "m,n,k" a bf16
+      # GEMM, "batch,heads,seq,head_dim,group" the unfused attention), then falling for the first
+      # (KMIX_FALLING=0: not), beside nvidia-smi's SM clock and power log.
+      log "calibrate kernel-mix"
+      nvidia-smi -i 0 --query-gpu=timestamp,clocks.sm,power.draw --format=csv -lms 100 > "$OUT/clocks-kernel-mix.csv" 2>&1 &
+      smi=$!
+      sleep 1
+      loads=${KMIX_LOADS:-4096,11008,4096}
+      load_flag() { [ "$(echo "$1" | tr -cd , | wc -c)" = 4 ] && echo --attention || echo --gemm; }
+      for g in $loads; do
+        ./build-gpu/calibrate kernel-mix "$(load_flag "$g")" "$g" --clock-log "$OUT/clocks-kernel-mix.csv" 2>&1 | tee -a "$OUT/kernel-mix.txt"
+        log "kernel-mix $g (rising) exit ${PIPESTATUS[0]}"
+      done
+      if [ "${KMIX_FALLING:-1}" != 0 ]; then
+        g=${loads%% *}
+        ./build-gpu/calibrate kernel-mix "$(load_flag "$g")" "$g" --shares 0.95,0.9,0.8,0.7,0.6,0.5,0.3,0 \
+          --clock-log "$OUT/clocks-kernel-mix.csv" 2>&1 | tee -a "$OUT/kernel-mix.txt"
+        log "kernel-mix $g (falling) exit ${PIPESTATUS[0]}"
+      fi
+      kill "$smi" 2>/dev/null; wait "$smi" 2>/dev/null ;;
     calibrate-quick)
       log "calibrate --quick"
       ./build-gpu/calibrate --quick --out "$OUT/h200-sxm.quick.json" --base calibrate/datasheets/h200-sxm.json 2>&1 | tee "$OUT/calibrate-quick.log"

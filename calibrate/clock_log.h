@@ -1,0 +1,27 @@
+#pragma once
+// nvidia-smi's clock and power log, as written by
+//   nvidia-smi -i 0 --query-gpu=timestamp,clocks.sm,power.draw --format=csv -lms 100
+// read back to say what clock and power a stretch of GPU work ran at.
+#include <string>
+#include <vector>
+
+namespace trainsim::calib {
+
+struct ClockSample {
+  double wall_s = 0;  // seconds since the epoch (the log's local time, as this host reads it)
+  double sm_mhz = 0;
+  double power_w = 0;  // NaN where the log says [N/A]
+};
+
+// Throws InputError naming the file and line of anything that is not the header or a sample. A
+// last line without its newline (the log still being written) is left out.
+std::vector<ClockSample> read_clock_log(const std::string& path);
+
+struct ClockStats {
+  int samples = 0;
+  double sm_mhz = 0, power_w = 0;  // medians of the samples in the window (NaN: none)
+};
+// The samples taken in [begin_s, end_s].
+ClockStats clock_stats(const std::vector<ClockSample>& log, double begin_s, double end_s);
+
+}  // namespace trainsim::calib

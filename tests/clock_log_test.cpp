@@ -1,0 +1,79 @@
+// nvidia-smi's clock and power log, read back and matched to windows of wall-clock time.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <string>
+
+#include "clock_log.h"
+#include "input_error.h"
+
+using namespace trainsim;
+using namespace trainsim::calib;
+
+namespace {
+
+// `t` (seconds since the epoch) as nvidia-smi prints its timestamp: local time, milliseconds.
+std::string smi_time(double t) {
+  const std::time_t whole = static_cast<std::time_t>(std::floor(t));
+  std::tm tm{};
+  localtime_r(&whole, &tm);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%04d/%02d/%02d %02d:%02d:%02d.%03d", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+                tm.tm_sec, static_cast<int>(std::lround((t - static_cast<double>(whole)) * 1000)));
+  return buf;
+}
+
+std::string write_log(const std::string& name, const std::string& text) {
+  const std::string path = testing::TempDir() + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+}  // namespace
+
+TEST(ClockLog, SamplesInAWindowGiveTheirMedianClockAndPower) {
+  // Samples every 100 ms from t0: 1980 MHz at 480 W for the first five, then 1605, 1590, 1620 MHz
+  // at 690-700 W, one of them without a power reading; a last line cut short, as a log still being
+  // written ends.
+  const double t0 = 1764700000.0;
+  std::string text = "timestamp, clocks.current.sm [MHz], power.draw [W]\n";
+  for (int i = 0; i < 5; ++i) text += smi_time(t0 + 0.1 * i) + ", 1980 MHz, 480.00 W\n";
+  text += smi_time(t0 + 0.5) + ", 1605 MHz, 691.50 W\n";
+  text += smi_time(t0 + 0.6) + ", 1590 MHz, [N/A]\n";
+  text += smi_time(t0 + 0.7) + ", 1620 MHz, 699.10 W\n";
+  text += smi_time(t0 + 0.8) + ", 16";
+  const auto log = read_clock_log(write_log("clocks.csv", text));
+  ASSERT_EQ(log.size(), 8u);
+  EXPECT_NEAR(log[5].wall_s, t0 + 0.5, 1e-3);  // local time read back as it was written
+  EXPECT_TRUE(std::isnan(log[6].power_w));
+  // The last three: median clock 1605 MHz; power, the mean of the two readings (an even count).
+  const ClockStats hot = clock_stats(log, t0 + 0.45, t0 + 0.75);
+  EXPECT_EQ(hot.samples, 3);
+  EXPECT_DOUBLE_EQ(hot.sm_mhz, 1605);
+  EXPECT_NEAR(hot.power_w, (691.5 + 699.1) / 2, 1e-9);
+  const ClockStats cool = clock_stats(log, t0 - 1, t0 + 0.45);
+  EXPECT_EQ(cool.samples, 5);
+  EXPECT_DOUBLE_EQ(cool.sm_mhz, 1980);
+  const ClockStats none = clock_stats(log, t0 + 5, t0 + 6);
+  EXPECT_EQ(none.samples, 0);
+  EXPECT_TRUE(std::isnan(none.sm_mhz));
+}
+
+TEST(ClockLog, ALineThatIsNotASampleIsAnErrorNamingItsLine) {
+  const std::string path = write_log("bad-clocks.csv", "timestamp, clocks.current.sm [MHz], power.draw [W]\n"
+                                                        "2026/12/02 20:09:18.038, 1980 MHz, 480.00 W\n"
+                                                        "2026/12/02 20:09:18.238, 1980 GHz, 480.00 W\n");
+  try {
+    read_clock_log(path);
+    FAIL() << "a clock in GHz was read";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.where(), path + ":3");
+    EXPECT_NE(std::string(e.what()).find("1980 GHz"), std::string::npos);
+  }
+  EXPECT_THROW(read_clock_log(write_log("short.csv", "2026/12/02 20:09:18.038, 1980 MHz\n")), InputError);
+  EXPECT_THROW(read_clock_log(write_log("stamp.csv", "2026-12-02 20:09:18, 1980 MHz, 480 W\n")), InputError);
+  EXPECT_THROW(read_clock_log(testing::TempDir() + "no-such-log.csv"), InputError);
+}
