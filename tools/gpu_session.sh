@@ -56,6 +56,19 @@ for step in "$@"; do
         log "kernel-mix $g (falling) exit ${PIPESTATUS[0]}"
       fi
       kill "$smi" 2>/dev/null; wait "$smi" 2>/dev/null ;;
+    validate-clocks)
+      # One-GPU validate scenarios (VALIDATE_SCENARIOS, space-separated names) beside nvidia-smi's
+      # SM clock and power log; every output line stamped with the host's time as nvidia-smi
+      # stamps its samples, so that each run's clock can be read off the log.
+      nvidia-smi -i 0 --query-gpu=timestamp,clocks.sm,power.draw --format=csv -lms 100 > "$OUT/clocks-validate.csv" 2>&1 &
+      smi=$!
+      for name in ${VALIDATE_SCENARIOS:-validate-small-gpt validate-llama-one-gpu}; do
+        log "validate $name beside the clock log"
+        ./build-gpu/planner validate "scenarios/$name.json" --json-out "$OUT/$name.json" 2>&1 |
+          while IFS= read -r line; do printf '%s %s\n' "$(date '+%Y/%m/%d %H:%M:%S.%3N')" "$line"; done | tee "$OUT/$name.log"
+        log "validate $name exit ${PIPESTATUS[0]}"
+      done
+      kill "$smi" 2>/dev/null; wait "$smi" 2>/dev/null ;;
     calibrate-quick)
       log "calibrate --quick"
       ./build-gpu/calibrate --quick --out "$OUT/h200-sxm.quick.json" --base calibrate/datasheets/h200-sxm.json 2>&1 | tee "$OUT/calibrate-quick.log"
