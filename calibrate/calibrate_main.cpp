@@ -254,17 +254,13 @@ int main(int argc, char** argv) {
     if (*kmix) {
       for (std::size_t i = 0; i < mix_shares.size(); ++i)
         if (!(mix_shares[i] >= 0 && mix_shares[i] < 1))
-          throw InputError("--shares[" + std::to_string(i) + "]", "a GEMM share must be at least 0 and below 1");
+          throw InputError("--shares[" + std::to_string(i) + "]", "a share must be at least 0 and below 1");
       if (mix_shares.empty()) throw InputError("--shares", "needs at least one share");
       if (!(mix_settle_s > 0 && mix_settle_s <= 60)) throw InputError("--settle", "must be above 0 and at most 60 seconds");
       if (!(mix_timed_s > 0 && mix_timed_s <= 60)) throw InputError("--timed", "must be above 0 and at most 60 seconds");
       for (std::size_t i = 0; i < mix_gemm.size(); ++i)
         if (mix_gemm[i] < 16 || mix_gemm[i] > 65536)
           throw InputError("--gemm[" + std::to_string(i) + "]", "each of m, n, k must be from 16 to 65536");
-      gpu::KernelMixLoad mix_load;
-      mix_load.gm = mix_gemm[0];
-      mix_load.gn = mix_gemm[1];
-      mix_load.gk = mix_gemm[2];
       if (!mix_attention.empty()) {
         const char* names[] = {"batch", "heads", "seq", "head_dim", "query heads per K/V head"};
         for (std::size_t i = 0; i < mix_attention.size(); ++i)
@@ -274,17 +270,25 @@ int main(int argc, char** argv) {
           throw InputError("--attention", "heads must be a multiple of the query heads per K/V head");
         if (static_cast<double>(mix_attention[0]) * mix_attention[1] * mix_attention[2] * mix_attention[2] * 2 > 16.0 * (1ull << 30))
           throw InputError("--attention", "its s x s score tensors would take over 16 GiB");
+      }
+      // A clock log that cannot be read is said before the minutes of measuring, not after.
+      if (!mix_clock_log.empty()) calib::read_clock_log(mix_clock_log);
+#ifdef TRAINSIM_HAVE_CUDA
+      if (!gpu::cuda_available()) {
+        std::cerr << "error: no CUDA device is visible\n";
+        return 1;
+      }
+      gpu::KernelMixLoad mix_load;
+      mix_load.gm = mix_gemm[0];
+      mix_load.gn = mix_gemm[1];
+      mix_load.gk = mix_gemm[2];
+      if (!mix_attention.empty()) {
         mix_load.attention = true;
         mix_load.batch = mix_attention[0];
         mix_load.heads = mix_attention[1];
         mix_load.seq = mix_attention[2];
         mix_load.head_dim = mix_attention[3];
         mix_load.kv_group = mix_attention[4];
-      }
-#ifdef TRAINSIM_HAVE_CUDA
-      if (!gpu::cuda_available()) {
-        std::cerr << "error: no CUDA device is visible\n";
-        return 1;
       }
       const gpu::KernelMixResult r = gpu::bench_kernel_mix(mix_shares, mix_settle_s, mix_timed_s, mix_load);
       std::vector<calib::ClockSample> clocks;

@@ -413,6 +413,32 @@ TEST(Cli, CompareRanksTheSearchOnEachHardwareOption) {
   EXPECT_NE(none.err.find("no \"compare\" block"), std::string::npos) << none.err;
 }
 
+TEST(Cli, CalibrateKernelMixRefusesBadFlagsBeforeMeasuring) {
+  // Each refused with exit 2 and the flag named, on any machine (before a GPU is looked for).
+  const std::string log = write_temp("bad-clock-log.csv", "2026/12/03 16:51:44.969, 1980 GHz, 480.00 W\n");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"kernel-mix --shares 0.5,1", "--shares[1]"},
+      {"kernel-mix --shares -0.1", "--shares[0]"},
+      {"kernel-mix --settle 0", "--settle"},
+      {"kernel-mix --timed 100", "--timed"},
+      {"kernel-mix --gemm 4096,8,4096", "--gemm[1]"},
+      {"kernel-mix --attention 1,30,2048,128,4", "--attention"},
+      {"kernel-mix --attention 1,32,2048,0,4", "--attention head_dim"},
+      {"kernel-mix --attention 64,64,8192,128,4", "16 GiB"},
+      {"kernel-mix --clock-log /nonexistent/clocks.csv", "/nonexistent/clocks.csv"},
+      {"kernel-mix --clock-log " + log, log + ":1"},
+  };
+  for (const auto& [args, named] : cases) {
+    const Outcome r = run(args, kCalibrate);
+    EXPECT_EQ(r.status, 2) << args;
+    EXPECT_NE(r.err.find(named), std::string::npos) << args << ": " << r.err;
+    EXPECT_TRUE(r.out.empty()) << args;
+  }
+  // --gemm and --attention are one or the other.
+  EXPECT_EQ(run("kernel-mix --gemm 64,64,64 --attention 1,32,2048,128,4", kCalibrate).status, 2);
+  std::filesystem::remove(log);
+}
+
 TEST(Cli, CalibrateImportsNcclTestsLogs) {
   const std::string out = (std::filesystem::temp_directory_path() / (std::to_string(getpid()) + "_links.json")).string();
   std::filesystem::remove(out);
