@@ -2,7 +2,9 @@
 # the simulator). Each step's time shares of GEMMs, attention and other kernels, and its GEMMs'
 # mean rate, come from session 10's kernel-timed validate runs (their measured per-class times);
 # each class's power alone at 1,980 MHz from this record's kernel-mix runs:
-#   GEMM: interpolated in its rate between the four GEMM loads (clamped at the ends);
+#   GEMM: interpolated in its rate between the four GEMM loads (clamped at the ends; the smallest
+#   GEMM's 733 W is the second call's, the third call read 772 W: at most 37% x 39 W = 14 W more
+#   for the GPT steps, which stay under the cap);
 #   attention: 703 W for 64-wide heads (Llama 1.1B's load), 776 W for 128-wide (Llama 2 7B's);
 #   other (element-wise) kernels: 545 W, the middle of the share-0 mixes' 535-553 W.
 # The estimate is the time-weighted mean; the cap is 700 W. Prints power-estimate.txt.
