@@ -1,6 +1,8 @@
 #include "pipeline_schedule.h"
 
 #include <algorithm>
+#include <array>
+#include <map>
 
 namespace trainsim::sim {
 
@@ -69,6 +71,15 @@ int max_inflight(const std::vector<PipeOp>& order) {
     best = std::max(best, cur);
   }
   return best;
+}
+
+const std::vector<PipeOp>& cached_pipeline_order(PipelineKind kind, int pp, int vpp, int m, int stage) {
+  using Key = std::array<int, 5>;
+  thread_local std::map<Key, std::vector<PipeOp>> cache;
+  const Key key{static_cast<int>(kind), pp, vpp, m, stage};
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  if (cache.size() > 4096) cache.clear();
+  return cache.emplace(key, pipeline_order(kind, pp, vpp, m, stage)).first->second;
 }
 
 }  // namespace trainsim::sim

@@ -19,6 +19,8 @@ struct PipeOp {
 // then alternate, then drain. Interleaved (Narayanan et al. 2021, Megatron-LM's order): warm-up of
 // 2(pp - stage - 1) + (vpp - 1) pp forwards over micro-batch groups of pp.
 std::vector<PipeOp> pipeline_order(PipelineKind kind, int pp, int vpp, int m, int stage);
+// The same, from a per-thread cache: a search's layouts share a few (pp, vpp, m) combinations.
+const std::vector<PipeOp>& cached_pipeline_order(PipelineKind kind, int pp, int vpp, int m, int stage);
 
 // The forward passes `stage` runs before its first backward in that order (all of them for GPipe).
 int pipeline_warmup(PipelineKind kind, int pp, int vpp, int m, int stage);

@@ -1,0 +1,58 @@
+#pragma once
+// Where a step's flows run: the engine links a flow between two GPUs crosses, for the full
+// cluster (every GPU simulated) or for one representative GPU per pipeline stage.
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "engine.h"
+#include "topology.h"
+
+namespace trainsim::sim {
+
+// Maps a flow between GPUs to the engine links it crosses.
+class PathProvider {
+ public:
+  virtual ~PathProvider() = default;
+  virtual bool simulated(int gpu) const = 0;
+  // `group_nodes_per_leaf`: for ring collectives, how many of the group's nodes share a leaf (0 for
+  // point-to-point transfers).
+  virtual void path(int src, int dst, int group_nodes_per_leaf, std::vector<LinkId>& out) = 0;
+};
+
+// Every GPU, on the cluster's routed topology.
+class FullPaths : public PathProvider {
+ public:
+  FullPaths(Engine& e, const ClusterShape& s) : topo_(s) { topo_.install(e); }
+  bool simulated(int) const override { return true; }
+  void path(int src, int dst, int, std::vector<LinkId>& out) override;
+
+ private:
+  Topology topo_;
+};
+
+// One representative GPU per pipeline stage. Every other GPU does the same work at the same time,
+// so each representative gets the per-GPU share of what it shares: its own NVLink port, 1/G of its
+// node's NIC capacity (G GPUs per node, all active), and over an oversubscribed fabric the per-GPU
+// share of its leaf's uplink for the traffic that leaves the leaf. With degraded NICs each
+// representative's NIC share runs at `nic_speed` (by position in `reps`): the slowest NIC among
+// those of its stage's GPUs, in every replica or in one (StepInput::speed_replica).
+class SymmetricPaths : public PathProvider {
+ public:
+  SymmetricPaths(Engine& e, const ClusterShape& s, const std::vector<int>& reps, const std::vector<double>& nic_speed);
+  bool simulated(int gpu) const override { return gpu < static_cast<int>(is_rep_.size()) && is_rep_[gpu]; }
+  void path(int src, int dst, int group_nodes_per_leaf, std::vector<LinkId>& out) override;
+
+ private:
+  struct Links {
+    LinkId nvl_out = 0, nvl_in = 0, nic_out = 0, nic_in = 0;
+  };
+  Engine& e_;
+  ClusterShape s_;
+  double nic_share_ = 0;
+  std::map<int, Links> links_;
+  std::vector<char> is_rep_;
+  std::map<std::pair<int, int>, LinkId> uplink_;
+};
+
+}  // namespace trainsim::sim
