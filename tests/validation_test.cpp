@@ -50,7 +50,8 @@ TEST(Validation, H200OneGpuRunsWithinFivePercentMedian) {
   // shapes at micro-batch 1-8 twice, before and after attention at micro-batch 2 was measured; run7
   // and run8 on two other H200 hosts two days after the profile's calibration, and the small shapes
   // once more with every GEMM timed in place; run9 the same day, with runtime memory measured;
-  // run10 and the small shapes' run10 two days after it, on the H200 lent then).
+  // run10 and the small shapes' run10 two days after it, on the H200 lent then; the small shapes'
+  // run11 beside a clock log and run11 on later code, the same day on other H200s).
   const Scenario base = load_scenario(kScenarios + "/validate-one-gpu.json", kProfiles);
   std::vector<double> time_err, mem_err;
   for (const char* file : {"h200-one-gpu.json", "h200-one-gpu-full-recompute.json", "h200-one-gpu-run2.json",
@@ -60,7 +61,8 @@ TEST(Validation, H200OneGpuRunsWithinFivePercentMedian) {
                            "h200-one-gpu-run6.json", "h200-small-gpt-kernel-classes.json",
                            "h200-small-gpt-kernel-classes-recalibrated.json", "h200-one-gpu-run7.json",
                            "h200-one-gpu-run8.json", "h200-small-gpt-gemm-shapes.json", "h200-one-gpu-run9.json",
-                           "h200-one-gpu-run10.json", "h200-small-gpt-run10.json"}) {
+                           "h200-one-gpu-run10.json", "h200-small-gpt-run10.json", "h200-small-gpt-run11.json",
+                           "h200-one-gpu-run11.json"}) {
     std::ifstream in(kRecords + "/" + file);
     ASSERT_TRUE(in) << file;
     const auto doc = nlohmann::json::parse(in);
@@ -327,7 +329,8 @@ TEST(Validation, H200LlamaRunsOnOneAndTwoGpus) {
   std::vector<double> t1, m1, t2, m2;
   {
     const Scenario base = load_scenario(kScenarios + "/validate-llama-one-gpu.json", kProfiles);
-    for (const char* file : {"h200-llama-one-gpu.json", "h200-llama-one-gpu-kernel-classes.json", "h200-llama-one-gpu-run2.json"}) {
+    for (const char* file : {"h200-llama-one-gpu.json", "h200-llama-one-gpu-kernel-classes.json", "h200-llama-one-gpu-run2.json",
+                             "h200-llama-one-gpu-run3.json"}) {
       std::ifstream in(kRecords + "/" + file);
       ASSERT_TRUE(in) << file;
       const auto doc = nlohmann::json::parse(in);
