@@ -330,7 +330,7 @@ TEST(Validation, H200LlamaRunsOnOneAndTwoGpus) {
   {
     const Scenario base = load_scenario(kScenarios + "/validate-llama-one-gpu.json", kProfiles);
     for (const char* file : {"h200-llama-one-gpu.json", "h200-llama-one-gpu-kernel-classes.json", "h200-llama-one-gpu-run2.json",
-                             "h200-llama-one-gpu-run3.json"}) {
+                             "h200-llama-one-gpu-run3.json", "h200-llama-one-gpu-run4.json"}) {
       std::ifstream in(kRecords + "/" + file);
       ASSERT_TRUE(in) << file;
       const auto doc = nlohmann::json::parse(in);
