@@ -1,0 +1,31 @@
+#pragma once
+// calibrate's diagnostics: GPU measurements that explain a gap between the model and a real step,
+// printed as tables. None writes a profile. Each returns calibrate's exit code (1 without a CUDA
+// build or device); bad options throw InputError naming the flag, before anything is measured.
+#include <string>
+#include <vector>
+
+namespace trainsim::calib {
+
+// The GEMMs of a few GPT layers with random or training-like operands, back to back or between
+// memory-bound kernels.
+int run_gemm_conditions();
+
+// The step's element-wise and row-wise kernels back to back (as calibrate records them), one call
+// between events, with operands evicted from L2, after FMA work, right after sustained GEMMs, and
+// back to back on a nearly full device.
+int run_kernel_conditions();
+
+// A Llama-style layer's element-wise kernels inside sustained mixes with a bf16 GEMM (or the
+// unfused attention) at set shares of their time, against each alone at the full clock.
+struct KernelMixOptions {
+  std::vector<double> shares{0, 0.3, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95};  // the load's share of each mix, in [0, 1)
+  double settle_s = 3, timed_s = 2;  // each mix untimed first, for the power limiter to settle; then timed
+  std::vector<int> gemm{4096, 11008, 4096};  // m, n, k: Llama 2 7B's MLP up projection at 4,096 tokens
+  std::vector<int> attention;  // instead of a GEMM: batch, heads, seq, head_dim, query heads per K/V head
+  std::string clock_log;       // nvidia-smi's clock and power log written beside the run, read at its end
+};
+void check_kernel_mix(const KernelMixOptions& o);
+int run_kernel_mix(const KernelMixOptions& o);
+
+}  // namespace trainsim::calib
