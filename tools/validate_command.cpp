@@ -161,6 +161,113 @@ Groups make_groups(gpu::GradComm& world, int tp, int pp) {
   return g;
 }
 
+// The validate block's axes for layouts over several ranks, with their defaults filled in.
+struct ParallelAxes {
+  ValidateSpace space;
+  std::vector<Compression> compression;
+  std::vector<int> zero, tp, pp, vpp;
+  std::vector<double> bucket_MB;
+};
+
+ParallelAxes parallel_axes(const Scenario& s, const PlannerOptions& opt) {
+  const ValidateSpec& v = s.validate;
+  ParallelAxes a;
+  a.space = resolve_space(s, opt);
+  a.compression = v.compression.empty() ? std::vector<Compression>{Compression{}} : v.compression;
+  a.zero = v.zero.empty() ? std::vector<int>{0} : v.zero;
+  a.bucket_MB = v.bucket_MB.empty() ? std::vector<double>{s.layout.bucket_MB} : v.bucket_MB;
+  a.tp = v.tp.empty() ? std::vector<int>{1} : v.tp;
+  a.pp = v.pp.empty() ? std::vector<int>{1} : v.pp;
+  a.vpp = v.vpp.empty() ? std::vector<int>{1} : v.vpp;
+  return a;
+}
+
+// The best `top` layouts of tp x pp over `world` ranks for the model of `sc` (the scenario scaled to
+// this machine), per compression setting, ZeRO stage, bucket size and virtual stage count (the
+// runner's ZeRO sums without compression; those settings only where there are replicas), fastest
+// first within each.
+std::vector<Evaluation> parallel_candidates(const Scenario& s, const Scenario& sc, const ParallelAxes& ax, int tp, int pp, int world,
+                                            int nodes, int gpus_per_node) {
+  const ModelConfig& m = sc.model;
+  const int dp = world / (tp * pp);
+  const std::vector<double>& buckets = ax.bucket_MB;
+  std::vector<Evaluation> cands;
+  for (const Compression& comp : ax.compression)
+    for (int z : ax.zero)
+      for (double bucket : buckets)
+        for (int vpp : ax.vpp) {
+          if (vpp > 1 && pp == 1) continue;
+          if (z >= 1 && comp.kind != Compression::Kind::none) continue;
+          if (dp == 1 && (z != 0 || comp.kind != Compression::Kind::none || bucket != buckets.front())) continue;
+          std::vector<Evaluation> these;
+          for (int mb : ax.space.micro_batch)
+            for (Recompute r : ax.space.recompute) {
+              Layout l = s.layout;
+              l.tp = tp;
+              l.pp = pp;
+              l.vpp = vpp;
+              l.schedule = vpp > 1 ? Schedule::interleaved : Schedule::one_f_one_b;
+              l.sequence_parallel = false;
+              l.dp = dp;
+              l.zero = z;
+              l.micro_batch = mb;
+              l.recompute = r;
+              l.compression = comp;
+              l.bucket_MB = bucket;
+              if (!layout_violation(m, l, s.training.global_batch, world, gpus_per_node).empty()) continue;
+              EvalOptions eo;
+              eo.simulate_if_oom = false;
+              Evaluation ev = evaluate(sc, l, nodes, eo);
+              if (ev.simulated) these.push_back(std::move(ev));
+            }
+          std::sort(these.begin(), these.end(), [](const Evaluation& a, const Evaluation& b) { return a.tokens_per_s > b.tokens_per_s; });
+          if (static_cast<int>(these.size()) > ax.space.top) these.resize(ax.space.top);
+          cands.insert(cands.end(), these.begin(), these.end());
+        }
+  return cands;
+}
+
+// The runner's configuration for this rank's part of layout `l`: its groups, its stage's chunks of
+// layers (virtual stages stage, pp + stage, ...) and its passes in the simulator's order.
+gpu::RunnerConfig rank_runner_config(const ModelConfig& m, const Layout& l, int micro, int timed_steps, const Groups& g) {
+  gpu::RunnerConfig rc = runner_config(m, l, micro, timed_steps);
+  const int pp = g.pp;
+  rc.comm = g.dp > 1 ? g.dp_comm : nullptr;
+  rc.tp_comm = g.tp_g.get();
+  rc.pp_comm = g.pp_g.get();
+  rc.embed_comm = g.embed_g.get();
+  const int vpp = l.schedule == Schedule::interleaved ? l.vpp : 1;
+  for (int ch = 0; ch < vpp; ++ch) {
+    const int vs = ch * pp + g.stage;
+    int first_layer = 0;
+    for (int i = 0; i < vs; ++i) first_layer += layers_on_stage(m.layers, pp * vpp, i);
+    rc.chunk_layers.push_back({first_layer, layers_on_stage(m.layers, pp * vpp, vs)});
+  }
+  if (pp > 1) {
+    const auto kind = vpp > 1 ? sim::PipelineKind::interleaved : sim::PipelineKind::one_f_one_b;
+    for (const auto& op : sim::pipeline_order(kind, pp, vpp, micro, g.stage)) rc.passes.push_back({op.forward, op.microbatch, op.chunk});
+    rc.warmup = sim::pipeline_warmup(kind, pp, vpp, micro, g.stage);
+  }
+  rc.int8_compression = l.compression.kind == Compression::Kind::int8;
+  if (l.compression.kind == Compression::Kind::topk) rc.topk_fraction = l.compression.topk_fraction;
+  rc.zero = l.zero;
+  return rc;
+}
+
+// A layout as the validate table prints it: "tp2 pp2 v2 dp1 mb1 x8 none 25MB int8 z1".
+std::string layout_label(const Layout& l, int dp, int micro) {
+  std::string out;
+  if (l.tp > 1) out.append("tp").append(std::to_string(l.tp)).append(" ");
+  if (l.pp > 1) out.append("pp").append(std::to_string(l.pp)).append(" ");
+  if (l.schedule == Schedule::interleaved) out.append("v").append(std::to_string(l.vpp)).append(" ");
+  char rest[80];
+  std::snprintf(rest, sizeof rest, "dp%d mb%d x%d %s %gMB%s", dp, l.micro_batch, micro, to_string(l.recompute), l.bucket_MB,
+                l.compression.kind == Compression::Kind::int8 ? " int8" : l.compression.kind == Compression::Kind::topk ? " topk" : "");
+  out.append(rest);
+  if (l.zero >= 1) out.append(" z").append(std::to_string(l.zero));
+  return out;
+}
+
 // The model's time for one GPU's step by kernel class (GEMMs, attention, the rest of the kernels,
 // optimizer excluded), summed over the op lists as the simulator charges them on idle links.
 struct KernelClasses {
@@ -230,13 +337,10 @@ int validate_parallel(const Scenario& s, const PlannerOptions& opt, std::ostream
            << "; the scenario's cluster is scaled to " << nodes << " x " << gpus_per_node << " GPUs, global batch "
            << s.training.global_batch << "\n";
   const ValidateSpec v = s.validate;
-  const ValidateSpace space = resolve_space(s, opt);
-  const auto& [models, mbs, recs, top] = space;
-  const std::vector<Compression> comps = v.compression.empty() ? std::vector<Compression>{Compression{}} : v.compression;
-  const std::vector<int> zeros = v.zero.empty() ? std::vector<int>{0} : v.zero;
-  const std::vector<double> buckets = v.bucket_MB.empty() ? std::vector<double>{s.layout.bucket_MB} : v.bucket_MB;
-  const std::vector<int> tps = v.tp.empty() ? std::vector<int>{1} : v.tp, pps = v.pp.empty() ? std::vector<int>{1} : v.pp;
-  const std::vector<int> vpps = v.vpp.empty() ? std::vector<int>{1} : v.vpp;
+  const ParallelAxes axes = parallel_axes(s, opt);
+  const std::vector<ModelConfig>& models = axes.space.models;
+  const std::vector<int>& tps = axes.tp;
+  const std::vector<int>& pps = axes.pp;
   json records = json::array();
   std::vector<double> time_err, mem_err;
   char line[480];
@@ -264,72 +368,17 @@ int validate_parallel(const Scenario& s, const PlannerOptions& opt, std::ostream
         sc.model = m;
         sc.cluster.nodes = {nodes};
         sc.cluster.gpus_per_node = gpus_per_node;
-        // The best `top` layouts per compression setting, ZeRO stage and bucket size (the runner's ZeRO
-        // sums without compression); those settings only where there are replicas.
-        std::vector<Evaluation> cands;
-        for (const Compression& comp : comps)
-          for (int z : zeros)
-            for (double bucket : buckets)
-              for (int vpp : vpps) {
-                if (vpp > 1 && pp == 1) continue;
-                if (z >= 1 && comp.kind != Compression::Kind::none) continue;
-                if (dp == 1 && (z != 0 || comp.kind != Compression::Kind::none || bucket != buckets.front())) continue;
-                std::vector<Evaluation> these;
-                for (int mb : mbs)
-                  for (Recompute r : recs) {
-                    Layout l = s.layout;
-                    l.tp = tp;
-                    l.pp = pp;
-                    l.vpp = vpp;
-                    l.schedule = vpp > 1 ? Schedule::interleaved : Schedule::one_f_one_b;
-                    l.sequence_parallel = false;
-                    l.dp = dp;
-                    l.zero = z;
-                    l.micro_batch = mb;
-                    l.recompute = r;
-                    l.compression = comp;
-                    l.bucket_MB = bucket;
-                    if (!layout_violation(m, l, s.training.global_batch, world, gpus_per_node).empty()) continue;
-                    EvalOptions eo;
-                    eo.simulate_if_oom = false;
-                    Evaluation ev = evaluate(sc, l, nodes, eo);
-                    if (ev.simulated) these.push_back(std::move(ev));
-                  }
-                std::sort(these.begin(), these.end(), [](const Evaluation& a, const Evaluation& b) { return a.tokens_per_s > b.tokens_per_s; });
-                if (static_cast<int>(these.size()) > top) these.resize(top);
-                cands.insert(cands.end(), these.begin(), these.end());
-              }
+        const std::vector<Evaluation> cands = parallel_candidates(s, sc, axes, tp, pp, world, nodes, gpus_per_node);
         if (cands.empty())
           progress << "validate: " << m.name << ": no tp " << tp << " x pp " << pp << " layout fits this machine and the batch\n";
         std::vector<std::tuple<Compression::Kind, int, int>> referenced;
         for (const auto& ev : cands) {
           const bool int8 = ev.layout.compression.kind == Compression::Kind::int8;
+          const bool topk = ev.layout.compression.kind == Compression::Kind::topk;
           const auto ref_key = std::make_tuple(ev.layout.compression.kind, ev.layout.zero, ev.layout.vpp);
           const bool reference_done = std::find(referenced.begin(), referenced.end(), ref_key) != referenced.end();
           const int micro = microbatches_per_step(ev.layout, s.training.global_batch);
-          gpu::RunnerConfig rc = runner_config(m, ev.layout, micro, v.timed_steps);
-          rc.comm = dp > 1 ? g.dp_comm : nullptr;
-          rc.tp_comm = g.tp_g.get();
-          rc.pp_comm = g.pp_g.get();
-          rc.embed_comm = g.embed_g.get();
-          // This stage's chunks of layers (virtual stages stage, pp + stage, ...) and its passes in
-          // the simulator's order.
-          const int vpp = ev.layout.schedule == Schedule::interleaved ? ev.layout.vpp : 1;
-          for (int ch = 0; ch < vpp; ++ch) {
-            const int vs = ch * pp + g.stage;
-            int first_layer = 0;
-            for (int i = 0; i < vs; ++i) first_layer += layers_on_stage(m.layers, pp * vpp, i);
-            rc.chunk_layers.push_back({first_layer, layers_on_stage(m.layers, pp * vpp, vs)});
-          }
-          if (pp > 1) {
-            const auto kind = vpp > 1 ? sim::PipelineKind::interleaved : sim::PipelineKind::one_f_one_b;
-            for (const auto& op : sim::pipeline_order(kind, pp, vpp, micro, g.stage)) rc.passes.push_back({op.forward, op.microbatch, op.chunk});
-            rc.warmup = sim::pipeline_warmup(kind, pp, vpp, micro, g.stage);
-          }
-          rc.int8_compression = int8;
-          const bool topk = ev.layout.compression.kind == Compression::Kind::topk;
-          if (topk) rc.topk_fraction = ev.layout.compression.topk_fraction;
-          rc.zero = ev.layout.zero;
+          const gpu::RunnerConfig rc = rank_runner_config(m, ev.layout, micro, v.timed_steps, g);
           const gpu::RunnerResult rr = gpu::run_gpt_training(rc);
           // Across ranks: the slowest step, the largest memory, the summed (global) loss and squared
           // gradient norm, and whether every replica holds the same parameters after the same
@@ -403,12 +452,7 @@ int validate_parallel(const Scenario& s, const PlannerOptions& opt, std::ostream
           const double te = pred / meas - 1.0, me = pmem / mmem - 1.0;
           if (ok && !shared) time_err.push_back(std::fabs(te));
           if (ok && !shared) mem_err.push_back(std::fabs(me));
-          char lay[80];
-          std::snprintf(lay, sizeof lay, "%s%s%sdp%d mb%d x%d %s %gMB%s%s", tp > 1 ? ("tp" + std::to_string(tp) + " ").c_str() : "",
-                        pp > 1 ? ("pp" + std::to_string(pp) + " ").c_str() : "",
-                        ev.layout.schedule == Schedule::interleaved ? ("v" + std::to_string(ev.layout.vpp) + " ").c_str() : "", dp, ev.layout.micro_batch, micro,
-                        to_string(ev.layout.recompute), ev.layout.bucket_MB, int8 ? " int8" : topk ? " topk" : "",
-                        ev.layout.zero >= 1 ? (" z" + std::to_string(ev.layout.zero)).c_str() : "");
+          const std::string lay = layout_label(ev.layout, dp, micro);
           std::string numerics = std::string(finite ? "finite" : "NOT FINITE") + (agree ? ", replicas agree" : ", REPLICAS DIFFER");
           if (!reference_done && ref[0] != 0) {
             char b[200];
@@ -416,7 +460,7 @@ int validate_parallel(const Scenario& s, const PlannerOptions& opt, std::ostream
                           loss[0] / ref[0] - 1.0, std::sqrt(grad_sq / ref[2]) - 1.0, ref[0], ref[1], ref_ok ? "" : " DIFFERS");
             numerics += b;
           }
-          std::snprintf(line, sizeof line, "%-9s %-34s %11s %11s %7s %10s %10s %7s  %s\n", m.name.c_str(), lay,
+          std::snprintf(line, sizeof line, "%-9s %-34s %11s %11s %7s %10s %10s %7s  %s\n", m.name.c_str(), lay.c_str(),
                         format_seconds(pred).c_str(), shared ? "(shared)" : format_seconds(meas).c_str(),
                         shared ? "-" : percent(te).c_str(), format_bytes(pmem).c_str(), shared ? "(shared)" : format_bytes(mmem).c_str(),
                         shared ? "-" : percent(me).c_str(), numerics.c_str());
