@@ -102,6 +102,10 @@ std::string memory_chart(const Evaluation& ev) {
         << kMemColors[p] << "'><title>stage " << i << " " << names[p] << " " << format_bytes(parts[p]) << "</title></rect>";
     }
     o << "<text x='" << left + i * bw + 4 << "' y='" << bottom + 14 << "' font-size='10'>s" << i << "</text>";
+    // Each stage's peak above its bar, where the bars are wide enough to hold it.
+    if (bw >= 40)
+      o << "<text x='" << left + i * bw + bw / 2 << "' y='" << y - 4 << "' font-size='10' text-anchor='middle'>"
+        << format_bytes(st[i].peak_bytes) << "</text>";
   }
   const double dy = bottom - (bottom - 10) * ev.memory.device_bytes / vmax;
   o << "<line x1='" << left << "' x2='" << W - 10 << "' y1='" << dy << "' y2='" << dy << "' stroke='#d62728' stroke-dasharray='6 3'/>"
