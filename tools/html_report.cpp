@@ -109,7 +109,7 @@ std::string memory_chart(const Evaluation& ev) {
   }
   const double dy = bottom - (bottom - 10) * ev.memory.device_bytes / vmax;
   o << "<line x1='" << left << "' x2='" << W - 10 << "' y1='" << dy << "' y2='" << dy << "' stroke='#d62728' stroke-dasharray='6 3'/>"
-    << "<text x='" << left << "' y='" << dy - 4 << "' font-size='11' fill='#d62728'>device memory " << format_bytes(ev.memory.device_bytes)
+    << "<text x='" << left + st.size() * bw + 8 << "' y='" << dy - 4 << "' font-size='11' fill='#d62728'>device memory " << format_bytes(ev.memory.device_bytes)
     << "</text><text x='4' y='20' font-size='11'>" << format_bytes(vmax / 1.1) << "</text>";
   const char* names[6] = {"parameters", "gradients", "optimizer", "activations", "buffers", "runtime + fragmentation"};
   for (int p = 0; p < 6; ++p)
