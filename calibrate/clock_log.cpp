@@ -96,12 +96,17 @@ std::vector<ClockSample> read_clock_log(const std::string& path) {
 
 ClockStats clock_stats(const std::vector<ClockSample>& log, double begin_s, double end_s) {
   std::vector<double> mhz, w;
+  int told = 0, capped = 0;
   for (const ClockSample& s : log)
     if (s.wall_s >= begin_s && s.wall_s <= end_s) {
       mhz.push_back(s.sm_mhz);
       w.push_back(s.power_w);
+      if (!std::isnan(s.power_capped)) {
+        ++told;
+        capped += s.power_capped > 0.5;
+      }
     }
-  return {static_cast<int>(mhz.size()), median_of(mhz), median_of(w)};
+  return {static_cast<int>(mhz.size()), median_of(mhz), median_of(w), told ? static_cast<double>(capped) / told : kNaN};
 }
 
 }  // namespace trainsim::calib

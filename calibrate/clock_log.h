@@ -2,6 +2,7 @@
 // nvidia-smi's clock and power log, as written by
 //   nvidia-smi -i 0 --query-gpu=timestamp,clocks.sm,power.draw --format=csv -lms 100
 // read back to say what clock and power a stretch of GPU work ran at.
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,7 @@ struct ClockSample {
   double wall_s = 0;  // seconds since the epoch (the log's local time, as this host reads it)
   double sm_mhz = 0;
   double power_w = 0;  // NaN where the log says [N/A]
+  double power_capped = std::numeric_limits<double>::quiet_NaN();  // 1: the power cap held the clock, 0: not, NaN: not logged
 };
 
 // Throws InputError naming the file and line of anything that is not the header or a sample. A
@@ -20,6 +22,7 @@ std::vector<ClockSample> read_clock_log(const std::string& path);
 struct ClockStats {
   int samples = 0;
   double sm_mhz = 0, power_w = 0;  // medians of the samples in the window (NaN: none)
+  double capped_fraction = 0;       // of the samples that say, those at the power cap (NaN: none says)
 };
 // The samples taken in [begin_s, end_s].
 ClockStats clock_stats(const std::vector<ClockSample>& log, double begin_s, double end_s);

@@ -20,6 +20,7 @@ gpu::Measurements single_gpu_measurements(const json& p) {
   m.device.driver = prov.value("driver", std::string());
   m.device.cuda_runtime = prov.value("cuda", std::string());
   m.device.nccl = prov.value("nccl", std::string());
+  m.device.uuids = prov.value("device_uuids", std::vector<std::string>());
   m.device.memory_bytes = p.at("gpu").value("memory_bytes", 0.0);
   const json& raw = p.at("measurements");
   m.device.topology = raw.value("topology", std::string());
@@ -124,6 +125,11 @@ json merge_profiles(const std::vector<json>& runs, const std::string& name, cons
     return v;
   };
   gpu::Measurements out = ms.back();
+  // Every card the runs were measured on, in the order they first appear.
+  out.device.uuids.clear();
+  for (const auto& m : ms)
+    for (const std::string& u : m.device.uuids)
+      if (std::find(out.device.uuids.begin(), out.device.uuids.end(), u) == out.device.uuids.end()) out.device.uuids.push_back(u);
   out.gemm = merge_samples(
       all(&gpu::Measurements::gemm), [](const gpu::GemmSample& s) { return std::make_tuple(s.dtype, s.m, s.n, s.k); },
       [](const gpu::GemmSample& s) { return s.time_us; },

@@ -121,6 +121,7 @@ json make_profile(const gpu::Measurements& m, const json& base, const std::strin
   json prov = {{"source", "measured"}, {"device", m.device.name}, {"device_count", m.device.count},
                {"driver", m.device.driver}, {"cuda", m.device.cuda_runtime}, {"nccl", m.device.nccl},
                {"date", date}, {"command", command}};
+  if (!m.device.uuids.empty()) prov["device_uuids"] = m.device.uuids;
   json p = base;
   p["schema_version"] = 1;
   p["name"] = name;

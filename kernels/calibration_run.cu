@@ -9,6 +9,7 @@
 
 #include "attention.h"
 #include "compression.h"
+#include "device_identity.h"
 #include "gemm_bench.h"
 #include "lt_matmul.h"
 #include "measurements.h"
@@ -48,6 +49,13 @@ DeviceInfo describe_devices() {
   d.cc_major = p.major;
   d.cc_minor = p.minor;
   d.l2_bytes = p.l2CacheSize;
+  for (int i = 0; i < d.count; ++i) {
+    cudaDeviceProp q{};
+    TRAINSIM_CUDA(cudaGetDeviceProperties(&q, i));
+    unsigned char bytes[16];
+    for (int b = 0; b < 16; ++b) bytes[b] = static_cast<unsigned char>(q.uuid.bytes[b]);
+    d.uuids.push_back(format_gpu_uuid(bytes));
+  }
   int drv = 0, rt = 0, nccl = 0;
   cudaDriverGetVersion(&drv);
   cudaRuntimeGetVersion(&rt);

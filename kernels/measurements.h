@@ -16,6 +16,7 @@ struct DeviceInfo {
   int cc_major = 0, cc_minor = 0;
   double l2_bytes = 0;
   std::string topology;  // link type per GPU pair, e.g. "0-1:NVLINK" or "0-1:PCIE"
+  std::vector<std::string> uuids;  // each device's UUID as nvidia-smi names it (device_identity.h)
 };
 
 struct GemmSample {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "clock_monitor.h"
 #include "runner_kernels.h"
 #include "step_run.h"
 
@@ -95,6 +96,7 @@ RunnerResult StepRun::run() {
   TRAINSIM_CUDA(cudaEventCreateWithFlags(&comm_done, cudaEventDisableTiming));
   const int total = c.warmup_steps + c.timed_steps;
   for (int step = 0; step < total; ++step) {
+    if (step == c.warmup_steps) r.timed_begin_wall_s = wall_clock_s();
     TRAINSIM_CUDA(cudaMemsetAsync(loss, 0, 4, st));
     TRAINSIM_CUDA(cudaEventRecord(e0, st));
     // Replica r runs micro-batches r*m .. r*m+m-1 of the step's dp*m (dropout seeds by that index).
@@ -190,6 +192,7 @@ RunnerResult StepRun::run() {
       opt_ms.push_back(ms_opt);
     }
   }
+  r.timed_end_wall_s = wall_clock_s();
   if (zs >= 3) {
     // The whole model's weights: each bucket gathered in turn.
     r.param_checksum = 0;

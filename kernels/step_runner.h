@@ -123,6 +123,9 @@ struct RunnerResult {
   // word embedding not at all, ZeRO-1 shares as owned. Summed over one replica's ranks (over all
   // ranks under ZeRO-1), the model's squared gradient norm.
   double first_grad_sq = 0;
+  // When the timed steps began and ended (wall_clock_s of clock_monitor.h): the host waits for
+  // every step's end, so this window holds the timed steps and nothing else.
+  double timed_begin_wall_s = 0, timed_end_wall_s = 0;
 };
 
 // Throws std::runtime_error on CUDA errors, or when the model does not fit.

@@ -47,6 +47,11 @@ Provenance read_provenance(JsonFields& parent, const std::string& key, bool requ
   p.nccl = f.string("nccl", "");
   p.date = f.string("date", "");
   p.command = f.string("command", "");
+  if (const json* ids = f.find("device_uuids")) {
+    if (!ids->is_array()) throw InputError(f.path("device_uuids"), "expected an array of GPU UUIDs, found " + json_excerpt(*ids));
+    for (std::size_t i = 0; i < ids->size(); ++i)
+      p.device_uuids.push_back(json_string((*ids)[i], f.path("device_uuids") + "[" + std::to_string(i) + "]"));
+  }
   p.reference = f.string("reference", "");
   // Where a table was measured across ranks (calibrate --across-nodes).
   p.ranks = f.integer("ranks", 0, 0, 1 << 24);

@@ -12,6 +12,7 @@ struct Provenance {
   std::string device;
   int device_count = 0;
   std::string driver, cuda, nccl, date, command;
+  std::vector<std::string> device_uuids;  // the cards measured, as nvidia-smi names them ("GPU-...")
   std::string reference;  // citation or rule, for imported / datasheet / derived
   // Across ranks (calibrate --across-nodes): how many, on how many nodes, over which NCCL network
   // and NICs; rank_per_node when every rank was counted as its own node on one host.

@@ -270,6 +270,16 @@ TEST(ProfileMerge, EachSampleTakesTheMedianOfItsRuns) {
   EXPECT_NEAR(m.attention[0].bwd_fraction, one.attention[0].bwd_fraction / 1.1, 1e-9);
   EXPECT_EQ(m.provenance.merged_runs, 3);
   EXPECT_EQ(merged["provenance"]["merged_from"].size(), 3u);
+  // The cards the runs were measured on: each named once, in the order the runs first name them
+  // (runs from before cards were named add none).
+  nlohmann::json on_a = a, on_b = slower(1.1), unnamed = slower(1.3);
+  on_a["provenance"]["device_uuids"] = {"GPU-a"};
+  on_b["provenance"]["device_uuids"] = {"GPU-b", "GPU-a"};
+  const nlohmann::json cards = merge_profiles({on_a, unnamed, on_b}, "h200-merged", "test", "2026-11-29");
+  EXPECT_EQ(cards["provenance"]["device_uuids"], nlohmann::json({"GPU-a", "GPU-b"}));
+  EXPECT_EQ(parse_hardware_profile(cards.dump(), "merged.json", kProfiles).provenance.device_uuids,
+            (std::vector<std::string>{"GPU-a", "GPU-b"}));
+  EXPECT_FALSE(merged["provenance"].contains("device_uuids"));
 }
 
 TEST(ProfileWriter, RuntimeMemoryIsWrittenAsMeasuredAndKeptWhereAOneGpuRunCannotMeasureIt) {

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <ctime>
 #include <fstream>
+#include <limits>
 #include <string>
 
 #include "clock_log.h"
@@ -60,6 +61,7 @@ TEST(ClockLog, SamplesInAWindowGiveTheirMedianClockAndPower) {
   const ClockStats none = clock_stats(log, t0 + 5, t0 + 6);
   EXPECT_EQ(none.samples, 0);
   EXPECT_TRUE(std::isnan(none.sm_mhz));
+  EXPECT_TRUE(std::isnan(hot.capped_fraction));  // nvidia-smi's log does not say
 }
 
 TEST(ClockLog, ALineThatIsNotASampleIsAnErrorNamingItsLine) {
@@ -76,4 +78,23 @@ TEST(ClockLog, ALineThatIsNotASampleIsAnErrorNamingItsLine) {
   EXPECT_THROW(read_clock_log(write_log("short.csv", "2026/12/02 20:09:18.038, 1980 MHz\n")), InputError);
   EXPECT_THROW(read_clock_log(write_log("stamp.csv", "2026-12-02 20:09:18, 1980 MHz, 480 W\n")), InputError);
   EXPECT_THROW(read_clock_log(testing::TempDir() + "no-such-log.csv"), InputError);
+}
+
+TEST(ClockLog, TheCappedFractionCountsOnlySamplesThatSay) {
+  // An nvidia-smi log does not say whether the power cap held the clock; NVML's readings do. Of
+  // four samples in the window, three say: two capped, one not, so 2/3; the fifth is outside.
+  std::vector<ClockSample> log(5);
+  const double capped[] = {1, 1, 0, std::numeric_limits<double>::quiet_NaN(), 1};
+  for (int i = 0; i < 5; ++i) {
+    log[i].wall_s = 100 + i;
+    log[i].sm_mhz = 1600 + 10 * i;
+    log[i].power_w = 690;
+    log[i].power_capped = capped[i];
+  }
+  const ClockStats s = clock_stats(log, 100, 103);
+  EXPECT_EQ(s.samples, 4);
+  EXPECT_DOUBLE_EQ(s.capped_fraction, 2.0 / 3.0);
+  EXPECT_DOUBLE_EQ(s.sm_mhz, 1615);  // the mean of the middle two of 1600, 1610, 1620, 1630
+  log[0].power_capped = log[1].power_capped = log[2].power_capped = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_TRUE(std::isnan(clock_stats(log, 100, 103).capped_fraction));
 }

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <vector>
 
+#include "clock_monitor.h"
 #include "compression.h"
 #include "cuda_compat.h"
 #include "gemm_bench.h"
@@ -401,6 +402,42 @@ TEST(GpuKernels, LlamaRunnerLearnsAndKeepsItsMemoryAccount) {
   EXPECT_GT(r.forward_ms, 0.0);
   EXPECT_GT(r.backward_ms, r.forward_ms);
   EXPECT_LE(r.forward_ms + r.backward_ms + r.optimizer_ms, r.step_ms * 1.05);  // medians of different steps
+}
+
+TEST(GpuKernels, ClockMonitorReadsTheGpuARunUsesAndNamesItAsCudaDoes) {
+  // NVML, beside a short run on device 0: it finds the GPU CUDA calls device 0 (by PCI bus id),
+  // names it by the UUID CUDA gives (formatted as nvidia-smi prints it), and takes readings in
+  // physical ranges while the run's timed window lies among them.
+  REQUIRE_GPU();
+  const DeviceInfo d = describe_devices();
+  ASSERT_EQ(static_cast<int>(d.uuids.size()), d.count);
+  for (const std::string& u : d.uuids) EXPECT_EQ(u.rfind("GPU-", 0), 0u) << u;
+  ClockMonitor mon(0, 0.005);
+  ASSERT_TRUE(mon.available()) << mon.unavailable_reason();
+  EXPECT_EQ(mon.uuid(), d.uuids[0]);
+  EXPECT_GT(mon.power_limit_w(), 100.0);
+  EXPECT_LT(mon.power_limit_w(), 2000.0);
+  RunnerConfig c = small_model(true);
+  c.warmup_steps = 1;
+  c.timed_steps = 8;
+  mon.start();
+  const RunnerResult r = run_gpt_training(c);
+  const std::vector<ClockReading> readings = mon.stop();
+  ASSERT_GE(readings.size(), 2u);
+  for (std::size_t i = 0; i < readings.size(); ++i) {
+    EXPECT_GT(readings[i].sm_mhz, 100.0);
+    EXPECT_LT(readings[i].sm_mhz, 4000.0);
+    EXPECT_GT(readings[i].power_w, 10.0);
+    EXPECT_LT(readings[i].power_w, 2000.0);
+    if (i > 0) {
+      EXPECT_GE(readings[i].wall_s, readings[i - 1].wall_s);
+    }
+  }
+  EXPECT_LT(r.timed_begin_wall_s, r.timed_end_wall_s);
+  EXPECT_GE(r.timed_begin_wall_s, readings.front().wall_s - 1.0);
+  EXPECT_LE(r.timed_end_wall_s, readings.back().wall_s + 1.0);
+  std::printf("[ info ] %s: %zu readings, last %.0f MHz %.0f W (limit %.0f W)\n", d.uuids[0].c_str(), readings.size(),
+              readings.back().sm_mhz, readings.back().power_w, mon.power_limit_w());
 }
 
 TEST(GpuKernels, ZeroStagesMatchOneGpu) {

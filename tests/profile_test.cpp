@@ -166,6 +166,13 @@ TEST(Profiles, MeasuredTablesAreReadStrictly) {
     std::swap(rows[0], rows[1]);
   }, "intra_node.collectives[1].segments.rows[1]");
   fails_at([](nlohmann::json& p) { p["intra_node"]["provenance"]["nics"] = "eth0"; }, "intra_node.provenance.nics");
+  // The cards measured, by UUID: a list of names, read back as written.
+  nlohmann::json named = good;
+  named["provenance"]["device_uuids"] = {"GPU-00010203-0405-0607-0809-0a0b0c0d0e0f"};
+  EXPECT_EQ(parse_hardware_profile(named.dump(), "p.json", kProfiles).provenance.device_uuids,
+            std::vector<std::string>{"GPU-00010203-0405-0607-0809-0a0b0c0d0e0f"});
+  fails_at([](nlohmann::json& p) { p["provenance"]["device_uuids"] = "GPU-0"; }, "provenance.device_uuids");
+  fails_at([](nlohmann::json& p) { p["provenance"]["device_uuids"] = {7}; }, "provenance.device_uuids[0]");
 }
 
 TEST(Profiles, MisalignedShapesOnlyMatchMisalignedMeasurements) {

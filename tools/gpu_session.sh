@@ -9,7 +9,9 @@ log() { echo "[$(date +%T)] $*" | tee -a "$OUT/session.log"; }
 log "host: $(nproc) cores"
 nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1
 nvidia-smi topo -m > "$OUT/topo.txt" 2>&1
-log "$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1)"
+# Every GPU by UUID, so that records of different calls can say whether they ran on the same card.
+nvidia-smi --query-gpu=index,name,uuid,pci.bus_id,driver_version,memory.total,power.limit --format=csv,noheader |
+  while IFS= read -r gpu; do log "gpu $gpu"; done
 # SKIP_BUILD=1: only steps that build what they need themselves (sim-bench).
 if [ -z "${SKIP_BUILD:-}" ]; then
   cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF -DTRAINSIM_BENCHMARKS=OFF > /tmp/cmake.log 2>&1 || { log "cmake failed"; tail -30 /tmp/cmake.log; exit 1; }
@@ -120,8 +122,10 @@ for step in "$@"; do
     gpu-tests)
       log "gpu tests"
       cmake -S . -B build-gpu -DBUILD_TESTING=ON > /dev/null 2>&1 && cmake --build build-gpu -j"$(nproc)" --target gpu_tests > "$OUT/build-tests.log" 2>&1
-      ./build-gpu/gpu_tests 2>&1 | tail -25 | tee "$OUT/gpu-tests.log"
-      log "gpu tests exit ${PIPESTATUS[0]}" ;;
+      ./build-gpu/gpu_tests > "$OUT/gpu-tests.log" 2>&1
+      status=$?
+      grep -E "^\[ info \]|FAILED|PASSED|SKIPPED" "$OUT/gpu-tests.log" | tail -40
+      log "gpu tests exit $status" ;;
     sim-bench)
       # The simulator's benchmarks on this host's CPU (no GPU involved): five repetitions each.
       log "sim benchmarks: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"

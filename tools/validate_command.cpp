@@ -24,6 +24,8 @@
 #include <memory>
 #include <sstream>
 
+#include "clock_log.h"
+#include "clock_monitor.h"
 #include "grad_comm.h"
 #include "measurements.h"
 #include "pipeline_schedule.h"
@@ -41,6 +43,35 @@ double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+// The clock and power the GPU held over a run's timed steps, from the monitor's readings beside it.
+json gpu_clock_json(const gpu::ClockMonitor& mon, const std::vector<gpu::ClockReading>& readings, const gpu::RunnerResult& rr) {
+  if (!mon.available()) return {{"unavailable", mon.unavailable_reason()}};
+  std::vector<calib::ClockSample> log;
+  for (const gpu::ClockReading& r : readings) log.push_back({r.wall_s, r.sm_mhz, r.power_w, r.power_capped ? 1.0 : 0.0});
+  const calib::ClockStats c = calib::clock_stats(log, rr.timed_begin_wall_s, rr.timed_end_wall_s);
+  json j = {{"samples", c.samples}, {"power_limit_w", mon.power_limit_w()},
+            {"timed_wall_s", {rr.timed_begin_wall_s, rr.timed_end_wall_s}}};
+  if (c.samples > 0) j.update({{"sm_mhz", c.sm_mhz}, {"power_w", c.power_w}, {"power_capped_fraction", c.capped_fraction}});
+  return j;
+}
+
+// " | 1635 MHz 693 W, power-capped" for a run's line; empty without readings.
+std::string clock_text(const json& clock) {
+  if (!clock.contains("sm_mhz")) return "";
+  char b[80];
+  const double capped = clock.value("power_capped_fraction", 0.0);
+  std::snprintf(b, sizeof b, " | %.0f MHz %.0f W%s", clock["sm_mhz"].get<double>(), clock["power_w"].get<double>(),
+                capped >= 0.5 ? ", power-capped" : "");
+  return b;
+}
+
+// The machine a record was measured on: its GPUs (each by UUID), driver, CUDA and NCCL.
+json measured_on() {
+  const gpu::DeviceInfo d = gpu::describe_devices();
+  return {{"device", d.name}, {"device_count", d.count}, {"device_uuids", d.uuids},
+          {"driver", d.driver}, {"cuda", d.cuda_runtime}, {"nccl", d.nccl}};
 }
 
 // The scenario reduced to one GPU of this machine, for one model.
@@ -313,6 +344,7 @@ int validate_parallel(const Scenario& s, const PlannerOptions& opt, std::ostream
   const int nodes = rank_per_node ? sh.size : std::max(1, sh.size / sh.local_size);
   const int gpus_per_node = rank_per_node ? 1 : sh.local_size;
   gpu::use_device(device);
+  gpu::ClockMonitor monitor(device);  // rank 0's GPU, over its runs
   if (rank_per_node) {
     // Before NCCL's first communicator: no direct GPU-to-GPU or shared-memory path, so NCCL moves
     // the gradients through its network transport, as between nodes.
@@ -379,7 +411,9 @@ int validate_parallel(const Scenario& s, const PlannerOptions& opt, std::ostream
           const bool reference_done = std::find(referenced.begin(), referenced.end(), ref_key) != referenced.end();
           const int micro = microbatches_per_step(ev.layout, s.training.global_batch);
           const gpu::RunnerConfig rc = rank_runner_config(m, ev.layout, micro, v.timed_steps, g);
+          if (sh.rank == 0) monitor.start();
           const gpu::RunnerResult rr = gpu::run_gpt_training(rc);
+          const std::vector<gpu::ClockReading> readings = monitor.stop();
           // Across ranks: the slowest step, the largest memory, the summed (global) loss and squared
           // gradient norm, and whether every replica holds the same parameters after the same
           // summed updates (ranks with the same stage and tensor-parallel rank).
@@ -495,6 +529,7 @@ int validate_parallel(const Scenario& s, const PlannerOptions& opt, std::ostream
           for (int w = 0; w < world; ++w) used.push_back(per_rank[2 * w]), arena.push_back(per_rank[2 * w + 1]);
           rec["measured"]["per_rank_device_used_bytes"] = used;
           rec["measured"]["per_rank_allocated_bytes"] = arena;
+          if (!shared) rec["measured"]["rank0_gpu_clock"] = gpu_clock_json(monitor, readings, rr);
           if (ref[3] > 0 && !shared)
             rec["one_gpu"] = {{"predicted_step_time_s", pred1}, {"measured_step_time_s", ref[3]},
                               {"scaling_efficiency", {{"predicted", eff_pred}, {"measured", eff_meas}}}};
@@ -512,7 +547,7 @@ int validate_parallel(const Scenario& s, const PlannerOptions& opt, std::ostream
   else out << "median |error| of step time " << percent(mt).substr(1) << ", of memory peak " << percent(mm).substr(1)
            << (all_ok ? "" : "; NUMERICS CHECK FAILED") << "\n";
   if (opt.json && sh.rank == 0) {
-    json doc = {{"scenario", s.name}, {"hardware", s.hardware.name}, {"date", today()}, {"ranks", world},
+    json doc = {{"scenario", s.name}, {"hardware", s.hardware.name}, {"date", today()}, {"ranks", world}, {"measured_on", measured_on()},
                 {"profile_provenance", {{"device", s.hardware.provenance.device}, {"date", s.hardware.provenance.date}}},
                 {"median_abs_error", shared ? json(nullptr) : json{{"step_time", mt}, {"peak_bytes", mm}}}, {"runs", records}};
     write_record(opt.json_out, doc);
@@ -557,6 +592,8 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
   progress << "validate: this machine runs one-GPU layouts (tp = pp = dp = 1); the scenario's cluster is scaled down to "
               "one GPU, same per-GPU shapes, global batch "
            << s.training.global_batch << " as gradient accumulation\n";
+  gpu::ClockMonitor monitor(0);
+  if (!monitor.available()) progress << "validate: no clock or power readings: " << monitor.unavailable_reason() << "\n";
   // TRAINSIM_TIME_KERNEL_CLASSES=1: also time GEMMs and attention inside each step against the model.
   const char* tc = std::getenv("TRAINSIM_TIME_KERNEL_CLASSES");
   const bool time_classes = tc && std::string(tc) == "1";
@@ -564,7 +601,7 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
   std::vector<double> time_err, mem_err;
   char line[400];
   std::snprintf(line, sizeof line, "%-9s %-26s %11s %11s %7s %10s %10s %7s  %s\n", "model", "layout", "predicted", "measured",
-                "error", "mem pred", "mem meas", "error", "loss");
+                "error", "mem pred", "mem meas", "error", "loss | SM clock, power over the timed steps");
   out << line;
   for (const auto& m : models) {
     const Scenario one = one_gpu(s, m);
@@ -587,7 +624,9 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
       gpu::RunnerConfig rc = runner_config(m, ev.layout, microbatches_per_step(ev.layout, s.training.global_batch), v.timed_steps);
       rc.time_kernel_classes = time_classes;
       const auto t0 = std::chrono::steady_clock::now();
+      monitor.start();
       const gpu::RunnerResult rr = gpu::run_gpt_training(rc);
+      const json clock = gpu_clock_json(monitor, monitor.stop(), rr);
       const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       const double pred = ev.step.step_time_s, meas = rr.step_ms * 1e-3;
       const double pmem = ev.memory.peak().arena_peak_bytes(), mmem = rr.device_used_bytes;
@@ -596,9 +635,10 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
       else { time_err.push_back(std::fabs(te)); mem_err.push_back(std::fabs(me)); }
       char lay[64];
       std::snprintf(lay, sizeof lay, "mb%d x%d %s", ev.layout.micro_batch, rc.microbatches, to_string(ev.layout.recompute));
-      std::snprintf(line, sizeof line, "%-9s %-26s %11s %11s %+6.1f%% %10s %10s %+6.1f%%  %.3f -> %.3f%s\n", m.name.c_str(), lay,
+      std::snprintf(line, sizeof line, "%-9s %-26s %11s %11s %+6.1f%% %10s %10s %+6.1f%%  %.3f -> %.3f%s%s\n", m.name.c_str(), lay,
                     format_seconds(pred).c_str(), format_seconds(meas).c_str(), 100 * te, format_bytes(pmem).c_str(),
-                    format_bytes(mmem).c_str(), 100 * me, rr.first_loss, rr.last_loss, rr.finite ? "" : "  NOT FINITE");
+                    format_bytes(mmem).c_str(), 100 * me, rr.first_loss, rr.last_loss, rr.finite ? "" : "  NOT FINITE",
+                    clock_text(clock).c_str());
       out << line << std::flush;
       json rec;
       rec["model"] = m.name;
@@ -610,7 +650,7 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
                          {"optimizer_s", rr.optimizer_ms * 1e-3}, {"forward_s", rr.forward_ms * 1e-3}, {"backward_s", rr.backward_ms * 1e-3},
                          {"device_used_bytes", mmem}, {"allocated_bytes", rr.allocated_bytes},
                          {"first_loss", rr.first_loss}, {"last_loss", rr.last_loss}, {"finite", rr.finite},
-                         {"timed_steps", rc.timed_steps}, {"wall_s", wall}};
+                         {"timed_steps", rc.timed_steps}, {"wall_s", wall}, {"gpu_clock", clock}};
       rec["error"] = {{"step_time", te}, {"peak_bytes", me}};
       if (time_classes) {
         // GEMMs and attention timed inside the step (events around each call) against the model's.
@@ -666,7 +706,7 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
   std::snprintf(line, sizeof line, "\n%zu runs: median |error| of step time %.1f%%, of memory peak %.1f%%\n", time_err.size(), 100 * mt, 100 * mm);
   out << line;
   if (opt.json) {
-    json doc = {{"scenario", s.name}, {"hardware", s.hardware.name}, {"date", today()},
+    json doc = {{"scenario", s.name}, {"hardware", s.hardware.name}, {"date", today()}, {"measured_on", measured_on()},
                 {"profile_provenance", {{"device", s.hardware.provenance.device}, {"date", s.hardware.provenance.date}}},
                 {"median_abs_error", {{"step_time", mt}, {"peak_bytes", mm}}}, {"runs", records}};
     write_record(opt.json_out, doc);

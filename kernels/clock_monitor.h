@@ -1,0 +1,44 @@
+#pragma once
+// The SM clock, power draw and power-limiter state of one GPU, sampled in a background thread
+// while work runs, so that a timed run says what clock it held (a step at the power cap runs its
+// kernels slower than calibrate's short bursts did). Through NVML, loaded at run time: where the
+// driver's libnvidia-ml cannot be loaded there are no samples, and the monitor says why.
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace trainsim::gpu {
+
+struct ClockReading {
+  double wall_s = 0;   // seconds since the epoch (wall_clock_s)
+  double sm_mhz = 0;
+  double power_w = 0;  // the driver's power reading (on recent GPUs an average over the last second)
+  bool power_capped = false;  // the software power cap was holding the clock down
+};
+
+// Seconds since the epoch, the clock the readings are stamped with.
+double wall_clock_s();
+
+class ClockMonitor {
+ public:
+  // The GPU that CUDA numbers `cuda_device`, sampled every `interval_s` once started.
+  explicit ClockMonitor(int cuda_device, double interval_s = 0.02);
+  ~ClockMonitor();
+  ClockMonitor(const ClockMonitor&) = delete;
+  ClockMonitor& operator=(const ClockMonitor&) = delete;
+
+  bool available() const;
+  const std::string& unavailable_reason() const;
+  double power_limit_w() const;  // the enforced power limit; 0 where NVML does not say
+  std::string uuid() const;      // as NVML names the GPU ("GPU-..."); empty where unavailable
+
+  void start();
+  // Stops sampling and returns the readings since start(), oldest first.
+  std::vector<ClockReading> stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace trainsim::gpu
