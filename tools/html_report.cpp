@@ -87,7 +87,9 @@ std::string memory_chart(const Evaluation& ev) {
   double vmax = ev.memory.device_bytes;
   for (const auto& s : st) vmax = std::max(vmax, s.peak_bytes);
   vmax *= 1.1;
-  const double bw = std::min(60.0, (W - left - 20.0) / st.size());
+  // A pipeline of a few stages gets wider bars, each part's size written on it where it is tall
+  // enough to hold the text.
+  const double bw = std::min(st.size() <= 4 ? 130.0 : 60.0, (W - left - 20.0) / st.size());
   std::ostringstream o;
   o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='" << H << "' role='img' aria-label='memory per stage'>";
   for (std::size_t i = 0; i < st.size(); ++i) {
@@ -100,6 +102,9 @@ std::string memory_chart(const Evaluation& ev) {
       y -= h;
       o << "<rect x='" << left + i * bw + 2 << "' y='" << y << "' width='" << bw - 4 << "' height='" << h << "' fill='"
         << kMemColors[p] << "'><title>stage " << i << " " << names[p] << " " << format_bytes(parts[p]) << "</title></rect>";
+      if (bw >= 100 && h >= 13)
+        o << "<text x='" << left + i * bw + bw / 2 << "' y='" << y + h / 2 + 4 << "' font-size='10' text-anchor='middle' fill='#fff'>"
+          << format_bytes(parts[p]) << "</text>";
     }
     o << "<text x='" << left + i * bw + 4 << "' y='" << bottom + 14 << "' font-size='10'>s" << i << "</text>";
     // Each stage's peak above its bar, where the bars are wide enough to hold it.
