@@ -3,6 +3,7 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -177,6 +178,19 @@ int calibrate_across_nodes(int* argc, char*** argv, const AcrossNodesOptions& op
   }
   if (rail_comm != MPI_COMM_NULL) MPI_Comm_free(&rail_comm);
   if (!keep_logs()) std::filesystem::remove(log_path);
+  // Every rank's card, by UUID, in rank order (each once: ranks may share a GPU).
+  std::vector<std::string> cards;
+  {
+    const std::vector<std::string> local = gpu::describe_devices().uuids;
+    char mine[64] = {};
+    if (device < static_cast<int>(local.size())) std::snprintf(mine, sizeof mine, "%s", local[device].c_str());
+    std::vector<char> all(sizeof mine * static_cast<std::size_t>(w.size));
+    MPI_Gather(mine, sizeof mine, MPI_CHAR, all.data(), sizeof mine, MPI_CHAR, 0, MPI_COMM_WORLD);
+    for (int r = 0; r < w.size && w.rank == 0; ++r) {
+      const std::string u(all.data() + r * sizeof mine);
+      if (!u.empty() && std::find(cards.begin(), cards.end(), u) == cards.end()) cards.push_back(u);
+    }
+  }
 
   if (w.rank == 0) {
     const json& net = base["inter_node"];
@@ -199,7 +213,7 @@ int calibrate_across_nodes(int* argc, char*** argv, const AcrossNodesOptions& op
     json prov = {{"source", "measured"}, {"device", dev.name}, {"device_count", dev.count}, {"driver", dev.driver},
                  {"cuda", dev.cuda_runtime}, {"nccl", dev.nccl}, {"command", opt.command}, {"date", opt.date}, {"ranks", w.size},
                  {"nodes", w.nodes}, {"ranks_per_node", w.local_size}, {"network", transport.network}, {"nics", transport.nics},
-                 {"rank_per_node", opt.rank_per_node}};
+                 {"rank_per_node", opt.rank_per_node}, {"device_uuids", cards}};
     json& raw = p["measurements"];
     if (!raw.is_object()) raw = json::object();
     raw["across_nodes"] = {{"provenance", prov}, {"world", samples_json(world, "world")}, {"rail", samples_json(rail, "rail")}};

@@ -344,7 +344,7 @@ int validate_parallel(const Scenario& s, const PlannerOptions& opt, std::ostream
   const int nodes = rank_per_node ? sh.size : std::max(1, sh.size / sh.local_size);
   const int gpus_per_node = rank_per_node ? 1 : sh.local_size;
   gpu::use_device(device);
-  gpu::ClockMonitor monitor(device);  // rank 0's GPU, over its runs
+  gpu::ClockMonitor monitor(device);  // this rank's GPU, over its runs
   if (rank_per_node) {
     // Before NCCL's first communicator: no direct GPU-to-GPU or shared-memory path, so NCCL moves
     // the gradients through its network transport, as between nodes.
@@ -411,9 +411,14 @@ int validate_parallel(const Scenario& s, const PlannerOptions& opt, std::ostream
           const bool reference_done = std::find(referenced.begin(), referenced.end(), ref_key) != referenced.end();
           const int micro = microbatches_per_step(ev.layout, s.training.global_batch);
           const gpu::RunnerConfig rc = rank_runner_config(m, ev.layout, micro, v.timed_steps, g);
-          if (sh.rank == 0) monitor.start();
+          monitor.start();
           const gpu::RunnerResult rr = gpu::run_gpt_training(rc);
-          const std::vector<gpu::ClockReading> readings = monitor.stop();
+          const json clock = gpu_clock_json(monitor, monitor.stop(), rr);
+          // Every rank's clock and power over its timed steps (NaN where its GPU gave no readings).
+          const double my_clock[2] = {clock.contains("sm_mhz") ? clock["sm_mhz"].get<double>() : std::nan(""),
+                                      clock.contains("power_w") ? clock["power_w"].get<double>() : std::nan("")};
+          std::vector<double> clocks(2 * static_cast<std::size_t>(world));
+          sh.all_gather(my_clock, clocks.data(), sizeof my_clock);
           // Across ranks: the slowest step, the largest memory, the summed (global) loss and squared
           // gradient norm, and whether every replica holds the same parameters after the same
           // summed updates (ranks with the same stage and tensor-parallel rank).
@@ -494,10 +499,10 @@ int validate_parallel(const Scenario& s, const PlannerOptions& opt, std::ostream
                           loss[0] / ref[0] - 1.0, std::sqrt(grad_sq / ref[2]) - 1.0, ref[0], ref[1], ref_ok ? "" : " DIFFERS");
             numerics += b;
           }
-          std::snprintf(line, sizeof line, "%-9s %-34s %11s %11s %7s %10s %10s %7s  %s\n", m.name.c_str(), lay.c_str(),
+          std::snprintf(line, sizeof line, "%-9s %-34s %11s %11s %7s %10s %10s %7s  %s%s\n", m.name.c_str(), lay.c_str(),
                         format_seconds(pred).c_str(), shared ? "(shared)" : format_seconds(meas).c_str(),
                         shared ? "-" : percent(te).c_str(), format_bytes(pmem).c_str(), shared ? "(shared)" : format_bytes(mmem).c_str(),
-                        shared ? "-" : percent(me).c_str(), numerics.c_str());
+                        shared ? "-" : percent(me).c_str(), numerics.c_str(), clock_text(clock).c_str());
           out << line << std::flush;
           // Scaling efficiency against one GPU running the same global batch: t1 / (n * t_n).
           const double eff_pred = pred1 / (world * pred), eff_meas = ref[3] > 0 ? ref[3] / (world * meas) : 0;
@@ -529,7 +534,11 @@ int validate_parallel(const Scenario& s, const PlannerOptions& opt, std::ostream
           for (int w = 0; w < world; ++w) used.push_back(per_rank[2 * w]), arena.push_back(per_rank[2 * w + 1]);
           rec["measured"]["per_rank_device_used_bytes"] = used;
           rec["measured"]["per_rank_allocated_bytes"] = arena;
-          if (!shared) rec["measured"]["rank0_gpu_clock"] = gpu_clock_json(monitor, readings, rr);
+          rec["measured"]["rank0_gpu_clock"] = clock;
+          json mhz = json::array(), watts = json::array();
+          for (int w = 0; w < world; ++w) mhz.push_back(clocks[2 * w]), watts.push_back(clocks[2 * w + 1]);
+          rec["measured"]["per_rank_sm_mhz"] = mhz;
+          rec["measured"]["per_rank_power_w"] = watts;
           if (ref[3] > 0 && !shared)
             rec["one_gpu"] = {{"predicted_step_time_s", pred1}, {"measured_step_time_s", ref[3]},
                               {"scaling_efficiency", {{"predicted", eff_pred}, {"measured", eff_meas}}}};
