@@ -2,6 +2,7 @@
 # measured.gpu_clock, over the run's timed steps) against nvidia-smi's log of the same call
 # (clocks-validate.csv, -lms 100) over the timed steps as the timestamped log places them: ending at
 # the run's line (printed right after the run) and lasting timed_steps x the measured step time.
+# Reads the directory given (default: this script's), every validate-*.json with its .log there.
 # Prints nvml-vs-smi.txt.
 import datetime as dt
 import json
@@ -23,9 +24,15 @@ for line in open(here / "clocks-validate.csv"):
         continue
     smi.append((stamp(f[0]), float(f[1].split()[0]), float(f[2].split()[0])))
 print("%-34s %8s %14s %14s %14s %14s" % ("run", "window", "NVML clock", "smi clock", "NVML power", "smi power"))
-for name in ("validate-small-gpt", "validate-llama-one-gpu"):
-    runs = json.load(open(here / (name + ".json")))["runs"]
-    lines = [l for l in open(here / (name + ".log")) if " mb" in l and "|" in l]
+for path in sorted(here.glob("validate-*.json")):
+    name = path.stem
+    if not (here / (name + ".log")).exists():
+        continue
+    runs = json.load(open(path))["runs"]
+    # Time-stamped logs only (validate-clocks'), and one-GPU records (a gpu_clock per run).
+    lines = [l for l in open(here / (name + ".log")) if l[:2] == "20" and " mb" in l and "|" in l]
+    if not lines or "gpu_clock" not in runs[0]["measured"]:
+        continue
     for run, line in zip(runs, lines):
         end = stamp(line[:23])
         span = run["measured"]["timed_steps"] * run["measured"]["step_time_s"]
