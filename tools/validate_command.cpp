@@ -608,6 +608,7 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
   const bool time_classes = tc && std::string(tc) == "1";
   json records = json::array();
   std::vector<double> time_err, mem_err;
+  std::vector<double> capped_err, uncapped_err;  // signed, by whether the power cap held the clock
   char line[400];
   std::snprintf(line, sizeof line, "%-9s %-26s %11s %11s %7s %10s %10s %7s  %s\n", "model", "layout", "predicted", "measured",
                 "error", "mem pred", "mem meas", "error", "loss | SM clock, power over the timed steps");
@@ -641,7 +642,12 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
       const double pmem = ev.memory.peak().arena_peak_bytes(), mmem = rr.device_used_bytes;
       const double te = pred / meas - 1.0, me = pmem / mmem - 1.0;
       if (!rr.finite) progress << "validate: " << m.name << " " << describe(ev.layout) << ": loss is not finite; not counted\n";
-      else { time_err.push_back(std::fabs(te)); mem_err.push_back(std::fabs(me)); }
+      else {
+        time_err.push_back(std::fabs(te));
+        mem_err.push_back(std::fabs(me));
+        if (clock.contains("power_capped_fraction") && clock["power_capped_fraction"].is_number())
+          (clock["power_capped_fraction"].get<double>() >= 0.5 ? capped_err : uncapped_err).push_back(te);
+      }
       char lay[64];
       std::snprintf(lay, sizeof lay, "mb%d x%d %s", ev.layout.micro_batch, rc.microbatches, to_string(ev.layout.recompute));
       std::snprintf(line, sizeof line, "%-9s %-26s %11s %11s %+6.1f%% %10s %10s %+6.1f%%  %.3f -> %.3f%s%s\n", m.name.c_str(), lay,
@@ -714,6 +720,18 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
   const double mt = median(time_err), mm = median(mem_err);
   std::snprintf(line, sizeof line, "\n%zu runs: median |error| of step time %.1f%%, of memory peak %.1f%%\n", time_err.size(), 100 * mt, 100 * mm);
   out << line;
+  // The model prices kernels at calibrate's unthrottled clock: the runs the power cap slowed are
+  // set apart, with the sign of their errors (negative: the step took longer than predicted).
+  if (!capped_err.empty()) {
+    std::snprintf(line, sizeof line, "%zu runs at the power cap (%.0f W): median error of step time %+.1f%%", capped_err.size(),
+                  monitor.power_limit_w(), 100 * median(capped_err));
+    out << line;
+    if (!uncapped_err.empty()) {
+      std::snprintf(line, sizeof line, "; %zu below it: %+.1f%%", uncapped_err.size(), 100 * median(uncapped_err));
+      out << line;
+    }
+    out << "\n";
+  }
   if (opt.json) {
     json doc = {{"scenario", s.name}, {"hardware", s.hardware.name}, {"date", today()}, {"measured_on", measured_on()},
                 {"profile_provenance", {{"device", s.hardware.provenance.device}, {"date", s.hardware.provenance.date}}},
