@@ -112,6 +112,8 @@ std::string ClockMonitor::uuid() const {
   return available() && impl_->uuid && impl_->uuid(impl_->dev, buf, sizeof buf) == 0 ? std::string(buf) : std::string();
 }
 
+bool ClockMonitor::reports_power_cap() const { return available() && impl_->reasons != nullptr; }
+
 void ClockMonitor::start() {
   stop();
   impl_->readings.clear();

@@ -31,6 +31,7 @@ class ClockMonitor {
   const std::string& unavailable_reason() const;
   double power_limit_w() const;  // the enforced power limit; 0 where NVML does not say
   std::string uuid() const;      // as NVML names the GPU ("GPU-..."); empty where unavailable
+  bool reports_power_cap() const;  // whether the driver says why clocks are held down (else power_capped is false)
 
   void start();
   // Stops sampling and returns the readings since start(), oldest first.

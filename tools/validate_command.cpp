@@ -49,7 +49,9 @@ double median(std::vector<double> v) {
 json gpu_clock_json(const gpu::ClockMonitor& mon, const std::vector<gpu::ClockReading>& readings, const gpu::RunnerResult& rr) {
   if (!mon.available()) return {{"unavailable", mon.unavailable_reason()}};
   std::vector<calib::ClockSample> log;
-  for (const gpu::ClockReading& r : readings) log.push_back({r.wall_s, r.sm_mhz, r.power_w, r.power_capped ? 1.0 : 0.0});
+  const double unknown = std::nan("");
+  for (const gpu::ClockReading& r : readings)
+    log.push_back({r.wall_s, r.sm_mhz, r.power_w, mon.reports_power_cap() ? (r.power_capped ? 1.0 : 0.0) : unknown});
   const calib::ClockStats c = calib::clock_stats(log, rr.timed_begin_wall_s, rr.timed_end_wall_s);
   json j = {{"samples", c.samples}, {"power_limit_w", mon.power_limit_w()},
             {"timed_wall_s", {rr.timed_begin_wall_s, rr.timed_end_wall_s}}};
@@ -645,8 +647,8 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
       else {
         time_err.push_back(std::fabs(te));
         mem_err.push_back(std::fabs(me));
-        if (clock.contains("power_capped_fraction") && clock["power_capped_fraction"].is_number())
-          (clock["power_capped_fraction"].get<double>() >= 0.5 ? capped_err : uncapped_err).push_back(te);
+        const double capped = clock.contains("power_capped_fraction") ? clock["power_capped_fraction"].get<double>() : std::nan("");
+        if (!std::isnan(capped)) (capped >= 0.5 ? capped_err : uncapped_err).push_back(te);
       }
       char lay[64];
       std::snprintf(lay, sizeof lay, "mb%d x%d %s", ev.layout.micro_batch, rc.microbatches, to_string(ev.layout.recompute));
