@@ -344,7 +344,7 @@ TEST(Validation, H200LlamaRunsOnOneAndTwoGpus) {
     const Scenario base = load_scenario(kScenarios + "/validate-llama-one-gpu.json", kProfiles);
     for (const char* file : {"h200-llama-one-gpu.json", "h200-llama-one-gpu-kernel-classes.json", "h200-llama-one-gpu-run2.json",
                              "h200-llama-one-gpu-run3.json", "h200-llama-one-gpu-run4.json", "h200-llama-one-gpu-run5.json",
-                             "h200-llama-one-gpu-run6.json", "h200-llama-one-gpu-run7.json"}) {
+                             "h200-llama-one-gpu-run6.json", "h200-llama-one-gpu-run7.json", "h200-llama-one-gpu-run8.json"}) {
       std::ifstream in(kRecords + "/" + file);
       ASSERT_TRUE(in) << file;
       const auto doc = nlohmann::json::parse(in);
