@@ -30,3 +30,86 @@ TEST(LayoutSearch, BestPerSizeIsEachSizesTopLayout) {
   }
   EXPECT_EQ(r.ranked.size(), r.evaluated - r.pruned_oom);
 }
+
+namespace {
+
+bool same_layout(const Evaluation& a, const Evaluation& b) { return a.nodes == b.nodes && a.layout == b.layout; }
+
+}  // namespace
+
+TEST(LayoutSearch, TheBoundSkipsOnlyLayoutsThatCouldNotRank) {
+  // A search told how many layouts its caller reads (keep) skips the layouts whose step's lower
+  // bound already ranks them below those and below the best of their node count. What it returns
+  // must be what simulating every layout gives: the same `keep` best, in order, with the same
+  // steps to the bit, and the same best layout at each size. Every skipped layout, simulated, must
+  // rank below both. Over every example scenario with a search space, for keep 1, 3 and 10.
+  const std::string dir = TRAINSIM_SCENARIOS;
+  const char* files[] = {"gpt3-175b-1024-gpus.json", "llama3-70b-8-to-64-nodes.json", "slow-network-25gbe.json",
+                         "llama3-405b-2k-to-16k-gpus.json", "llama2-7b-one-node.json"};
+  std::size_t skipped_total = 0;
+  for (const char* f : files) {
+    const Scenario s = load_scenario(dir + "/" + f, TRAINSIM_PROFILES);
+    ASSERT_TRUE(s.has_search) << f;
+    const std::vector<Candidate> cands = enumerate_layouts(s);
+    SearchOptions every;
+    every.threads = 2;
+    const SearchResult all = search_layouts(s, cands, every);
+    EXPECT_EQ(all.pruned_bound, 0u);
+    const std::vector<const Evaluation*> all_sizes = best_per_size(all.ranked);
+    for (std::size_t keep : {1u, 3u, 10u}) {
+      SearchOptions so = every;
+      so.keep = keep;
+      const SearchResult r = search_layouts(s, cands, so);
+      EXPECT_EQ(r.evaluated, all.evaluated);
+      EXPECT_EQ(r.pruned_oom, all.pruned_oom);
+      EXPECT_EQ(r.ranked.size() + r.pruned_bound, all.ranked.size()) << f;
+      EXPECT_EQ(r.bound_skipped.size(), r.pruned_bound);
+      if (s.stragglers.given || s.reliability.given) {
+        EXPECT_EQ(r.pruned_bound, 0u) << f;
+      }
+      skipped_total += r.pruned_bound;
+      for (std::size_t i = 0; i < std::min(keep, all.ranked.size()); ++i) {
+        ASSERT_LT(i, r.ranked.size()) << f;
+        EXPECT_TRUE(same_layout(r.ranked[i], all.ranked[i])) << f << " keep " << keep << " #" << i;
+        EXPECT_EQ(r.ranked[i].step.step_time_s, all.ranked[i].step.step_time_s) << f;
+      }
+      const std::vector<const Evaluation*> sizes = best_per_size(r.ranked);
+      ASSERT_EQ(sizes.size(), all_sizes.size()) << f;
+      for (std::size_t i = 0; i < sizes.size(); ++i) EXPECT_TRUE(same_layout(*sizes[i], *all_sizes[i])) << f;
+      const double kth = objective_value(s, all.ranked[std::min(keep, all.ranked.size()) - 1]);
+      for (std::size_t idx : r.bound_skipped) {
+        const Evaluation* ev = nullptr;
+        for (const Evaluation& e : all.ranked)
+          if (e.nodes == cands[idx].nodes && e.layout == cands[idx].layout) ev = &e;
+        ASSERT_NE(ev, nullptr) << f;
+        EXPECT_LT(objective_value(s, *ev), kth) << f << " " << describe(ev->layout);
+        for (const Evaluation* b : all_sizes)
+          if (b->nodes == ev->nodes) {
+            EXPECT_LT(objective_value(s, *ev), objective_value(s, *b)) << f;
+          }
+      }
+    }
+  }
+  // The GPT-3 space alone has layouts far enough behind to skip.
+  EXPECT_GT(skipped_total, 0u);
+}
+
+TEST(LayoutSearch, WhatTheBoundSkipsDoesNotDependOnTheThreads) {
+  // The layouts are taken in batches of a fixed size, and the bound is compared only between
+  // batches, so one thread and three skip the same layouts and return the same ranking.
+  const Scenario s = load_scenario(std::string(TRAINSIM_SCENARIOS) + "/gpt3-175b-1024-gpus.json", TRAINSIM_PROFILES);
+  const std::vector<Candidate> cands = enumerate_layouts(s);
+  SearchOptions one;
+  one.keep = 10;
+  one.threads = 1;
+  SearchOptions three = one;
+  three.threads = 3;
+  const SearchResult a = search_layouts(s, cands, one), b = search_layouts(s, cands, three);
+  EXPECT_GT(a.pruned_bound, 0u);
+  EXPECT_EQ(a.bound_skipped, b.bound_skipped);
+  ASSERT_EQ(a.ranked.size(), b.ranked.size());
+  for (std::size_t i = 0; i < a.ranked.size(); ++i) {
+    EXPECT_TRUE(same_layout(a.ranked[i], b.ranked[i]));
+    EXPECT_EQ(a.ranked[i].step.step_time_s, b.ranked[i].step.step_time_s);
+  }
+}

@@ -764,3 +764,59 @@ TEST(Step, TheSlowestGpuSetsADataParallelStep) {
   }
   EXPECT_LT(last_slowest, 1 - 2 * spread.speed_stdev);  // 512 GPUs: expected 1 - 3.0 sigma
 }
+
+TEST(Step, TheLowerBoundNeverExceedsTheStep) {
+  // sim::step_lower_bound is what a search skips layouts by, so it must hold for every schedule:
+  // random layouts (models, hardware, TP, PP, virtual stages, schedule, micro-batch, recompute,
+  // ZeRO 0-3, NICs, fabric, compression), each simulated in symmetric mode, read off its steady
+  // state as a search reads it and in full. The bound may not exceed either step; how close it
+  // comes is printed (it is the compute and the pipeline's fill, so it should not be far below).
+  std::mt19937 rng(23);
+  auto pick = [&](std::initializer_list<int> v) { return *(v.begin() + rng() % v.size()); };
+  const char* models[] = {"gpt3-175b", "llama2-13b", "gpt-1.3b", "llama3-70b"};
+  const char* hardware[] = {"a100-80g-sxm", "h100-sxm", "h200-sxm"};
+  const char* fabrics[] = {"", R"(, "fabric": "fat-tree", "oversubscription": 2)"};
+  const char* compressions[] = {"none", "int8", "topk:0.01"};
+  const char* schedules[] = {"1f1b", "interleaved", "gpipe"};
+  const char* recomputes[] = {"none", "selective", "full"};
+  int compared = 0;
+  double lowest = 1, highest = 0;
+  for (int i = 0; i < 120; ++i) {
+    const int pp = pick({1, 2, 4, 8}), nodes = pick({2, 4, 8});
+    const char* schedule = schedules[rng() % 3];
+    const std::string text = std::string(R"({ "name": "r", "model": ")") + models[rng() % 4] + R"(", "training": { "global_batch": )" +
+                             std::to_string(pick({64, 256, 512})) + R"( }, "hardware": ")" + hardware[rng() % 3] +
+                             R"(", "cluster": { "nodes": )" + std::to_string(nodes) + R"(, "gpus_per_node": 8, "network": { "nic_Gbps": )" +
+                             std::to_string(pick({25, 100, 400})) + R"(, "nics_per_node": )" + std::to_string(pick({1, 8})) +
+                             fabrics[rng() % 2] + " } }" + R"(, "layout": { "tp": )" + std::to_string(pick({1, 2, 4, 8})) +
+                             R"(, "pp": )" + std::to_string(pp) + R"(, "vpp": )" +
+                             std::to_string(std::string(schedule) == "interleaved" ? pick({2, 3}) : 1) + R"(, "micro_batch": )" +
+                             std::to_string(pick({1, 2})) + R"(, "recompute": ")" + recomputes[rng() % 3] + R"(", "zero": )" +
+                             std::to_string(pick({0, 1, 2, 3})) + R"(, "schedule": ")" + schedule + R"(", "compression": ")" +
+                             compressions[rng() % 3] + R"(", "bucket_MB": )" + std::to_string(pick({25, 100})) + " } }";
+    Scenario s;
+    Layout l;
+    try {
+      s = parse_scenario(text, "r", kProfiles);
+      l = resolve_layout(s, s.layout, false, nodes);
+    } catch (const InputError&) {
+      continue;  // a combination the layout rules refuse (heads, layers, batch)
+    }
+    const CostModel cost(s.hardware, s.training.precision);
+    EvalOptions read, full;
+    read.cost = full.cost = &cost;
+    full.steady_state = false;
+    const double bound = step_lower_bound(s, l, cost);
+    const double a = evaluate(s, l, nodes, read).step.step_time_s, b = evaluate(s, l, nodes, full).step.step_time_s;
+    ++compared;
+    EXPECT_GT(bound, 0) << text;
+    EXPECT_LE(bound, b) << text;
+    // A steady-state reading may fall short of simulating every micro-batch by up to 1e-3 of the
+    // step (a drift it accepts); the search allows for twice that.
+    EXPECT_LE(bound * (1 - 2e-3), a) << text;
+    lowest = std::min(lowest, bound / b);
+    highest = std::max(highest, bound / b);
+  }
+  std::printf("[ info ] %d random layouts: the bound is %.2f-%.2f of the step\n", compared, lowest, highest);
+  EXPECT_GE(compared, 50);
+}

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "cost_model.h"
+#include "step_bound.h"
 
 namespace trainsim {
 
@@ -89,7 +90,7 @@ std::vector<int> slowest_replica_candidates(const Layout& l, const sim::ClusterS
   return out;
 }
 
-Evaluation evaluate(const Scenario& s, const Layout& l, int nodes, const EvalOptions& opt) {
+Evaluation evaluate_memory(const Scenario& s, const Layout& l, int nodes) {
   Evaluation ev;
   ev.layout = l;
   ev.nodes = nodes;
@@ -97,6 +98,22 @@ Evaluation evaluate(const Scenario& s, const Layout& l, int nodes, const EvalOpt
   ev.memory = memory_for(s, l);
   ev.params = static_cast<double>(count_params(s.model).total);
   ev.flops_per_token = model_flops_per_token(s.model);
+  return ev;
+}
+
+double step_lower_bound(const Scenario& s, const Layout& l, const CostModel& cost) {
+  const ModelConfig model = with_padded_vocab(s.model, l.tp);
+  sim::StepInput in;
+  in.model = &model;
+  in.layout = l;
+  in.precision = s.training.precision;
+  in.global_batch = s.training.global_batch;
+  in.cost = &cost;
+  return sim::step_lower_bound(in);
+}
+
+Evaluation evaluate(const Scenario& s, const Layout& l, int nodes, const EvalOptions& opt) {
+  Evaluation ev = evaluate_memory(s, l, nodes);
   if (ev.memory.oom && !opt.simulate_if_oom) return ev;
   std::optional<CostModel> own;
   if (!opt.cost) own.emplace(s.hardware, s.training.precision);

@@ -71,6 +71,12 @@ std::vector<sim::MeasuredCollective> measured_collectives(const std::vector<Coll
 sim::NetworkParams network_for(const Scenario& s, int nodes);
 MemoryResult memory_for(const Scenario& s, const Layout& l);
 Evaluation evaluate(const Scenario& s, const Layout& l, int nodes, const EvalOptions& opt);
+// The layout's memory estimate and model figures alone (what `evaluate` works out before it
+// simulates): `simulated` is false.
+Evaluation evaluate_memory(const Scenario& s, const Layout& l, int nodes);
+// No symmetric-mode step of the layout, every GPU at the profile's speed, takes less than this
+// (sim::step_lower_bound; the scenario's data loaders only add to a step).
+double step_lower_bound(const Scenario& s, const Layout& l, const CostModel& cost);
 // The fraction of wall-clock time that is training: the reliability model's goodput, or 1 where the
 // scenario has no `reliability` block.
 double goodput(const Evaluation& ev);

@@ -35,6 +35,7 @@ ComparedOption evaluate_option(const Alternative& a, int threads) {
     const std::vector<Candidate> cands = enumerate_layouts(s);
     SearchOptions so;
     so.threads = threads;
+    so.keep = 1;  // the best of each node count is what an option is compared on
     const SearchResult r = cands.empty() ? SearchResult{} : search_layouts(s, cands, so);
     o.evaluated = r.evaluated;
     for (const Evaluation* ev : best_per_size(r.ranked)) o.best.push_back(*ev);

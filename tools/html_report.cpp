@@ -477,11 +477,14 @@ std::string what_if_search_table(const Scenario& s, const Evaluation& best) {
 
 std::string render_report(const Scenario& s, int top) {
   std::vector<Evaluation> ranked;
-  std::size_t evaluated = 0, pruned = 0;
+  std::size_t evaluated = 0, pruned = 0, bounded = 0;
   if (s.has_search) {
-    SearchResult r = search_layouts(s, enumerate_layouts(s), SearchOptions{});
+    SearchOptions so;
+    so.keep = static_cast<std::size_t>(std::max(1, top));
+    SearchResult r = search_layouts(s, enumerate_layouts(s), so);
     evaluated = r.evaluated;
     pruned = r.pruned_oom;
+    bounded = r.pruned_bound;
     ranked = std::move(r.ranked);
     if (static_cast<int>(ranked.size()) > top) ranked.resize(top);
   } else if (s.has_layout) {
@@ -524,7 +527,10 @@ std::string render_report(const Scenario& s, int top) {
     return o.str();
   }
   o << "<h2>Top candidates</h2>";
-  if (evaluated) o << "<p class='note'>" << evaluated << " layouts, " << pruned << " pruned by the memory model.</p>";
+  if (evaluated)
+    o << "<p class='note'>" << evaluated << " layouts, " << pruned << " pruned by the memory model"
+      << (bounded ? ", " + std::to_string(bounded) + " not simulated since their compute alone bounds their step too long to rank here" : "")
+      << ".</p>";
   o << "<table><tr><th>#</th><th>nodes</th><th class='l'>layout</th><th>step</th><th>tokens/s</th><th>MFU</th><th>memory</th><th class='l'>why not first</th></tr>";
   for (std::size_t i = 0; i < ranked.size(); ++i) {
     const auto& e = ranked[i];

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
+#include <memory>
 #include <cmath>
 #include <cstdio>
 #include <mutex>
@@ -144,57 +146,142 @@ SearchResult search_layouts(const Scenario& s, const std::vector<Candidate>& can
   std::vector<std::size_t> mine;
   for (std::size_t i = 0; i < cands.size(); ++i)
     if (i % opt.shards == opt.shard) mine.push_back(i);
-  std::vector<Evaluation> evs(mine.size());
-  // Layouts that differ only in micro-batch size and recompute simulate one task graph with other
-  // numbers (sim/step_builder keeps a thread's recent graphs): a thread takes such a group whole,
-  // so that all of it but the first runs on the graph the first built. Results keep their order.
-  auto shape = [&](std::size_t k) {
-    const Candidate& c = cands[mine[k]];
-    const Layout& l = c.layout;
-    return std::make_tuple(c.nodes, l.tp, l.pp, l.dp, l.vpp, static_cast<int>(l.schedule), l.sequence_parallel, l.zero, l.bucket_MB,
-                           static_cast<int>(l.compression.kind), l.compression.topk_fraction, l.compression.powersgd_rank);
+  const std::size_t n = mine.size();
+  std::vector<Evaluation> evs(n);
+  int threads = opt.threads > 0 ? opt.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  threads = std::min<int>(threads, static_cast<int>(std::max<std::size_t>(1, n)));
+  // One cost model per thread for the whole search: the graphs and layer costs a thread keeps are
+  // keyed by its instance, so every batch below reuses what the thread's earlier ones built.
+  static std::atomic<std::uint64_t> searches{0};
+  const std::uint64_t search_id = ++searches;
+  auto thread_cost = [&]() -> const CostModel& {
+    thread_local std::unique_ptr<CostModel> cost;
+    thread_local std::uint64_t built_for = 0;
+    if (built_for != search_id) {
+      cost = std::make_unique<CostModel>(s.hardware, s.training.precision);
+      built_for = search_id;
+    }
+    return *cost;
   };
-  std::vector<std::size_t> order(mine.size());
-  for (std::size_t k = 0; k < order.size(); ++k) order[k] = k;
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return shape(a) < shape(b); });
-  std::vector<std::size_t> group_start;
-  for (std::size_t i = 0; i < order.size(); ++i)
-    if (i == 0 || shape(order[i]) != shape(order[i - 1])) group_start.push_back(i);
-  group_start.push_back(order.size());
-  std::atomic<std::size_t> next{0}, done{0};
+  // Runs job(k) for the positions k of `items` on the pool, items of one structure together.
+  std::atomic<std::size_t> done{0};
+  auto run_batch = [&](const std::vector<std::size_t>& items, auto&& job) {
+    if (items.empty()) return;
+    // Layouts that differ only in micro-batch size and recompute simulate one task graph with other
+    // numbers (sim/step_builder keeps a thread's recent graphs): a thread takes such a group whole,
+    // so that all of it but the first runs on the graph the first built.
+    auto shape = [&](std::size_t k) {
+      const Candidate& c = cands[mine[k]];
+      const Layout& l = c.layout;
+      return std::make_tuple(c.nodes, l.tp, l.pp, l.dp, l.vpp, static_cast<int>(l.schedule), l.sequence_parallel, l.zero,
+                             l.bucket_MB, static_cast<int>(l.compression.kind), l.compression.topk_fraction,
+                             l.compression.powersgd_rank);
+    };
+    std::vector<std::size_t> order = items;
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return shape(a) < shape(b); });
+    std::vector<std::size_t> group_start;
+    for (std::size_t i = 0; i < order.size(); ++i)
+      if (i == 0 || shape(order[i]) != shape(order[i - 1])) group_start.push_back(i);
+    group_start.push_back(order.size());
+    std::atomic<std::size_t> next{0};
+    auto worker = [&]() {
+      while (true) {
+        const std::size_t g = next.fetch_add(1);
+        if (g + 1 >= group_start.size()) break;
+        for (std::size_t i = group_start[g]; i < group_start[g + 1]; ++i) job(order[i]);
+      }
+    };
+    WorkerPool::shared().run(std::min<int>(threads, static_cast<int>(group_start.size() - 1)), worker);
+  };
+  auto report = [&](std::size_t count) {
+    const std::size_t d = done.fetch_add(count) + count;
+    if (opt.progress && (d % 64 < count || d == n)) opt.progress(d, n);
+  };
+  // The memory model first, and for each layout that fits, the most it could score: its objective
+  // with the step at sim::step_lower_bound, less the 1e-3 a steady-state reading may fall short of
+  // simulating every micro-batch, and as much again.
+  const bool bounded = opt.keep > 0 && !s.stragglers.given && !s.reliability.given;
+  const double tokens = static_cast<double>(s.training.global_batch) * s.model.seq_len;
+  std::vector<double> optimistic(n, std::numeric_limits<double>::infinity());
+  std::vector<std::size_t> all(n);
+  for (std::size_t k = 0; k < n; ++k) all[k] = k;
+  run_batch(all, [&](std::size_t k) {
+    const Candidate& c = cands[mine[k]];
+    evs[k] = evaluate_memory(s, c.layout, c.nodes);
+    if (evs[k].memory.oom) {
+      report(1);
+      return;
+    }
+    if (!bounded) return;
+    const double lb = step_lower_bound(s, c.layout, thread_cost());
+    if (!(lb > 0)) return;
+    Evaluation best_case = evs[k];
+    best_case.tokens_per_s = tokens / (lb * (1 - 2e-3));
+    optimistic[k] = objective_value(s, best_case);
+  });
+  // Then the layouts that fit, the most promising first, in batches of a fixed size (so that what
+  // is skipped does not depend on the thread count). Before each batch, a layout is skipped when
+  // even its best case ranks below both the keep-th best simulated so far and the best simulated
+  // at its node count: it can be neither among the kept nor the best of its size.
+  std::vector<std::size_t> fits;
+  for (std::size_t k = 0; k < n; ++k)
+    if (!evs[k].memory.oom) fits.push_back(k);
+  std::stable_sort(fits.begin(), fits.end(), [&](std::size_t a, std::size_t b) { return optimistic[a] > optimistic[b]; });
+  const std::size_t batch = bounded ? std::max<std::size_t>(opt.keep, 16) : fits.size();
+  std::vector<double> best_values;  // the keep best objectives simulated so far, best first
+  std::vector<std::pair<int, double>> best_at_size;
+  std::vector<char> skipped(n, 0);
   EvalOptions eo;
   eo.simulate_if_oom = false;
-  auto worker = [&]() {
-    // One per thread: both memoise what every layout of the scenario asks again. The collective
-    // plans depend only on their key (group, placement, latencies, bandwidths), so each pool
-    // thread keeps its own across searches, dropped when it grows large.
-    const CostModel cost(s.hardware, s.training.precision);
-    thread_local sim::PlanShapeCache plans;
-    if (plans.shapes.size() > 4096) plans.shapes.clear();
-    EvalOptions mine_eo = eo;
-    mine_eo.cost = &cost;
-    mine_eo.plan_cache = &plans;
-    while (true) {
-      const std::size_t g = next.fetch_add(1);
-      if (g + 1 >= group_start.size()) break;
-      for (std::size_t i = group_start[g]; i < group_start[g + 1]; ++i) {
-        const std::size_t k = order[i];
-        const Candidate& c = cands[mine[k]];
-        evs[k] = evaluate(s, c.layout, c.nodes, mine_eo);
-        const std::size_t d = done.fetch_add(1) + 1;
-        if (opt.progress && (d % 64 == 0 || d == mine.size())) opt.progress(d, mine.size());
+  for (std::size_t pos = 0; pos < fits.size();) {
+    std::vector<std::size_t> items;
+    while (pos < fits.size() && items.size() < batch) {
+      const std::size_t k = fits[pos++];
+      if (bounded && best_values.size() >= opt.keep && optimistic[k] < best_values.back()) {
+        double size_best = -std::numeric_limits<double>::infinity();
+        for (const auto& [nodes, v] : best_at_size)
+          if (nodes == evs[k].nodes) size_best = v;
+        skipped[k] = optimistic[k] < size_best;
+      }
+      if (skipped[k]) {
+        skipped[k] = 1;
+        report(1);
+      } else {
+        items.push_back(k);
       }
     }
-  };
-  int threads = opt.threads > 0 ? opt.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  threads = std::min<int>(threads, static_cast<int>(std::max<std::size_t>(1, mine.size())));
-  WorkerPool::shared().run(threads, worker);
-  res.evaluated = evs.size();
-  for (auto& ev : evs) {
-    if (ev.simulated) res.ranked.push_back(std::move(ev));
-    else res.oom.push_back(std::move(ev));
+    run_batch(items, [&](std::size_t k) {
+      // One per thread: both memoise what every layout of the scenario asks again. The collective
+      // plans depend only on their key (group, placement, latencies, bandwidths), so each pool
+      // thread keeps its own across searches, dropped when it grows large.
+      thread_local sim::PlanShapeCache plans;
+      if (plans.shapes.size() > 4096) plans.shapes.clear();
+      EvalOptions mine_eo = eo;
+      mine_eo.cost = &thread_cost();
+      mine_eo.plan_cache = &plans;
+      const Candidate& c = cands[mine[k]];
+      evs[k] = evaluate(s, c.layout, c.nodes, mine_eo);
+      report(1);
+    });
+    if (!bounded) continue;
+    for (std::size_t k : items) {
+      const double v = objective_value(s, evs[k]);
+      best_values.insert(std::upper_bound(best_values.begin(), best_values.end(), v, std::greater<double>()), v);
+      if (best_values.size() > opt.keep) best_values.pop_back();
+      bool seen = false;
+      for (auto& [nodes, b] : best_at_size)
+        if (nodes == evs[k].nodes) seen = true, b = std::max(b, v);
+      if (!seen) best_at_size.push_back({evs[k].nodes, v});
+    }
+  }
+  res.evaluated = n;
+  for (std::size_t k = 0; k < n; ++k) {
+    if (skipped[k]) res.bound_skipped.push_back(mine[k]);
+    else if (evs[k].simulated) res.ranked.push_back(std::move(evs[k]));
+    else res.oom.push_back(std::move(evs[k]));
   }
   res.pruned_oom = res.oom.size();
+  res.pruned_bound = res.bound_skipped.size();
   rank_evaluations(s, res.ranked);
   res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;

@@ -23,12 +23,22 @@ struct SearchResult {
   std::vector<Evaluation> oom;      // pruned by memory (memory estimate only)
   std::size_t evaluated = 0;        // layouts considered (valid ones)
   std::size_t pruned_oom = 0;
+  // Layouts that fit but were not simulated: even at their step's lower bound they could be
+  // neither among the `keep` best nor the best of their node count (SearchOptions::keep), by
+  // their index in the candidates.
+  std::size_t pruned_bound = 0;
+  std::vector<std::size_t> bound_skipped;
   double wall_s = 0;
 };
 
 struct SearchOptions {
   int threads = 0;                   // 0: hardware concurrency
   std::size_t shard = 0, shards = 1; // evaluate candidates i with i % shards == shard (MPI)
+  // How many of the best layouts the caller reads (besides the best of each node count). With 0
+  // every layout that fits is simulated; otherwise a layout whose step's lower bound already
+  // ranks it below both is skipped. Without effect when the scenario has stragglers (per-GPU
+  // speeds) or a reliability block (whose goodput depends on the step).
+  std::size_t keep = 0;
   std::function<void(std::size_t done, std::size_t total)> progress;
 };
 

@@ -14,9 +14,11 @@ namespace trainsim {
 namespace {
 bool g_started = false;
 
-// Every rank sends (candidate index, objective) for its share; rank 0 orders them exactly as
-// rank_evaluations would (objective, then fewer nodes, then the layout's description) and
-// re-evaluates only the `keep` best (plus one out-of-memory example when nothing fits).
+// Every rank sends (candidate index, objective) for its share (-infinity out of memory, NaN not
+// simulated by its bound: each rank's search skips only what cannot be among its own `keep` best
+// nor the best of its node count, so not among the whole space's either); rank 0 orders them
+// exactly as rank_evaluations would (objective, then fewer nodes, then the layout's description)
+// and re-evaluates only the `keep` best (plus one out-of-memory example when nothing fits).
 void gather(const Scenario& s, const std::vector<Candidate>& cands, SearchResult& r, int keep) {
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -25,7 +27,7 @@ void gather(const Scenario& s, const std::vector<Candidate>& cands, SearchResult
   std::vector<double> mine;
   std::size_t ri = 0;
   for (std::size_t i = static_cast<std::size_t>(rank); i < cands.size(); i += static_cast<std::size_t>(size)) {
-    double v = kOom;
+    double v = std::binary_search(r.bound_skipped.begin(), r.bound_skipped.end(), i) ? std::nan("") : kOom;
     // r.ranked holds this rank's simulated candidates; find this one's result.
     for (std::size_t j = 0; j < r.ranked.size(); ++j) {
       const std::size_t jj = (ri + j) % r.ranked.size();
@@ -56,10 +58,11 @@ void gather(const Scenario& s, const std::vector<Candidate>& cands, SearchResult
   }
   struct Entry { std::size_t idx; double v; };
   std::vector<Entry> ok;
-  std::size_t first_oom = cands.size(), n_oom = 0;
+  std::size_t first_oom = cands.size(), n_oom = 0, n_bound = 0;
   for (std::size_t j = 0; j + 1 < all.size(); j += 2) {
     const auto idx = static_cast<std::size_t>(all[j]);
-    if (std::isinf(all[j + 1])) { ++n_oom; first_oom = std::min(first_oom, idx); }
+    if (std::isnan(all[j + 1])) ++n_bound;
+    else if (std::isinf(all[j + 1])) { ++n_oom; first_oom = std::min(first_oom, idx); }
     else ok.push_back({idx, all[j + 1]});
   }
   std::stable_sort(ok.begin(), ok.end(), [&](const Entry& a, const Entry& b) {
@@ -70,6 +73,7 @@ void gather(const Scenario& s, const std::vector<Candidate>& cands, SearchResult
   SearchResult merged;
   merged.evaluated = cands.size();
   merged.pruned_oom = n_oom;
+  merged.pruned_bound = n_bound;
   EvalOptions eo;
   eo.simulate_if_oom = false;
   // The `keep` best, and the best of every node count (for the search's per-size view), in rank

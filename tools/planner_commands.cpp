@@ -208,14 +208,15 @@ int run_search(const PlannerOptions& o, std::ostream& out, std::ostream& progres
       progress << buf << std::flush;
     };
   }
+  const int top = o.top > 0 ? o.top : s.search.top;
+  so.keep = static_cast<std::size_t>(std::max(1, top));
   so.shard = static_cast<std::size_t>(o.sharding.rank);
   so.shards = static_cast<std::size_t>(o.sharding.size);
   if (o.sharding.size > 1) so.progress = nullptr;
   SearchResult r = search_layouts(s, cands, so);
-  if (o.sharding.gather) o.sharding.gather(s, cands, r, o.top > 0 ? o.top : s.search.top);
+  if (o.sharding.gather) o.sharding.gather(s, cands, r, top);
   if (o.sharding.rank != 0) return 0;
   if (tty) progress << "\n";
-  const int top = o.top > 0 ? o.top : s.search.top;
   // With several node counts: the best layout at each, and how the sizes compare.
   const std::vector<const Evaluation*> per_size = best_per_size(r.ranked);
   const bool sizes = per_size.size() > 1;
@@ -228,7 +229,7 @@ int run_search(const PlannerOptions& o, std::ostream& out, std::ostream& progres
       arr.push_back(j);
     }
     json doc{{"scenario", s.name}, {"objective", s.search.objective}, {"candidates", arr},
-             {"evaluated", r.evaluated}, {"pruned_oom", r.pruned_oom}, {"wall_s", r.wall_s}};
+             {"evaluated", r.evaluated}, {"pruned_oom", r.pruned_oom}, {"pruned_bound", r.pruned_bound}, {"wall_s", r.wall_s}};
     if (sizes) {
       json best = json::array();
       for (const Evaluation* ev : per_size) {
@@ -242,9 +243,17 @@ int run_search(const PlannerOptions& o, std::ostream& out, std::ostream& progres
     return 0;
   }
   char line[320];
-  std::snprintf(line, sizeof line, "%s: %zu layouts, %zu pruned by memory, %zu simulated in %.2f s (objective %s)\n\n",
-                s.name.c_str(), r.evaluated, r.pruned_oom, r.evaluated - r.pruned_oom, r.wall_s, s.search.objective.c_str());
+  std::snprintf(line, sizeof line, "%s: %zu layouts, %zu pruned by memory, %zu simulated in %.2f s (objective %s)\n",
+                s.name.c_str(), r.evaluated, r.pruned_oom, r.evaluated - r.pruned_oom - r.pruned_bound, r.wall_s, s.search.objective.c_str());
   out << line;
+  if (r.pruned_bound > 0) {
+    std::snprintf(line, sizeof line,
+                  "%zu more fit in memory but were not simulated: their compute alone bounds their step too long for the top %d "
+                  "or the best at their size\n",
+                  r.pruned_bound, top);
+    out << line;
+  }
+  out << "\n";
   if (s.stragglers.given)
     out << "Steps include the scenario's stragglers: the slowest data-parallel replica's, each replica simulated on its own.\n\n";
   std::snprintf(line, sizeof line, "%3s %5s  %-44s %9s %11s %6s %9s  %s\n", "#", "nodes", "layout", "step", "tokens/s",

@@ -138,11 +138,12 @@ WhatIfSearch what_if_search(const Scenario& s, int nodes, double factor, int thr
     throw InputError(s.file + ": search", "no layout in the search space satisfies the constraints at " + std::to_string(nodes) + " nodes");
   SearchOptions so;
   so.threads = threads;
+  so.keep = 1;  // the best layout is all each search below reads
   // The space's layouts and their memory do not depend on the hardware's speeds: every search
   // below ranks the same layouts.
   auto best = [&](const Scenario& sc, std::size_t* fit) {
     SearchResult r = search_layouts(sc, cands, so);
-    if (fit) *fit = r.ranked.size();
+    if (fit) *fit = r.evaluated - r.pruned_oom;
     if (r.ranked.empty())
       throw InputError(s.file + ": search", "every layout of the search space at " + std::to_string(nodes) + " nodes is out of memory");
     return std::move(r.ranked.front());

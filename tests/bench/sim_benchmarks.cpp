@@ -110,13 +110,16 @@ static void BM_SimulateFull175B(benchmark::State& st) {
 BENCHMARK(BM_SimulateFull175B)->Unit(benchmark::kSecond)->Iterations(1);
 
 // A search of the scenario's space on two threads: layouts evaluated per second (each is checked
-// against the memory model; those that fit are simulated in symmetric mode), and how many of them
-// were simulated.
+// against the memory model; those that fit are simulated in symmetric mode), and how many were
+// simulated. Argument `keep`: 10 searches as `planner search` does for the scenario's top 10,
+// skipping the layouts whose step's lower bound rules them out of it; 0 simulates every layout
+// that fits.
 static void search_bench(benchmark::State& st, const std::string& text) {
   const Scenario s = parse_scenario(text, "bench", kProfiles);
   const auto cands = enumerate_layouts(s);
   SearchOptions opt;
   opt.threads = 2;
+  opt.keep = static_cast<std::size_t>(st.range(0));
   std::size_t n = 0, simulated = 0;
   for (auto _ : st) {
     const auto r = search_layouts(s, cands, opt);
@@ -139,9 +142,9 @@ static void search_530b(benchmark::State& st, const std::string& nodes) {
                 "zero": [0, 1], "bucket_MB": [25, 100], "sequence_parallel": [true], "nodes": )" + nodes + " } }");
 }
 static void BM_Search530B_5120Gpus(benchmark::State& st) { search_530b(st, "[640]"); }
-BENCHMARK(BM_Search530B_5120Gpus)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Search530B_5120Gpus)->ArgName("keep")->Arg(10)->Unit(benchmark::kMillisecond)->UseRealTime();
 static void BM_Search530B_4480To5600Gpus(benchmark::State& st) { search_530b(st, "[560, 640, 700]"); }
-BENCHMARK(BM_Search530B_4480To5600Gpus)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Search530B_4480To5600Gpus)->ArgName("keep")->Arg(10)->Arg(0)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // GPT-3 175B on 1,024 GPUs: tp 4 or 8, pp 4, 8 or 16, 1F1B or interleaved over 2 or 3 virtual
 // stages, micro-batch 1 or 2, selective or full recompute, ZeRO 0 or 1, two bucket sizes.
@@ -151,6 +154,6 @@ static void BM_Search175B_1024Gpus(benchmark::State& st) {
     "search": { "tp": [4, 8], "pp": [4, 8, 16], "vpp": [1, 2, 3], "micro_batch": [1, 2], "recompute": ["selective", "full"],
                 "zero": [0, 1], "bucket_MB": [25, 100], "sequence_parallel": [true] } })");
 }
-BENCHMARK(BM_Search175B_1024Gpus)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Search175B_1024Gpus)->ArgName("keep")->Arg(10)->Arg(0)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 BENCHMARK_MAIN();
