@@ -199,8 +199,9 @@ SearchResult search_layouts(const Scenario& s, const std::vector<Candidate>& can
   };
   // The memory model first, and for each layout that fits, the most it could score: its objective
   // with the step at sim::step_lower_bound, less the 1e-3 a steady-state reading may fall short of
-  // simulating every micro-batch, and as much again.
-  const bool bounded = opt.keep > 0 && !s.stragglers.given && !s.reliability.given;
+  // simulating every micro-batch, and as much again. With stragglers no pipeline stage computes
+  // faster than the fastest GPU, so the bound is divided by its speed.
+  const bool bounded = opt.keep > 0 && !s.reliability.given;
   const double tokens = static_cast<double>(s.training.global_batch) * s.model.seq_len;
   std::vector<double> optimistic(n, std::numeric_limits<double>::infinity());
   std::vector<std::size_t> all(n);
@@ -213,7 +214,11 @@ SearchResult search_layouts(const Scenario& s, const std::vector<Candidate>& can
       return;
     }
     if (!bounded) return;
-    const double lb = step_lower_bound(s, c.layout, thread_cost());
+    double lb = step_lower_bound(s, c.layout, thread_cost());
+    if (s.stragglers.given) {
+      const std::vector<double>& speeds = scenario_gpu_speeds(s, evs[k].gpus);
+      lb /= *std::max_element(speeds.begin(), speeds.end());
+    }
     if (!(lb > 0)) return;
     Evaluation best_case = evs[k];
     best_case.tokens_per_s = tokens / (lb * (1 - 2e-3));
