@@ -33,6 +33,18 @@ const std::string kData = TRAINSIM_TEST_DATA;
 const std::string kScenarios = TRAINSIM_SCENARIOS;
 const std::string kProfiles = TRAINSIM_PROFILES;
 
+// A random test's scenario and its layout at `nodes`; false for a combination the layout rules
+// refuse (heads, layers, batch).
+bool parse_random_layout(const std::string& text, int nodes, Scenario& s, Layout& l) {
+  try {
+    s = parse_scenario(text, "r", kProfiles);
+    l = resolve_layout(s, s.layout, false, nodes);
+    return true;
+  } catch (const InputError&) {
+    return false;
+  }
+}
+
 // A model whose embedding and head are negligible next to its layers (tiny vocabulary), so that
 // pipeline stages are equal.
 ModelConfig equal_stage_model(int layers) {
@@ -432,12 +444,7 @@ TEST(Step, EveryCutReadingOfRandomInterleavedLayoutsIsExact) {
                              compressions[rng() % 4] + R"(", "bucket_MB": )" + std::to_string(pick({25, 100})) + " } }";
     Scenario s;
     Layout l;
-    try {
-      s = parse_scenario(text, "r", kProfiles);
-      l = resolve_layout(s, s.layout, false, nodes);
-    } catch (const InputError&) {
-      continue;  // a combination the layout rules refuse (heads, layers, batch)
-    }
+    if (!parse_random_layout(text, nodes, s, l)) continue;
     EvalOptions fast, exact;
     fast.simulate_if_oom = exact.simulate_if_oom = true;
     exact.steady_state = false;
@@ -796,12 +803,7 @@ TEST(Step, TheLowerBoundNeverExceedsTheStep) {
                              compressions[rng() % 3] + R"(", "bucket_MB": )" + std::to_string(pick({25, 100})) + " } }";
     Scenario s;
     Layout l;
-    try {
-      s = parse_scenario(text, "r", kProfiles);
-      l = resolve_layout(s, s.layout, false, nodes);
-    } catch (const InputError&) {
-      continue;  // a combination the layout rules refuse (heads, layers, batch)
-    }
+    if (!parse_random_layout(text, nodes, s, l)) continue;
     const CostModel cost(s.hardware, s.training.precision);
     EvalOptions read, full;
     read.cost = full.cost = &cost;

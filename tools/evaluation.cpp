@@ -101,15 +101,25 @@ Evaluation evaluate_memory(const Scenario& s, const Layout& l, int nodes) {
   return ev;
 }
 
-double step_lower_bound(const Scenario& s, const Layout& l, const CostModel& cost) {
-  const ModelConfig model = with_padded_vocab(s.model, l.tp);
+namespace {
+
+// The step of `l` on `model` (the scenario's, its vocabulary padded for the layout), before the
+// network and the simulation's options.
+sim::StepInput step_input(const Scenario& s, const Layout& l, const ModelConfig& model, const CostModel& cost) {
   sim::StepInput in;
   in.model = &model;
   in.layout = l;
   in.precision = s.training.precision;
   in.global_batch = s.training.global_batch;
   in.cost = &cost;
-  return sim::step_lower_bound(in);
+  return in;
+}
+
+}  // namespace
+
+double step_lower_bound(const Scenario& s, const Layout& l, const CostModel& cost) {
+  const ModelConfig model = with_padded_vocab(s.model, l.tp);
+  return sim::step_lower_bound(step_input(s, l, model, cost));
 }
 
 Evaluation evaluate(const Scenario& s, const Layout& l, int nodes, const EvalOptions& opt) {
@@ -121,12 +131,7 @@ Evaluation evaluate(const Scenario& s, const Layout& l, int nodes, const EvalOpt
   // Simulated with its vocabulary as laid out over the TP ranks; the parameter count and the model
   // FLOPs (MFU) are the model's own.
   const ModelConfig model = with_padded_vocab(s.model, l.tp);
-  sim::StepInput in;
-  in.model = &model;
-  in.layout = l;
-  in.precision = s.training.precision;
-  in.global_batch = s.training.global_batch;
-  in.cost = &cost;
+  sim::StepInput in = step_input(s, l, model, cost);
   in.net = network_for(s, nodes);
   in.mode = opt.mode;
   in.record_timeline = opt.record_timeline;
