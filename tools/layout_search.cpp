@@ -200,8 +200,10 @@ SearchResult search_layouts(const Scenario& s, const std::vector<Candidate>& can
   // The memory model first, and for each layout that fits, the most it could score: its objective
   // with the step at sim::step_lower_bound, less the 1e-3 a steady-state reading may fall short of
   // simulating every micro-batch, and as much again. With stragglers no pipeline stage computes
-  // faster than the fastest GPU, so the bound is divided by its speed.
-  const bool bounded = opt.keep > 0 && !s.reliability.given;
+  // faster than the fastest GPU, so the bound is divided by its speed. With a reliability block the
+  // objectives that count it take its goodput at 1, its most (objective_value of an evaluation
+  // without one).
+  const bool bounded = opt.keep > 0;
   const double tokens = static_cast<double>(s.training.global_batch) * s.model.seq_len;
   std::vector<double> optimistic(n, std::numeric_limits<double>::infinity());
   std::vector<std::size_t> all(n);

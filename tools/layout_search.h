@@ -36,8 +36,7 @@ struct SearchOptions {
   std::size_t shard = 0, shards = 1; // evaluate candidates i with i % shards == shard (MPI)
   // How many of the best layouts the caller reads (besides the best of each node count). With 0
   // every layout that fits is simulated; otherwise a layout whose step's lower bound already
-  // ranks it below both is skipped. Without effect when the scenario has a reliability block (its
-  // goodput moves with the step in whole steps between checkpoints, not in one direction).
+  // ranks it below both is skipped.
   std::size_t keep = 0;
   std::function<void(std::size_t done, std::size_t total)> progress;
 };
