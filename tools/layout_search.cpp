@@ -250,12 +250,8 @@ SearchResult search_layouts(const Scenario& s, const std::vector<Candidate>& can
           if (nodes == evs[k].nodes) size_best = v;
         skipped[k] = optimistic[k] < size_best;
       }
-      if (skipped[k]) {
-        skipped[k] = 1;
-        report(1);
-      } else {
-        items.push_back(k);
-      }
+      if (skipped[k]) report(1);
+      else items.push_back(k);
     }
     run_batch(items, [&](std::size_t k) {
       // One per thread: both memoise what every layout of the scenario asks again. The collective
