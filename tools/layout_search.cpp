@@ -3,12 +3,16 @@
 #include "cost_model.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
-#include <limits>
-#include <memory>
 #include <cmath>
 #include <cstdio>
+#include <functional>
+#include <limits>
+#include <memory>
 #include <mutex>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <tuple>
 
@@ -205,7 +209,7 @@ SearchResult search_layouts(const Scenario& s, const std::vector<Candidate>& can
   // without one).
   const bool bounded = opt.keep > 0;
   const double tokens = static_cast<double>(s.training.global_batch) * s.model.seq_len;
-  std::vector<double> optimistic(n, std::numeric_limits<double>::infinity());
+  std::vector<double> optimistic(n, std::numeric_limits<double>::infinity()), bound(n, 0.0);
   std::vector<std::size_t> all(n);
   for (std::size_t k = 0; k < n; ++k) all[k] = k;
   run_batch(all, [&](std::size_t k) {
@@ -222,6 +226,7 @@ SearchResult search_layouts(const Scenario& s, const std::vector<Candidate>& can
       lb /= *std::max_element(speeds.begin(), speeds.end());
     }
     if (!(lb > 0)) return;
+    bound[k] = lb;
     Evaluation best_case = evs[k];
     best_case.tokens_per_s = tokens / (lb * (1 - 2e-3));
     optimistic[k] = objective_value(s, best_case);
@@ -264,6 +269,10 @@ SearchResult search_layouts(const Scenario& s, const std::vector<Candidate>& can
       mine_eo.plan_cache = &plans;
       const Candidate& c = cands[mine[k]];
       evs[k] = evaluate(s, c.layout, c.nodes, mine_eo);
+      // Every layout simulated checks the bound the skipped ones were judged by.
+      if (evs[k].step.step_time_s < bound[k] * (1 - 2e-3))
+        throw std::logic_error("the step's lower bound (" + std::to_string(bound[k]) + " s) exceeds the simulated step (" +
+                               std::to_string(evs[k].step.step_time_s) + " s) of " + describe(c.layout));
       report(1);
     });
     if (!bounded) continue;
