@@ -9,8 +9,10 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -601,4 +603,50 @@ TEST(Cli, SearchShardedOverMpiRanksMatchesOneProcess) {
   a.erase("pruned_bound");
   b.erase("pruned_bound");
   EXPECT_EQ(a, b);
+}
+
+TEST(Cli, ReadmeExamplesAreThePlannersOutput) {
+  // Every block of README.md that starts with `$ build/planner ...` is that command's output, run
+  // from the repository's root: line for line, but for the wall time a search prints ("in 0.04 s").
+  // A line "..." stands for any number of lines left out (at the end: the rest of the output).
+  const std::string root = TRAINSIM_SOURCE_DIR;
+  std::ifstream in(root + "/README.md");
+  ASSERT_TRUE(in) << "README.md";
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  const std::regex wall(R"(in \d+\.\d+ s)");
+  auto norm = [&](const std::string& l) { return std::regex_replace(l, wall, "in _ s"); };
+  int blocks = 0;
+  for (std::size_t i = 0; i + 1 < lines.size(); ++i) {
+    if (lines[i] != "```" || lines[i + 1].rfind("$ build/planner ", 0) != 0) continue;
+    const std::string args = lines[i + 1].substr(std::string("$ build/planner ").size());
+    std::vector<std::string> expected;
+    std::size_t j = i + 2;
+    for (; j < lines.size() && lines[j] != "```"; ++j) expected.push_back(lines[j]);
+    i = j;
+    ++blocks;
+    const Outcome r = run(args, "cd " + root + " && " + kPlanner);
+    ASSERT_EQ(r.status, 0) << args << "\n" << r.err;
+    std::vector<std::string> actual;
+    std::istringstream out(r.out);
+    for (std::string l; std::getline(out, l);) actual.push_back(l);
+    while (!actual.empty() && actual.back().empty()) actual.pop_back();
+    std::size_t a = 0;
+    bool skipping = false;
+    for (const std::string& e : expected) {
+      if (e == "...") {
+        skipping = true;
+        continue;
+      }
+      while (skipping && a < actual.size() && norm(actual[a]) != norm(e)) ++a;
+      skipping = false;
+      ASSERT_LT(a, actual.size()) << args << ": the README's line is not in the output: " << e;
+      EXPECT_EQ(norm(actual[a]), norm(e)) << args << ", output line " << a + 1;
+      ++a;
+    }
+    if (!skipping) {
+      EXPECT_EQ(a, actual.size()) << args << ": the output goes on past the README's block";
+    }
+  }
+  EXPECT_GE(blocks, 10);
 }
