@@ -566,6 +566,46 @@ TEST(Cli, ReportIsOneSelfContainedPage) {
   EXPECT_FALSE(std::filesystem::exists("/nonexistent/dir/review.html.tmp"));
 }
 
+// Llama 3 70B on 8 to 64 nodes: the search's winner (at 64 nodes) keeps a large share of the
+// optimizer state per GPU at fewer nodes (ZeRO-1 shards it over data parallelism), so it does not
+// fit everywhere. The report's time to train must be the best layout at each size, as `search`
+// gives it, and the winner's scaling chart must say where its layout does not fit.
+TEST(Cli, ReportTrainsOnTheBestLayoutAtEachSizeAndSaysWhereTheWinnerDoesNotFit) {
+  const std::string f = kScenarios + "/llama3-70b-8-to-64-nodes.json";
+  const Outcome search = run("search " + f + " --json");
+  ASSERT_EQ(search.status, 0) << search.err;
+  const auto doc = nlohmann::json::parse(search.out);
+  const std::string page = report_page(f, "capacity_sizes.html");
+  const auto training = page.find("<h2>Training");
+  ASSERT_NE(training, std::string::npos);
+  const std::string table = page.substr(training, page.find("</table>", training) - training);
+  ASSERT_EQ(doc["best_per_size"].size(), 4u);
+  for (const auto& b : doc["best_per_size"]) {
+    const std::string row = "<tr><td>" + std::to_string(b["nodes"].get<int>()) + "</td><td>" + std::to_string(b["gpus"].get<int>()) + "</td>";
+    const auto at = table.find(row);
+    ASSERT_NE(at, std::string::npos) << row;
+    char tokens[32];
+    std::snprintf(tokens, sizeof tokens, "<td>%.0f</td>", b["tokens_per_s"].get<double>());
+    EXPECT_NE(table.substr(at, table.find("</tr>", at) - at).find(tokens), std::string::npos) << row << " " << tokens;
+  }
+  // The winner's layout at each size, simulated on its own: the page names exactly the sizes
+  // where it is out of memory.
+  const auto& w = doc["candidates"][0]["layout"];
+  const std::string layout = "tp=" + std::to_string(w["tp"].get<int>()) + ",pp=" + std::to_string(w["pp"].get<int>()) +
+                             ",vpp=" + std::to_string(w["vpp"].get<int>()) + ",micro_batch=" + std::to_string(w["micro_batch"].get<int>()) +
+                             ",recompute=" + w["recompute"].get<std::string>() + ",schedule=" + w["schedule"].get<std::string>();
+  int oom = 0;
+  for (int nodes : {8, 16, 32, 64}) {
+    const Outcome sim = run("simulate " + f + " --json --nodes " + std::to_string(nodes) + " --layout " + layout);
+    ASSERT_EQ(sim.status, 0) << sim.err;
+    const bool out = nlohmann::json::parse(sim.out)["memory"]["oom"].get<bool>();
+    oom += out;
+    EXPECT_EQ(page.find("Out of memory on " + std::to_string(nodes * 8) + " GPUs") != std::string::npos, out) << nodes;
+  }
+  EXPECT_GT(oom, 0);
+  EXPECT_NE(page.find("Smallest size that meets the 60-day deadline: 64 nodes"), std::string::npos);
+}
+
 TEST(Cli, ReportRendersInHeadlessChromium) {
   if (!std::filesystem::exists("/usr/bin/chromium")) GTEST_SKIP() << "chromium is not installed";
   const auto dir = std::filesystem::temp_directory_path();

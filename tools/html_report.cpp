@@ -154,16 +154,22 @@ std::string scaling_chart(const std::vector<Evaluation>& evs) {
     << "' stroke='#bbb' stroke-dasharray='4 3'/><polyline fill='none' stroke='#4e79a7' stroke-width='2' points='";
   for (const auto& e : evs) o << X(e.gpus) << "," << Y(e.tokens_per_s) << " ";
   o << "'/>";
+  bool any_oom = false;
   for (const auto& e : evs) {
     const double eff = e.tokens_per_s / e.gpus / per_gpu0;
-    o << "<circle cx='" << X(e.gpus) << "' cy='" << Y(e.tokens_per_s) << "' r='4' fill='#4e79a7'><title>" << e.gpus << " GPUs: "
-      << fmt("%.0f", e.tokens_per_s) << " tokens/s</title></circle><text x='" << X(e.gpus) << "' y='" << Y(e.tokens_per_s) - 9
-      << "' font-size='11' text-anchor='middle'>" << fmt("%.0f%%", 100 * eff) << "</text><text x='" << X(e.gpus) << "' y='" << bottom + 16
+    // A size where the layout does not fit in memory: a hollow red point, its step shown all the same.
+    const bool oom = e.memory.oom;
+    any_oom |= oom;
+    o << "<circle cx='" << X(e.gpus) << "' cy='" << Y(e.tokens_per_s) << "' r='4' "
+      << (oom ? "fill='#fff' stroke='#c0392b' stroke-width='2'" : "fill='#4e79a7'") << "><title>" << e.gpus << " GPUs: "
+      << fmt("%.0f", e.tokens_per_s) << " tokens/s" << (oom ? ", out of memory" : "") << "</title></circle><text x='" << X(e.gpus)
+      << "' y='" << Y(e.tokens_per_s) - 9 << "' font-size='11' text-anchor='middle'" << (oom ? " fill='#c0392b'" : "") << ">"
+      << fmt("%.0f%%", 100 * eff) << (oom ? " OOM" : "") << "</text><text x='" << X(e.gpus) << "' y='" << bottom + 16
       << "' font-size='11' text-anchor='middle'>" << e.gpus << "</text>";
   }
   o << "<text x='4' y='14' font-size='11'>tokens/s</text><text x='" << W / 2 << "' y='" << H - 6
     << "' font-size='11' text-anchor='middle'>GPUs (log scale); dashed: linear scaling; % : scaling efficiency against " << evs.front().gpus
-    << " GPUs</text></svg>";
+    << " GPUs" << (any_oom ? "; OOM: out of memory at that size" : "") << "</text></svg>";
   return o.str();
 }
 
@@ -245,7 +251,8 @@ std::string straggler_table(const Scenario& s, const std::vector<Evaluation>& ev
   for (const Evaluation& ev : evs) {
     if (!ev.simulated) continue;
     const auto& st = ev.stragglers;
-    o << "<tr><td>" << ev.nodes << "</td><td>" << ev.gpus << "</td>";
+    o << "<tr><td>" << ev.nodes << (ev.memory.oom ? " <b style='color:#c0392b' title='the layout does not fit in memory here'>OOM</b>" : "")
+      << "</td><td>" << ev.gpus << "</td>";
     if (gpus) o << "<td>" << st.slowest_gpu << "</td><td>" << fmt("%.1f%%", 100 * st.slowest_speed) << "</td><td>" << st.below_95 << "</td>";
     if (nics) o << "<td>" << st.slow_nics_here << "</td>";
     o << "<td>" << format_seconds(ev.step.step_time_s) << "</td><td>" << format_seconds(st.step_without_s) << "</td><td>"
@@ -259,18 +266,28 @@ std::string straggler_table(const Scenario& s, const std::vector<Evaluation>& ev
 }
 
 // Time, GPU-hours and cost to train the scenario's tokens at each size, failures and checkpoints
-// included where the scenario gives a `reliability` block.
-std::string capacity_table(const Scenario& s, const std::vector<Evaluation>& evs) {
+// included where the scenario gives a `reliability` block. `whose` says which layout each row is,
+// and `layouts` adds it as a column (the best at each size differs from size to size). A row whose
+// layout does not fit in memory says so, and no size that does not fit meets the deadline.
+std::string capacity_table(const Scenario& s, const std::vector<Evaluation>& evs, const std::string& whose, bool layouts) {
   std::ostringstream o;
   const bool rel = s.reliability.given;
-  o << "<h2>Training " << fmt("%.3g", s.training.tokens_total) << " tokens</h2><table><tr><th>nodes</th><th>GPUs</th><th>tokens/s</th>";
+  bool any_oom = false;
+  for (const Evaluation& e : evs) any_oom |= e.memory.oom;
+  o << "<h2>Training " << fmt("%.3g", s.training.tokens_total) << " tokens</h2><p class='note'>" << esc(whose)
+    << ".</p><table><tr><th>nodes</th><th>GPUs</th>" << (layouts ? "<th class='l'>layout</th>" : "") << "<th>tokens/s</th>";
   if (rel) o << "<th>failure every</th><th>checkpoint every</th><th>goodput</th>";
   const bool power = s.hardware.node_max_kW > 0;
   o << "<th>time to train</th><th>GPU-hours</th>" << (s.cost.gpu_hour_usd > 0 ? "<th>cost</th>" : "")
-    << (power ? "<th>power</th><th>energy</th>" : "") << "</tr>";
+    << (power ? "<th>power</th><th>energy</th>" : "") << (any_oom ? "<th class='l'>memory</th>" : "") << "</tr>";
+  int smallest = 0;
   for (const Evaluation& e : evs) {
     const bool late = s.training.deadline_days > 0 && e.time_to_train_s > s.training.deadline_days * 86400.0;
-    o << "<tr><td>" << e.nodes << "</td><td>" << e.gpus << "</td><td>" << fmt("%.0f", e.tokens_per_s) << "</td>";
+    if (s.training.deadline_days > 0 && !late && !e.memory.oom && !e.over_power_budget && (smallest == 0 || e.nodes < smallest))
+      smallest = e.nodes;
+    o << "<tr><td>" << e.nodes << "</td><td>" << e.gpus << "</td>";
+    if (layouts) o << "<td class='l'>" << esc(describe_short(e.layout)) << "</td>";
+    o << "<td>" << fmt("%.0f", e.tokens_per_s) << "</td>";
     if (rel)
       o << "<td>" << format_seconds(e.reliability.job_mtbf_s) << "</td><td>" << format_seconds(e.reliability.interval_s) << "</td><td>"
         << fmt("%.1f%%", 100 * e.reliability.goodput) << "</td>";
@@ -280,9 +297,17 @@ std::string capacity_table(const Scenario& s, const std::vector<Evaluation>& evs
     if (power)
       o << "<td" << (e.over_power_budget ? " style='color:#b00'" : "") << ">" << format_power(e.facility_kW) << "</td><td>"
         << format_energy(e.energy_kWh) << "</td>";
+    if (any_oom)
+      o << "<td class='l'" << (e.memory.oom ? " style='color:#b00'>out of memory: " : ">") << format_bytes(e.memory.peak().peak_bytes)
+        << " of " << format_bytes(e.memory.device_bytes) << "</td>";
     o << "</tr>";
   }
   o << "</table><p class='note'>";
+  if (s.training.deadline_days > 0)
+    o << (smallest > 0 ? "<b>Smallest size that meets the " + fmt("%g", s.training.deadline_days) + "-day deadline: " +
+                             std::to_string(smallest) + " nodes" + (s.cluster.power_budget_kW > 0 ? ", within the power budget" : "") +
+                             ".</b> "
+                       : "<b>No size here meets the " + fmt("%g", s.training.deadline_days) + "-day deadline.</b> ");
   if (rel)
     o << "Any GPU or node failure stops the job, which restarts from its last checkpoint; checkpoints at Daly's optimum "
          "interval. ";
@@ -478,6 +503,7 @@ std::string what_if_search_table(const Scenario& s, const Evaluation& best) {
 std::string render_report(const Scenario& s, int top) {
   std::vector<Evaluation> ranked;
   std::size_t evaluated = 0, pruned = 0, bounded = 0;
+  std::vector<Evaluation> best_sizes;  // the search's best layout at each of its node counts
   if (s.has_search) {
     SearchOptions so;
     so.keep = static_cast<std::size_t>(std::max(1, top));
@@ -485,6 +511,7 @@ std::string render_report(const Scenario& s, int top) {
     evaluated = r.evaluated;
     pruned = r.pruned_oom;
     bounded = r.pruned_bound;
+    for (const Evaluation* e : best_per_size(r.ranked)) best_sizes.push_back(*e);
     ranked = std::move(r.ranked);
     if (static_cast<int>(ranked.size()) > top) ranked.resize(top);
   } else if (s.has_layout) {
@@ -564,6 +591,11 @@ std::string render_report(const Scenario& s, int top) {
     o << "<h2>Scaling of " << whose << " layout</h2><p class='note'>" << esc(describe_short(evs.front().layout)) << " on "
       << evs.front().nodes << (evs.front().nodes == 1 ? " node" : " nodes") << "; data parallelism grows with the nodes.</p>"
       << scaling_chart(evs);
+    for (const Evaluation& e : evs)
+      if (e.memory.oom)
+        o << "<p><b style='color:#c0392b'>Out of memory on " << e.gpus << " GPUs:</b> the layout needs "
+          << format_bytes(e.memory.peak().peak_bytes) << " of " << format_bytes(e.memory.device_bytes) << " at stage "
+          << e.memory.peak_stage << "; its step is charted all the same.</p>";
     for (std::size_t i = 1; i < evs.size(); ++i)
       if (evs[i].tokens_per_s < evs[i - 1].tokens_per_s)
         o << "<p><b style='color:#c0392b'>Slower with more GPUs:</b> " << esc(why_slower(evs[i - 1], evs[i])) << ".</p>";
@@ -571,7 +603,7 @@ std::string render_report(const Scenario& s, int top) {
   };
   std::vector<Evaluation> sweep;
   if (several_sizes) {
-    sweep = scaling_section("the winner's", best.layout);
+    sweep = scaling_section(s.has_search ? "the winner's" : "the scenario's", best.layout);
     // The layout the scenario proposes, where the search found another: how it scales is often
     // the point of the meeting (the slow link that more nodes make worse).
     if (s.has_search && s.has_layout) {
@@ -583,7 +615,17 @@ std::string render_report(const Scenario& s, int top) {
       if (!same) scaling_section("the scenario's", s.layout);
     }
   }
-  if (s.training.tokens_total > 0) o << capacity_table(s, sweep.size() > 1 ? sweep : std::vector<Evaluation>{best});
+  // Capacity is decided on the best layout at each size where the search gives one, else on the
+  // winner's layout across the sizes.
+  if (s.training.tokens_total > 0) {
+    const std::string whose = std::string(s.has_search ? "The winner's" : "The scenario's") + " layout, " + describe_short(best.layout);
+    if (best_sizes.size() > 1)
+      o << capacity_table(s, best_sizes, "The best layout at each size, as the search ranked it", true);
+    else if (sweep.size() > 1)
+      o << capacity_table(s, sweep, whose + ", with data parallelism growing with the nodes", false);
+    else
+      o << capacity_table(s, {best}, whose, false);
+  }
   if (s.stragglers.given) {
     std::vector<Evaluation> one;
     if (sweep.size() <= 1) {

@@ -160,6 +160,7 @@ int run_sweep(const PlannerOptions& o, std::ostream& out) {
         if (s.cost.energy_usd_per_kWh > 0) out << " ($" << format_count(ev.energy_usd) << ")";
         if (ev.over_power_budget) out << "  (over the power budget)";
       }
+      if (ev.memory.oom) out << "  (out of memory)";
       if (s.training.deadline_days > 0 && days <= s.training.deadline_days && !ev.memory.oom && !ev.over_power_budget &&
           (smallest == 0 || ev.nodes < smallest))
         smallest = ev.nodes;
