@@ -221,7 +221,7 @@ int run_compare(const PlannerOptions& o, std::ostream& out) {
     const ComparedOption& opt = c.options[p.option];
     const Evaluation& ev = opt.best[p.size];
     std::string d = opt.name;
-    d.append(" on ").append(std::to_string(ev.nodes)).append(" nodes (");
+    d.append(" on ").append(format_nodes(ev.nodes)).append(" (");
     if (to_train) {
       d.append(format_seconds(ev.time_to_train_s)).append(", ");
       if (c.priced) d.append(money(ev.cost_usd));

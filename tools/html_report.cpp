@@ -305,7 +305,7 @@ std::string capacity_table(const Scenario& s, const std::vector<Evaluation>& evs
   o << "</table><p class='note'>";
   if (s.training.deadline_days > 0)
     o << (smallest > 0 ? "<b>Smallest size that meets the " + fmt("%g", s.training.deadline_days) + "-day deadline: " +
-                             std::to_string(smallest) + " nodes" + (s.cluster.power_budget_kW > 0 ? ", within the power budget" : "") +
+                             format_nodes(smallest) + (s.cluster.power_budget_kW > 0 ? ", within the power budget" : "") +
                              ".</b> "
                        : "<b>No size here meets the " + fmt("%g", s.training.deadline_days) + "-day deadline.</b> ");
   if (rel)
@@ -369,7 +369,7 @@ std::string frontier_chart(const Scenario& s, const Comparison& c) {
     for (const auto& ev : opt.best) {
       if (!std::isfinite(ev.time_to_train_s)) continue;
       const double x = X(ev.time_to_train_s / 86400.0), y = Y(ev.cost_usd);
-      o << "<circle cx='" << x << "' cy='" << y << "' r='4' fill='" << colour << "'><title>" << esc(opt.name) << ", " << ev.nodes << " nodes: "
+      o << "<circle cx='" << x << "' cy='" << y << "' r='4' fill='" << colour << "'><title>" << esc(opt.name) << ", " << format_nodes(ev.nodes) << ": "
         << format_seconds(ev.time_to_train_s) << ", " << usd_short(ev.cost_usd) << "</title></circle><text x='" << x + 5 << "' y='"
         << y - 5 << "' font-size='10'>" << ev.nodes << "</text>";
     }
@@ -425,7 +425,7 @@ std::string comparison_section(const Scenario& s) {
     if (p.option < 0) return;
     const auto& opt = c.options[p.option];
     const auto& ev = opt.best[p.size];
-    o << "<li>" << what << ": <b>" << esc(opt.name) << " on " << ev.nodes << " nodes</b> (" << format_seconds(ev.time_to_train_s);
+    o << "<li>" << what << ": <b>" << esc(opt.name) << " on " << format_nodes(ev.nodes) << "</b> (" << format_seconds(ev.time_to_train_s);
     if (c.priced) o << ", " << usd_short(ev.cost_usd);
     o << ")</li>";
   };
@@ -479,8 +479,8 @@ std::string what_if_search_table(const Scenario& s, const Evaluation& best) {
   const Evaluation& b = w.kept.base;
   auto pct = [&](const Evaluation& ev) { return fmt("%+.1f%%", 100 * (ev.tokens_per_s / b.tokens_per_s - 1)); };
   std::ostringstream o;
-  o << "<h2>Would another layout win on other hardware?</h2><p class='note'>The search space at " << w.nodes
-    << " nodes searched again with each part twice as fast, then half as fast: the best layout then, its tokens/s against "
+  o << "<h2>Would another layout win on other hardware?</h2><p class='note'>The search space at " << format_nodes(w.nodes)
+    << " searched again with each part twice as fast, then half as fast: the best layout then, its tokens/s against "
        "the winner's today, and the winner kept on that hardware.</p>"
     << "<table><tr><th class='l'>part</th><th class='l'></th><th class='l'>best layout then</th><th>tokens/s</th><th>winner kept</th></tr>";
   for (std::size_t i = 0; i < w.rows.size(); ++i)

@@ -181,7 +181,7 @@ int run_sweep(const PlannerOptions& o, std::ostream& out) {
     if (s.training.deadline_days > 0) {
       if (smallest > 0)
         out << "smallest cluster that meets the " << s.training.deadline_days << "-day deadline"
-            << (s.cluster.power_budget_kW > 0 ? " within the power budget" : "") << ": " << smallest << " nodes\n";
+            << (s.cluster.power_budget_kW > 0 ? " within the power budget" : "") << ": " << format_nodes(smallest) << "\n";
       else out << "no swept size meets the " << s.training.deadline_days << "-day deadline\n";
     }
   }
@@ -303,7 +303,7 @@ int run_search(const PlannerOptions& o, std::ostream& out, std::ostream& progres
     if (s.training.tokens_total > 0 && s.training.deadline_days > 0) {
       if (smallest > 0)
         out << "smallest cluster that meets the " << s.training.deadline_days << "-day deadline"
-            << (s.cluster.power_budget_kW > 0 ? " within the power budget" : "") << ": " << smallest << " nodes\n";
+            << (s.cluster.power_budget_kW > 0 ? " within the power budget" : "") << ": " << format_nodes(smallest) << "\n";
       else out << "no searched size meets the " << s.training.deadline_days << "-day deadline\n";
     }
   }
@@ -356,7 +356,7 @@ int run_export(const PlannerOptions& o, std::ostream& out) {
         << "\n";
     return 0;
   }
-  out << "# " << s.name << ": " << describe(l) << " on " << nodes << " nodes\n# " << e.batch_arithmetic << "\n\n"
+  out << "# " << s.name << ": " << describe(l) << " on " << format_nodes(nodes) << "\n# " << e.batch_arithmetic << "\n\n"
       << "## Megatron-LM arguments\n" << e.megatron_args << "\n## DeepSpeed config (ds_config.json)\n" << e.deepspeed_config
       << "\n\n## Slurm + torchrun\n" << e.launch_command;
   for (const auto& n : e.notes) out << "\nnote: " << n;

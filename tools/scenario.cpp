@@ -436,12 +436,12 @@ Layout resolve_layout(const Scenario& s, Layout l, bool dp_given, int nodes) {
   if (!dp_given) {
     if (gpus % (l.tp * l.pp) != 0)
       throw InputError("layout", "tp x pp = " + std::to_string(l.tp * l.pp) + " does not divide the " +
-                                     std::to_string(gpus) + " GPUs of " + std::to_string(nodes) + " nodes");
+                                     std::to_string(gpus) + " GPUs of " + std::to_string(nodes) + (nodes == 1 ? " node" : " nodes"));
     l.dp = gpus / (l.tp * l.pp);
   }
   const std::string why = layout_violation(s.model, l, s.training.global_batch, gpus, s.cluster.gpus_per_node,
                                            s.search.allow_tp_across_nodes);
-  if (!why.empty()) throw InputError("layout", why + " (at " + std::to_string(nodes) + " nodes)");
+  if (!why.empty()) throw InputError("layout", why + " (at " + std::to_string(nodes) + (nodes == 1 ? " node)" : " nodes)"));
   return l;
 }
 

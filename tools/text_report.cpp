@@ -33,6 +33,8 @@ std::string format_count(double x) {
   return buf;
 }
 
+std::string format_nodes(int n) { return std::to_string(n) + (n == 1 ? " node" : " nodes"); }
+
 namespace {
 // Three significant figures at most, without switching to exponent notation: 970, 12.5, 1.00.
 std::string three_figures(double v, const char* unit) {

@@ -9,11 +9,12 @@ namespace trainsim {
 
 std::string format_bytes(double bytes);     // "12.3 GiB"
 std::string format_seconds(double s);       // "812 ms", "3.41 s", "16.2 min", "12.5 days"; "never" if infinite
-std::string format_count(double x);
+std::string format_count(double x);         // "%.0f", or "-" where infinite
 std::string format_energy(double kWh);      // "812 kWh", "3.41 MWh", "1.25 GWh"; "-" if infinite
 std::string format_power(double kW);        // "81.6 kW", "1.31 MW"
+std::string format_nodes(int n);            // "1 node", "8 nodes"
 // One line on the scenario's stragglers for `ev` (slowest GPU, and the step without them where simulated).
-std::string straggler_summary(const Scenario& s, const Evaluation& ev);         // "%.0f", or "-" where infinite
+std::string straggler_summary(const Scenario& s, const Evaluation& ev);
 // Why `more` (the same layout on more nodes) gives fewer tokens/s than `fewer`: "2 nodes give 65700
 // tokens/s, fewer than 267620 on 1 node; DP communication exposed 3.49 s of a 3.99 s step (was
 // 4.0 ms)", naming the category whose exposed time grew the most.
