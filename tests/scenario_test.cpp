@@ -83,7 +83,9 @@ TEST(Scenario, UnknownHardwareProfile) {
   const std::string text = R"({ "name": "t", "model": "gpt-125m", "training": { "global_batch": 8 }, "hardware": "test-gpuu",
       "cluster": { "nodes": 1 }, "layout": {} })";
   const std::string e = error_of(text);
-  EXPECT_NE(e.find("hardware"), std::string::npos) << e;
+  // The key is named once: "hardware: no hardware profile ...".
+  EXPECT_NE(e.find("hardware: no hardware profile \"test-gpuu\""), std::string::npos) << e;
+  EXPECT_EQ(e.find("hardware: hardware"), std::string::npos) << e;
   EXPECT_NE(e.find("did you mean \"test-gpu\""), std::string::npos) << e;
 }
 

@@ -243,6 +243,7 @@ Scenario parse_document(const json& doc, const std::string& file, const std::str
     try {
       s.hardware = load_hardware_profile(s.hardware_name, profile_dir);
     } catch (const InputError& e) {
+      if (e.where() == "hardware") throw;  // names the key already
       throw InputError("hardware", e.what());
     }
 
