@@ -525,6 +525,30 @@ TEST(Cli, ExportSpellsOutTheBatchArithmetic) {
   EXPECT_EQ(run("export " + kScenarios + "/gpt3-175b-1024-gpus.json --layout pp=7").status, 2);
 }
 
+// A layout that does not fit is exported (the user may know better) with the memory model's
+// verdict where it is read: the header, stderr and the JSON. Which one does not fit is the
+// simulator's own memory report, so the test asks `simulate` first.
+TEST(Cli, ExportWarnsOfALayoutPredictedOutOfMemory) {
+  const std::string f = kScenarios + "/llama3-70b-8-to-64-nodes.json";
+  for (const char* nodes : {"8", "64"}) {
+    const std::string args = f + " --nodes " + nodes + " --layout tp=4,pp=8,vpp=5";
+    const Outcome sim = run("simulate " + args + " --json");
+    ASSERT_EQ(sim.status, 0) << sim.err;
+    const auto mem = nlohmann::json::parse(sim.out)["memory"];
+    const Outcome text = run("export " + args), js = run("export " + args + " --json");
+    ASSERT_EQ(text.status, 0) << text.err;
+    ASSERT_EQ(js.status, 0) << js.err;
+    const bool oom = mem["oom"].get<bool>();
+    EXPECT_EQ(text.out.find("# WARNING: predicted out of memory: stage 0 needs") != std::string::npos, oom) << nodes << text.out;
+    EXPECT_EQ(text.err.find("warning: predicted out of memory") != std::string::npos, oom) << nodes << text.err;
+    const auto j = nlohmann::json::parse(js.out);
+    EXPECT_EQ(j["memory"]["oom"].get<bool>(), oom);
+    EXPECT_DOUBLE_EQ(j["memory"]["peak_bytes"].get<double>(), mem["peak_bytes"].get<double>());
+    if (std::string(nodes) == "8") EXPECT_TRUE(oom);  // ZeRO-1 over 2 replicas: 86.8 GiB of 79.6
+    else EXPECT_FALSE(oom);
+  }
+}
+
 TEST(Cli, ReportIsOneSelfContainedPage) {
   const std::string html = (std::filesystem::temp_directory_path() / (std::to_string(getpid()) + "_review.html")).string();
   std::filesystem::remove(html);

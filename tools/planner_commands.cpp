@@ -341,7 +341,7 @@ int run_what_if(const PlannerOptions& o, std::ostream& out) {
   return 0;
 }
 
-int run_export(const PlannerOptions& o, std::ostream& out) {
+int run_export(const PlannerOptions& o, std::ostream& out, std::ostream& warnings) {
   const Scenario s = load_scenario(o.scenario, o.profile_dir);
   const int nodes = o.nodes > 0 ? o.nodes : s.cluster.nodes.front();
   const Layout l = chosen_layout(s, o, nodes);
@@ -349,15 +349,25 @@ int run_export(const PlannerOptions& o, std::ostream& out) {
   Evaluation ev;
   if (s.reliability.given) ev = evaluate(s, l, nodes, EvalOptions{});
   const LaunchExport e = export_launch(s, l, nodes, s.reliability.given ? &ev.reliability : nullptr);
+  // A launch that the memory model says cannot start is exported all the same (the estimate may be
+  // wrong for the user's stack), but says so where it is read first.
+  const MemoryResult mem = evaluate_memory(s, l, nodes).memory;
+  const std::string oom = mem.oom ? "predicted out of memory: stage " + std::to_string(mem.peak_stage) + " needs " +
+                                        format_bytes(mem.peak().peak_bytes) + " of the device's " + format_bytes(mem.device_bytes)
+                                  : "";
+  if (mem.oom) warnings << "warning: " << oom << "\n";
   if (o.json) {
     out << json{{"layout", layout_to_json(l)}, {"nodes", nodes}, {"batch_arithmetic", e.batch_arithmetic},
                 {"megatron_args", e.megatron_args}, {"deepspeed_config", json::parse(e.deepspeed_config)},
-                {"launch_command", e.launch_command}, {"notes", e.notes}}.dump(2)
+                {"launch_command", e.launch_command}, {"notes", e.notes},
+                {"memory", {{"peak_bytes", mem.peak().peak_bytes}, {"peak_stage", mem.peak_stage},
+                            {"device_bytes", mem.device_bytes}, {"oom", mem.oom}}}}.dump(2)
         << "\n";
     return 0;
   }
-  out << "# " << s.name << ": " << describe(l) << " on " << format_nodes(nodes) << "\n# " << e.batch_arithmetic << "\n\n"
-      << "## Megatron-LM arguments\n" << e.megatron_args << "\n## DeepSpeed config (ds_config.json)\n" << e.deepspeed_config
+  out << "# " << s.name << ": " << describe(l) << " on " << format_nodes(nodes) << "\n# " << e.batch_arithmetic << "\n";
+  if (mem.oom) out << "# WARNING: " << oom << "\n";
+  out << "\n## Megatron-LM arguments\n" << e.megatron_args << "\n## DeepSpeed config (ds_config.json)\n" << e.deepspeed_config
       << "\n\n## Slurm + torchrun\n" << e.launch_command;
   for (const auto& n : e.notes) out << "\nnote: " << n;
   out << "\n";

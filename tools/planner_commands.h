@@ -59,7 +59,8 @@ int run_search(const PlannerOptions& o, std::ostream& out, std::ostream& progres
 // The scenario on each hardware option of its `compare` block (hardware_compare.h).
 int run_compare(const PlannerOptions& o, std::ostream& out);
 int run_report(const PlannerOptions& o);
-int run_export(const PlannerOptions& o, std::ostream& out);
+// A layout the memory model puts out of memory is exported with a warning on `warnings` too.
+int run_export(const PlannerOptions& o, std::ostream& out, std::ostream& warnings);
 // The layout's step with each part of the hardware faster and slower (what_if.h).
 int run_what_if(const PlannerOptions& o, std::ostream& out);
 int run_validate(const PlannerOptions& o, std::ostream& out, std::ostream& progress);

@@ -107,7 +107,7 @@ int run_planner(int argc, char** argv, const Sharding& sharding) {
     if (*sweep) return run_sweep(opt, std::cout);
     if (*search) return run_search(opt, std::cout, std::cerr);
     if (*cmp) return run_compare(opt, std::cout);
-    if (*exp) return run_export(opt, std::cout);
+    if (*exp) return run_export(opt, std::cout, std::cerr);
     if (*wif) return run_what_if(opt, std::cout);
     if (*rep) return run_report(opt);
     if (*val) {
