@@ -526,15 +526,17 @@ TEST(Cli, ExportSpellsOutTheBatchArithmetic) {
 }
 
 // A layout that does not fit is exported (the user may know better) with the memory model's
-// verdict where it is read: the header, stderr and the JSON. Which one does not fit is the
+// verdict where it is read: the header, stderr and the JSON; `simulate` says it under the step. Which one does not fit is the
 // simulator's own memory report, so the test asks `simulate` first.
-TEST(Cli, ExportWarnsOfALayoutPredictedOutOfMemory) {
+TEST(Cli, SimulateAndExportWarnOfALayoutPredictedOutOfMemory) {
   const std::string f = kScenarios + "/llama3-70b-8-to-64-nodes.json";
   for (const char* nodes : {"8", "64"}) {
     const std::string args = f + " --nodes " + nodes + " --layout tp=4,pp=8,vpp=5";
     const Outcome sim = run("simulate " + args + " --json");
     ASSERT_EQ(sim.status, 0) << sim.err;
     const auto mem = nlohmann::json::parse(sim.out)["memory"];
+    const Outcome plain = run("simulate " + args);
+    EXPECT_EQ(plain.out.find("\nOUT OF MEMORY: stage 0 needs") != std::string::npos, mem["oom"].get<bool>()) << plain.out;
     const Outcome text = run("export " + args), js = run("export " + args + " --json");
     ASSERT_EQ(text.status, 0) << text.err;
     ASSERT_EQ(js.status, 0) << js.err;

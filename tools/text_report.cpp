@@ -137,6 +137,9 @@ void print_evaluation(std::ostream& os, const Scenario& s, const Evaluation& ev)
       std::snprintf(line, sizeof line, "   scaling efficiency %.1f%%", 100.0 * ev.scaling_efficiency_vs_1gpu);
       os << line;
     }
+    if (ev.memory.oom)
+      os << "\nOUT OF MEMORY: stage " << ev.memory.peak_stage << " needs " << format_bytes(ev.memory.peak().peak_bytes) << " of "
+         << format_bytes(ev.memory.device_bytes) << " (the step is timed as if it fit)";
     os << "\n\n  exposed time on the critical path (GPU 0, first stage)\n";
     for (int c = 0; c < sim::kCategories; ++c) {
       const double t = ev.step.breakdown_s[c];
