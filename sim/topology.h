@@ -1,8 +1,17 @@
 #pragma once
 // The physical cluster as a graph (Boost.Graph): GPUs, one NVSwitch per node, NICs, leaf (or rail)
 // switches and a spine. Every edge is one direction of a link with its capacity; routes are
-// shortest paths by hop count, computed once per source GPU and cached.
+// shortest paths by hop count that never pass through a third GPU.
+//
+// A GPU's only neighbours are its node's NVSwitch and its rail's NIC, so a route inside a node is
+// GPU -> NVSwitch -> GPU and one across nodes is GPU -> NIC -> ... -> NIC -> GPU. Where the NICs
+// and switches form a tree (every fabric built here: one spine vertex), the middle part is the
+// tree's one path between the two NICs, found through their lowest common ancestor: a route costs
+// a few steps and no memory, so the full mode's routes stay linear in the GPU count (a table of
+// every pair took gigabytes at 16,384 GPUs). Otherwise each route is searched breadth-first.
+#include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -52,18 +61,31 @@ class Topology {
 
   // Adds one engine link per directed edge; must be called once before route().
   void install(Engine& engine);
-  // Engine links crossed from GPU `src` to GPU `dst` (empty when src == dst).
-  const std::vector<LinkId>& route(int src, int dst);
+  // Engine links crossed from GPU `src` to GPU `dst` (empty when src == dst), valid until the next
+  // call.
+  std::span<const LinkId> route(int src, int dst);
+  // The same route found by a breadth-first search of the whole graph (what route() does where the
+  // network is not a tree).
+  std::span<const LinkId> route_by_search(int src, int dst);
+  // Whether route() finds routes across nodes through the NIC and switch tree.
+  bool routes_by_tree() const { return !parent_.empty(); }
   const ClusterShape& shape() const { return shape_; }
   std::size_t vertex_count() const;
   std::size_t edge_count() const;
 
  private:
   struct Graph;
+  void build_tree();
   ClusterShape shape_;
   std::unique_ptr<Graph> g_;
-  std::vector<LinkId> edge_link_;
-  std::vector<std::vector<std::vector<LinkId>>> routes_;  // [src][dst], filled lazily per source
+  std::vector<LinkId> edge_link_;  // by edge index; the two directions of a link are 2k and 2k + 1
+  // Each GPU's edge to its NVSwitch and to its NIC (the reverse edges are index ^ 1).
+  std::vector<std::int32_t> gpu_nvswitch_edge_, gpu_nic_edge_;
+  // The NIC and switch tree rooted at the first switch: each vertex's parent, depth, and the edge
+  // from it up to its parent (its parent's edge down to it is that index ^ 1); empty when the NICs
+  // and switches do not form one tree.
+  std::vector<std::int32_t> parent_, depth_, up_edge_;
+  std::vector<LinkId> path_, down_;  // route()'s result and scratch
 };
 
 }  // namespace trainsim::sim

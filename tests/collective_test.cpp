@@ -234,3 +234,35 @@ TEST(Topology, RoutesStayOffOtherGpusAndCrossTheFabric) {
   EXPECT_EQ(t.route(0, 16).size(), 6u);  // ... leaf -> spine -> leaf ...
   EXPECT_TRUE(t.route(3, 3).empty());
 }
+
+// route() takes the NIC and switch tree's one path between two NICs; a breadth-first search of the
+// whole graph (GPUs other than the source not transit) is the definition it must match, link for
+// link, for every pair of GPUs: every fabric, one leaf or several, fewer NICs than GPUs.
+TEST(Topology, TreeRoutesAreTheBreadthFirstSearchsRoutes) {
+  int shapes = 0;
+  for (Fabric f : {Fabric::single_switch, Fabric::fat_tree, Fabric::rail_optimized})
+    for (int nodes : {1, 2, 5, 9})
+      for (auto [gpus, nics] : {std::pair{1, 1}, std::pair{4, 1}, std::pair{8, 2}, std::pair{8, 8}})
+        for (int per_leaf : {2, 8, 64}) {
+          ClusterShape s = node(nodes, gpus, 200e9, 25e9);
+          s.nics_per_node = nics;
+          s.fabric = f;
+          s.nics_per_leaf = per_leaf;
+          s.oversubscription = 2.0;
+          Topology t(s);
+          Engine e;
+          t.install(e);
+          EXPECT_EQ(t.routes_by_tree(), nodes > 1);
+          ++shapes;
+          for (int a = 0; a < s.gpus(); ++a)
+            for (int b = 0; b < s.gpus(); ++b) {
+              const auto r = t.route(a, b);
+              const std::vector<LinkId> fast(r.begin(), r.end());
+              const auto q = t.route_by_search(a, b);
+              ASSERT_EQ(fast, std::vector<LinkId>(q.begin(), q.end()))
+                  << to_string(f) << " nodes " << nodes << " gpus " << gpus << " nics " << nics << " per leaf " << per_leaf
+                  << ": " << a << " -> " << b;
+            }
+        }
+  EXPECT_EQ(shapes, 144);
+}
