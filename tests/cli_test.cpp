@@ -661,8 +661,8 @@ TEST(Cli, SearchShardedOverMpiRanksMatchesOneProcess) {
   a.erase("wall_s");
   b.erase("wall_s");
   // How many layouts the step's lower bound spares simulating depends on what the search has
-  // simulated before it: each rank bounds its own share by its own best, so fewer are skipped.
-  // What is ranked is the same.
+  // simulated before it: the ranks share their best between batches, but each starts on its own
+  // share before it has any, so they skip a few fewer. What is ranked is the same.
   EXPECT_GT(a["pruned_bound"].get<int>(), 0);
   EXPECT_GT(b["pruned_bound"].get<int>(), 0);
   a.erase("pruned_bound");

@@ -1,7 +1,10 @@
 // The search's per-size view: the best layout of each node count, as the full ranking has it.
 #include <gtest/gtest.h>
 
+#include <condition_variable>
+#include <mutex>
 #include <set>
+#include <thread>
 
 #include "layout_search.h"
 #include "scenario.h"
@@ -131,4 +134,88 @@ TEST(LayoutSearch, WhatTheBoundSkipsDoesNotDependOnTheThreads) {
     EXPECT_TRUE(same_layout(a.ranked[i], b.ranked[i]));
     EXPECT_EQ(a.ranked[i].step.step_time_s, b.ranked[i].step.step_time_s);
   }
+}
+
+TEST(LayoutSearch, ShardsSharingTheirBestSkipMoreAndRankTheSame) {
+  // Two shards of one search, as two MPI ranks run it, here two threads whose `share` is a
+  // barrier taking the larger of each value. Sharing, each shard skips by what both have
+  // simulated: together they skip more than shards that bound by their own results alone, and
+  // still only layouts that rank below the 10 best of the whole space and below the best at their
+  // size (the same skipped layouts, simulated by the search that simulates everything).
+  const Scenario s = load_scenario(std::string(TRAINSIM_SCENARIOS) + "/llama3-70b-8-to-64-nodes.json", TRAINSIM_PROFILES);
+  const std::vector<Candidate> cands = enumerate_layouts(s);
+  SearchOptions every;
+  every.threads = 1;
+  const SearchResult all = search_layouts(s, cands, every);
+  const std::vector<const Evaluation*> all_sizes = best_per_size(all.ranked);
+  constexpr std::size_t kKeep = 10;
+  ASSERT_GT(all.ranked.size(), kKeep);
+  const double kth = objective_value(s, all.ranked[kKeep - 1]);
+
+  auto run_shards = [&](bool share) {
+    std::mutex m;
+    std::condition_variable cv;
+    std::vector<double> merged;
+    int arrived = 0, generation = 0;
+    bool any_more = false, result_more = false;
+    SearchResult out[2];
+    auto shard = [&](std::size_t i) {
+      SearchOptions so;
+      so.threads = 1;
+      so.keep = kKeep;
+      so.shard = i;
+      so.shards = 2;
+      if (share)
+        so.share = [&](std::vector<double>& values, bool more) {
+          std::unique_lock<std::mutex> lock(m);
+          if (arrived == 0) merged = values, any_more = more;
+          else {
+            for (std::size_t k = 0; k < values.size(); ++k) merged[k] = std::max(merged[k], values[k]);
+            any_more = any_more || more;
+          }
+          const int gen = generation;
+          if (++arrived == 2) {
+            arrived = 0;
+            result_more = any_more;
+            ++generation;
+            cv.notify_all();
+          } else {
+            cv.wait(lock, [&] { return generation != gen; });
+          }
+          values = merged;
+          return result_more;
+        };
+      out[i] = search_layouts(s, cands, so);
+    };
+    std::thread t0(shard, 0), t1(shard, 1);
+    t0.join();
+    t1.join();
+    return std::pair{std::move(out[0]), std::move(out[1])};
+  };
+  const auto [own0, own1] = run_shards(false);
+  const auto [sh0, sh1] = run_shards(true);
+  const std::size_t own = own0.pruned_bound + own1.pruned_bound, shared = sh0.pruned_bound + sh1.pruned_bound;
+  EXPECT_GT(shared, own);
+  std::vector<Evaluation> ranked = sh0.ranked;
+  ranked.insert(ranked.end(), sh1.ranked.begin(), sh1.ranked.end());
+  rank_evaluations(s, ranked);
+  for (std::size_t i = 0; i < kKeep; ++i) {
+    EXPECT_TRUE(same_layout(ranked[i], all.ranked[i])) << "#" << i;
+    EXPECT_EQ(ranked[i].step.step_time_s, all.ranked[i].step.step_time_s);
+  }
+  const std::vector<const Evaluation*> sizes = best_per_size(ranked);
+  ASSERT_EQ(sizes.size(), all_sizes.size());
+  for (std::size_t i = 0; i < sizes.size(); ++i) EXPECT_TRUE(same_layout(*sizes[i], *all_sizes[i]));
+  for (const SearchResult* r : {&sh0, &sh1})
+    for (std::size_t idx : r->bound_skipped) {
+      const Evaluation* ev = nullptr;
+      for (const Evaluation& e : all.ranked)
+        if (e.nodes == cands[idx].nodes && e.layout == cands[idx].layout) ev = &e;
+      ASSERT_NE(ev, nullptr);
+      EXPECT_LT(objective_value(s, *ev), kth) << describe(ev->layout);
+      for (const Evaluation* b : all_sizes)
+        if (b->nodes == ev->nodes) {
+          EXPECT_LT(objective_value(s, *ev), objective_value(s, *b));
+        }
+    }
 }

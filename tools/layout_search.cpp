@@ -240,20 +240,28 @@ SearchResult search_layouts(const Scenario& s, const std::vector<Candidate>& can
     if (!evs[k].memory.oom) fits.push_back(k);
   std::stable_sort(fits.begin(), fits.end(), [&](std::size_t a, std::size_t b) { return optimistic[a] > optimistic[b]; });
   const std::size_t batch = bounded ? std::max<std::size_t>(opt.keep, 16) : fits.size();
+  constexpr double kNone = -std::numeric_limits<double>::infinity();
   std::vector<double> best_values;  // the keep best objectives simulated so far, best first
-  std::vector<std::pair<int, double>> best_at_size;
+  // The node counts of every shard's candidates, and the best simulated at each: by this shard,
+  // and by any (what `share` last gave back, with the keep-th best of any).
+  std::vector<int> sizes;
+  for (const Candidate& c : cands) sizes.push_back(c.nodes);
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  auto size_slot = [&](int nodes) { return std::lower_bound(sizes.begin(), sizes.end(), nodes) - sizes.begin(); };
+  std::vector<double> best_at_size(sizes.size(), kNone), shared_at_size(sizes.size(), kNone), shared;
+  double shared_kth = kNone;
+  const bool sharing = bounded && opt.share != nullptr;
   std::vector<char> skipped(n, 0);
   EvalOptions eo;
   eo.simulate_if_oom = false;
-  for (std::size_t pos = 0; pos < fits.size();) {
+  for (std::size_t pos = 0; pos < fits.size() || sharing;) {
     std::vector<std::size_t> items;
     while (pos < fits.size() && items.size() < batch) {
       const std::size_t k = fits[pos++];
-      if (bounded && best_values.size() >= opt.keep && optimistic[k] < best_values.back()) {
-        double size_best = -std::numeric_limits<double>::infinity();
-        for (const auto& [nodes, v] : best_at_size)
-          if (nodes == evs[k].nodes) size_best = v;
-        skipped[k] = optimistic[k] < size_best;
+      if (bounded && optimistic[k] < std::max(best_values.size() >= opt.keep ? best_values.back() : kNone, shared_kth)) {
+        const auto slot = size_slot(evs[k].nodes);
+        skipped[k] = optimistic[k] < std::max(best_at_size[slot], shared_at_size[slot]);
       }
       if (skipped[k]) report(1);
       else items.push_back(k);
@@ -280,11 +288,15 @@ SearchResult search_layouts(const Scenario& s, const std::vector<Candidate>& can
       const double v = objective_value(s, evs[k]);
       best_values.insert(std::upper_bound(best_values.begin(), best_values.end(), v, std::greater<double>()), v);
       if (best_values.size() > opt.keep) best_values.pop_back();
-      bool seen = false;
-      for (auto& [nodes, b] : best_at_size)
-        if (nodes == evs[k].nodes) seen = true, b = std::max(b, v);
-      if (!seen) best_at_size.push_back({evs[k].nodes, v});
+      double& b = best_at_size[size_slot(evs[k].nodes)];
+      b = std::max(b, v);
     }
+    if (!sharing) continue;
+    shared.assign(1, best_values.size() >= opt.keep ? best_values.back() : kNone);
+    shared.insert(shared.end(), best_at_size.begin(), best_at_size.end());
+    if (!opt.share(shared, pos < fits.size())) break;
+    shared_kth = shared[0];
+    std::copy(shared.begin() + 1, shared.end(), shared_at_size.begin());
   }
   res.evaluated = n;
   for (std::size_t k = 0; k < n; ++k) {

@@ -38,6 +38,14 @@ struct SearchOptions {
   // every layout that fits is simulated; otherwise a layout whose step's lower bound already
   // ranks it below both is skipped.
   std::size_t keep = 0;
+  // With shards: every shard's search calls this between its batches, the same number of times on
+  // each, with its keep-th best objective simulated so far and its best at each node count of the
+  // candidates (ascending; -infinity for none), and gets back the largest of each over the shards
+  // (a collective, such as MPI_Allreduce with MPI_MAX). A layout below the largest keep-th best
+  // is below keep layouts of that shard, so below the keep-th best of all, and so for the best of
+  // its size: each shard skips by what every shard has simulated. `more`: this shard has layouts
+  // left to simulate; returns whether any shard has.
+  std::function<bool(std::vector<double>& values, bool more)> share;
   std::function<void(std::size_t done, std::size_t total)> progress;
 };
 

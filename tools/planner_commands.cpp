@@ -214,6 +214,15 @@ int run_search(const PlannerOptions& o, std::ostream& out, std::ostream& progres
   so.shard = static_cast<std::size_t>(o.sharding.rank);
   so.shards = static_cast<std::size_t>(o.sharding.size);
   if (o.sharding.size > 1) so.progress = nullptr;
+  // The ranks skip by what all of them have simulated: their best values, merged between batches.
+  if (o.sharding.size > 1 && o.sharding.all_reduce_max)
+    so.share = [&o](std::vector<double>& values, bool more) {
+      values.push_back(more ? 1.0 : 0.0);
+      o.sharding.all_reduce_max(values.data(), static_cast<int>(values.size()));
+      const bool any = values.back() > 0;
+      values.pop_back();
+      return any;
+    };
   SearchResult r = search_layouts(s, cands, so);
   if (o.sharding.gather) o.sharding.gather(s, cands, r, top);
   if (o.sharding.rank != 0) return 0;
