@@ -1,8 +1,17 @@
 // planner: simulate, sweep and search training layouts for a scenario (SCENARIO.md).
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <string>
+#ifdef TRAINSIM_VALIDATE_IN
+#include <unistd.h>
+
+#include <filesystem>
+#endif
 
 #include "evaluation.h"
 #include "input_error.h"
@@ -22,7 +31,29 @@ int run_planner(int argc, char** argv, const Sharding& sharding);
 const CLI::Range kCount(1, 1 << 20);
 }
 
+#ifdef TRAINSIM_VALIDATE_IN
+// `planner validate` is built into the executable next to this one (tools/CMakeLists.txt): the
+// process becomes it, arguments and environment unchanged, before MPI starts (so a rank under
+// mpirun initialises MPI once, in it). The subcommand is the first argument that is not the
+// top-level --profiles option or its value.
+void run_validate_elsewhere(char** argv) {
+  int i = 1;
+  while (argv[i] && (std::strcmp(argv[i], "--profiles") == 0 || std::strncmp(argv[i], "--profiles=", 11) == 0))
+    i += argv[i][10] == '=' ? 1 : 2;
+  if (!argv[i] || std::strcmp(argv[i], "validate") != 0) return;
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  const std::string exe = (ec ? std::filesystem::path(argv[0]).parent_path() : self.parent_path()) / TRAINSIM_VALIDATE_IN;
+  execv(exe.c_str(), argv);
+  std::fprintf(stderr, "error: planner validate runs in %s, which cannot be started: %s\n", exe.c_str(), std::strerror(errno));
+  std::exit(1);
+}
+#endif
+
 int main(int argc, char** argv) {
+#ifdef TRAINSIM_VALIDATE_IN
+  run_validate_elsewhere(argv);
+#endif
 #ifdef TRAINSIM_HAVE_MPI
   const Sharding sharding = mpi_start(&argc, &argv);
   const int rc = run_planner(argc, argv, sharding);
@@ -111,8 +142,12 @@ int run_planner(int argc, char** argv, const Sharding& sharding) {
     if (*wif) return run_what_if(opt, std::cout);
     if (*rep) return run_report(opt);
     if (*val) {
+#ifdef TRAINSIM_VALIDATE_IN
+      throw std::logic_error("validate was not handed to " TRAINSIM_VALIDATE_IN);  // main() does, before parsing
+#else
       opt.json = !opt.json_out.empty();
       return run_validate(opt, std::cout, std::cerr);
+#endif
     }
   } catch (const InputError& e) {
     std::cerr << "error: " << e.what() << "\n";
