@@ -1,6 +1,7 @@
 #include "engine.h"
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <stdexcept>
 
@@ -107,16 +108,42 @@ void Engine::recompute_rates() {
       ++left;
     }
   }
+  // The most constrained link is the least share, the first in touched_ order among equal ones.
+  // Among a few links a scan finds it; among many (every GPU's flows on the full topology) a
+  // min-heap of (share, position) does, with an entry pushed whenever a link's share changes: a
+  // popped entry that no longer holds its link's share, or whose link has no unfrozen flow left,
+  // is dropped. Both pick the same link every round, so they give the same rates to the bit.
+  const bool by_heap = touched_.size() > kScanLinks;
+  auto share_of = [this](LinkId l) { return cap_left_[l] / unfrozen_on_link_[l]; };
+  share_heap_.clear();
+  if (by_heap) {
+    for (std::size_t i = 0; i < touched_.size(); ++i) share_heap_.push_back({share_of(touched_[i]), static_cast<std::int32_t>(i)});
+    std::make_heap(share_heap_.begin(), share_heap_.end(), std::greater<>());
+  }
   while (left > 0) {
     std::size_t best = touched_.size();
     double best_share = kInf;
-    for (std::size_t i = 0; i < touched_.size(); ++i) {
-      const LinkId l = touched_[i];
-      if (unfrozen_on_link_[l] == 0) continue;
-      const double share = cap_left_[l] / unfrozen_on_link_[l];
-      if (share < best_share) { best_share = share; best = i; }
+    if (by_heap) {
+      while (!share_heap_.empty()) {
+        std::pop_heap(share_heap_.begin(), share_heap_.end(), std::greater<>());
+        const auto [share, i] = share_heap_.back();
+        share_heap_.pop_back();
+        const LinkId l = touched_[i];
+        if (unfrozen_on_link_[l] == 0 || share_of(l) != share) continue;
+        best = static_cast<std::size_t>(i);
+        best_share = share;
+        break;
+      }
+    } else {
+      for (std::size_t i = 0; i < touched_.size(); ++i) {
+        const LinkId l = touched_[i];
+        if (unfrozen_on_link_[l] == 0) continue;
+        const double share = share_of(l);
+        if (share < best_share) { best_share = share; best = i; }
+      }
     }
     if (best == touched_.size()) break;
+    const LinkId bottleneck = touched_[best];
     for (std::int32_t k = offset_[best]; k < offset_[best + 1]; ++k) {
       const std::int32_t ai = members_[k];
       if (frozen_[ai]) continue;
@@ -128,6 +155,10 @@ void Engine::recompute_rates() {
         const LinkId l = paths_[p];
         cap_left_[l] -= best_share;
         unfrozen_on_link_[l]--;
+        if (by_heap && l != bottleneck && unfrozen_on_link_[l] > 0) {
+          share_heap_.push_back({share_of(l), link_slot_[l]});
+          std::push_heap(share_heap_.begin(), share_heap_.end(), std::greater<>());
+        }
       }
     }
   }

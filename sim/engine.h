@@ -14,6 +14,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "event_queue.h"
@@ -249,6 +250,10 @@ class Engine {
   std::vector<char> frozen_;
   std::vector<std::int32_t> link_slot_, offset_, fill_, members_;
   std::vector<LinkId> touched_;
+  // recompute_rates() scans for the most constrained link among at most this many links, and keeps
+  // a heap of (share, position in touched_) among more.
+  static constexpr std::size_t kScanLinks = 32;
+  std::vector<std::pair<double, std::int32_t>> share_heap_;
   // By link: how many active flows cross it, or -1 - t where reserved task t's flow crosses it.
   std::vector<std::int32_t> link_use_;
   // By link: the one sequence whose tasks' flows cross it; -1 for several, or for a task of none.
