@@ -91,19 +91,17 @@ int run_sweep(const PlannerOptions& o, std::ostream& out) {
   char line[512];
   out << s.name << ": " << s.model.name << " on " << s.hardware.name << ", " << s.cluster.network.nic_Gbps
       << " Gb/s x " << s.cluster.network.nics_per_node << " NICs per node\n";
-  std::snprintf(line, sizeof line, "%6s %6s  %-34s %10s %12s %6s %8s %8s  %s\n", "nodes", "GPUs", "layout", "step",
+  std::snprintf(line, sizeof line, "%6s %6s  %-44s %10s %12s %6s %8s %8s  %s\n", "nodes", "GPUs", "layout", "step",
                 "tokens/s", "MFU", "eff/1GPU", "eff/min", "largest exposed overhead");
   out << line;
   for (const auto& ev : evs) {
     int worst = sim::kBubble;
     for (int c : {sim::kTpComm, sim::kPpComm, sim::kDpComm, sim::kBubble})
       if (ev.step.breakdown_s[c] > ev.step.breakdown_s[worst]) worst = c;
-    char lay[64];
-    std::snprintf(lay, sizeof lay, "tp%d pp%d dp%d mb%d %s z%d", ev.layout.tp, ev.layout.pp, ev.layout.dp,
-                  ev.layout.micro_batch, to_string(ev.layout.recompute), ev.layout.zero);
     char why[96];
     std::snprintf(why, sizeof why, "%s %.0f%%", sim::category_name(worst), 100.0 * ev.step.breakdown_s[worst] / ev.step.step_time_s);
-    std::snprintf(line, sizeof line, "%6d %6d  %-34s %10s %12.0f %5.1f%% %7.1f%% %7.1f%%  %s%s\n", ev.nodes, ev.gpus, lay,
+    std::snprintf(line, sizeof line, "%6d %6d  %-44s %10s %12.0f %5.1f%% %7.1f%% %7.1f%%  %s%s\n", ev.nodes, ev.gpus,
+                  describe_short(ev.layout).c_str(),
                   format_seconds(ev.step.step_time_s).c_str(), ev.tokens_per_s, 100 * ev.mfu,
                   100 * ev.scaling_efficiency_vs_1gpu, 100 * ev.tokens_per_s / ev.gpus / base_per_gpu, why,
                   ev.memory.oom ? "  (OOM)" : "");
