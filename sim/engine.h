@@ -251,7 +251,9 @@ class Engine {
   std::vector<std::int32_t> link_slot_, offset_, fill_, members_;
   std::vector<LinkId> touched_;
   // recompute_rates() scans for the most constrained link among at most this many links, and keeps
-  // a heap of (share, position in touched_) among more.
+  // a heap of (share, position in touched_) among more. Both pick the same link, so the number
+  // changes the speed only, never a rate: a symmetric step's few links stay with the scan, a full
+  // step's hundreds go to the heap (not tuned between those).
   static constexpr std::size_t kScanLinks = 32;
   std::vector<std::pair<double, std::int32_t>> share_heap_;
   // By link: how many active flows cross it, or -1 - t where reserved task t's flow crosses it.

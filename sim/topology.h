@@ -8,7 +8,7 @@
 // and switches form a tree (every fabric built here: one spine vertex), the middle part is the
 // tree's one path between the two NICs, found through their lowest common ancestor: a route costs
 // a few steps and no memory, so the full mode's routes stay linear in the GPU count (a table of
-// every pair took gigabytes at 16,384 GPUs). Otherwise each route is searched breadth-first.
+// every pair took 4.8 GB at 8,192 GPUs). Otherwise each route is searched breadth-first.
 #include <cstdint>
 #include <memory>
 #include <span>

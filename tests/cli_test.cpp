@@ -632,6 +632,20 @@ TEST(Cli, ReportTrainsOnTheBestLayoutAtEachSizeAndSaysWhereTheWinnerDoesNotFit) 
   EXPECT_NE(page.find("Smallest size that meets the 60-day deadline: 64 nodes"), std::string::npos);
 }
 
+// `planner validate` is handed to planner-gpu where CUDA is built, before the command line is
+// parsed: the top-level --profiles option (both spellings) and the arguments must arrive intact,
+// and a --profiles with no value must be refused, not read past the end of the arguments.
+TEST(Cli, ValidateGetsItsArgumentsWhereverItRuns) {
+  for (const std::string& profiles : {"--profiles " + std::string(TRAINSIM_PROFILES), "--profiles=" + std::string(TRAINSIM_PROFILES)}) {
+    const Outcome r = run(profiles + " validate /nonexistent/scenario.json");
+    EXPECT_EQ(r.status, 2) << r.err;
+    EXPECT_NE(r.err.find("/nonexistent/scenario.json: cannot open scenario file"), std::string::npos) << r.err;
+  }
+  const Outcome bare = run("--profiles");
+  EXPECT_EQ(bare.status, 2);
+  EXPECT_NE(bare.err.find("--profiles"), std::string::npos) << bare.err;
+}
+
 TEST(Cli, ReportRendersInHeadlessChromium) {
   if (!std::filesystem::exists("/usr/bin/chromium")) GTEST_SKIP() << "chromium is not installed";
   const auto dir = std::filesystem::temp_directory_path();

@@ -225,6 +225,11 @@ Evaluation evaluate(const Scenario& s, const Layout& l, int nodes, const EvalOpt
 
 double goodput(const Evaluation& ev) { return ev.reliability.computed ? ev.reliability.goodput : 1.0; }
 
+bool meets_deadline(const Scenario& s, const Evaluation& ev) {
+  return s.training.deadline_days > 0 && ev.time_to_train_s <= s.training.deadline_days * 86400.0 && !ev.memory.oom &&
+         !ev.over_power_budget;
+}
+
 const std::vector<double>& scenario_gpu_speeds(const Scenario& s, int gpus) {
   struct Kept {
     StragglerSpec spec;

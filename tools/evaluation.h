@@ -80,6 +80,9 @@ double step_lower_bound(const Scenario& s, const Layout& l, const CostModel& cos
 // The fraction of wall-clock time that is training: the reliability model's goodput, or 1 where the
 // scenario has no `reliability` block.
 double goodput(const Evaluation& ev);
+// Whether `ev` trains the scenario's tokens within its deadline, fitting in memory and within the
+// site's power budget (false where the scenario sets no deadline).
+bool meets_deadline(const Scenario& s, const Evaluation& ev);
 // The data-parallel replicas that may be the slowest under per-GPU speeds and NIC rates: those
 // that no other replica is at least as slow as at every pipeline stage (its slowest GPU and NIC).
 std::vector<int> slowest_replica_candidates(const Layout& l, const sim::ClusterShape& shape, const std::vector<double>& gpu_speed);

@@ -283,8 +283,7 @@ std::string capacity_table(const Scenario& s, const std::vector<Evaluation>& evs
   int smallest = 0;
   for (const Evaluation& e : evs) {
     const bool late = s.training.deadline_days > 0 && e.time_to_train_s > s.training.deadline_days * 86400.0;
-    if (s.training.deadline_days > 0 && !late && !e.memory.oom && !e.over_power_budget && (smallest == 0 || e.nodes < smallest))
-      smallest = e.nodes;
+    if (meets_deadline(s, e) && (smallest == 0 || e.nodes < smallest)) smallest = e.nodes;
     o << "<tr><td>" << e.nodes << "</td><td>" << e.gpus << "</td>";
     if (layouts) o << "<td class='l'>" << esc(describe_short(e.layout)) << "</td>";
     o << "<td>" << fmt("%.0f", e.tokens_per_s) << "</td>";
@@ -593,9 +592,8 @@ std::string render_report(const Scenario& s, int top) {
       << scaling_chart(evs);
     for (const Evaluation& e : evs)
       if (e.memory.oom)
-        o << "<p><b style='color:#c0392b'>Out of memory on " << e.gpus << " GPUs:</b> the layout needs "
-          << format_bytes(e.memory.peak().peak_bytes) << " of " << format_bytes(e.memory.device_bytes) << " at stage "
-          << e.memory.peak_stage << "; its step is charted all the same.</p>";
+        o << "<p><b style='color:#c0392b'>Out of memory on " << e.gpus << " GPUs:</b> " << memory_need(e.memory)
+          << "; its step is charted all the same.</p>";
     for (std::size_t i = 1; i < evs.size(); ++i)
       if (evs[i].tokens_per_s < evs[i - 1].tokens_per_s)
         o << "<p><b style='color:#c0392b'>Slower with more GPUs:</b> " << esc(why_slower(evs[i - 1], evs[i])) << ".</p>";

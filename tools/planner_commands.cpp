@@ -137,7 +137,6 @@ int run_sweep(const PlannerOptions& o, std::ostream& out) {
     out << "\ntraining " << s.training.tokens_total << " tokens" << (s.reliability.given ? ", failures and checkpoints included" : "") << ":\n";
     int smallest = 0;
     for (const auto& ev : evs) {
-      const double days = ev.time_to_train_s / 86400.0;
       std::snprintf(line, sizeof line, "%6d %-5s  %9s  %10s GPU-hours", ev.nodes, ev.nodes == 1 ? "node" : "nodes",
                     format_seconds(ev.time_to_train_s).c_str(),
                     format_count(ev.time_to_train_s / 3600.0 * ev.gpus).c_str());
@@ -159,9 +158,7 @@ int run_sweep(const PlannerOptions& o, std::ostream& out) {
         if (ev.over_power_budget) out << "  (over the power budget)";
       }
       if (ev.memory.oom) out << "  (out of memory)";
-      if (s.training.deadline_days > 0 && days <= s.training.deadline_days && !ev.memory.oom && !ev.over_power_budget &&
-          (smallest == 0 || ev.nodes < smallest))
-        smallest = ev.nodes;
+      if (meets_deadline(s, ev) && (smallest == 0 || ev.nodes < smallest)) smallest = ev.nodes;
       out << "\n";
     }
     for (std::size_t i = 1; i < evs.size() && s.reliability.given; ++i) {
@@ -303,9 +300,7 @@ int run_search(const PlannerOptions& o, std::ostream& out, std::ostream& progres
       }
       if (ev->over_power_budget) out << "  (over the power budget: " << format_power(ev->facility_kW) << ")";
       out << "\n";
-      if (s.training.deadline_days > 0 && ev->time_to_train_s <= s.training.deadline_days * 86400.0 && !ev->over_power_budget &&
-          smallest == 0)
-        smallest = ev->nodes;
+      if (meets_deadline(s, *ev) && smallest == 0) smallest = ev->nodes;
     }
     if (s.training.tokens_total > 0 && s.training.deadline_days > 0) {
       if (smallest > 0)
@@ -359,9 +354,7 @@ int run_export(const PlannerOptions& o, std::ostream& out, std::ostream& warning
   // A launch that the memory model says cannot start is exported all the same (the estimate may be
   // wrong for the user's stack), but says so where it is read first.
   const MemoryResult mem = evaluate_memory(s, l, nodes).memory;
-  const std::string oom = mem.oom ? "predicted out of memory: stage " + std::to_string(mem.peak_stage) + " needs " +
-                                        format_bytes(mem.peak().peak_bytes) + " of the device's " + format_bytes(mem.device_bytes)
-                                  : "";
+  const std::string oom = mem.oom ? "predicted out of memory: " + memory_need(mem) : "";
   if (mem.oom) warnings << "warning: " << oom << "\n";
   if (o.json) {
     out << json{{"layout", layout_to_json(l)}, {"nodes", nodes}, {"batch_arithmetic", e.batch_arithmetic},

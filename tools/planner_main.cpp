@@ -36,11 +36,14 @@ const CLI::Range kCount(1, 1 << 20);
 // process becomes it, arguments and environment unchanged, before MPI starts (so a rank under
 // mpirun initialises MPI once, in it). The subcommand is the first argument that is not the
 // top-level --profiles option or its value.
-void run_validate_elsewhere(char** argv) {
+void run_validate_elsewhere(int argc, char** argv) {
   int i = 1;
-  while (argv[i] && (std::strcmp(argv[i], "--profiles") == 0 || std::strncmp(argv[i], "--profiles=", 11) == 0))
-    i += argv[i][10] == '=' ? 1 : 2;
-  if (!argv[i] || std::strcmp(argv[i], "validate") != 0) return;
+  while (i < argc) {
+    if (std::strcmp(argv[i], "--profiles") == 0) i += 2;  // the option, then its value
+    else if (std::strncmp(argv[i], "--profiles=", 11) == 0) i += 1;
+    else break;
+  }
+  if (i >= argc || std::strcmp(argv[i], "validate") != 0) return;
   std::error_code ec;
   const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
   const std::string exe = (ec ? std::filesystem::path(argv[0]).parent_path() : self.parent_path()) / TRAINSIM_VALIDATE_IN;
@@ -52,7 +55,7 @@ void run_validate_elsewhere(char** argv) {
 
 int main(int argc, char** argv) {
 #ifdef TRAINSIM_VALIDATE_IN
-  run_validate_elsewhere(argv);
+  run_validate_elsewhere(argc, argv);
 #endif
 #ifdef TRAINSIM_HAVE_MPI
   const Sharding sharding = mpi_start(&argc, &argv);

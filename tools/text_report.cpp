@@ -35,6 +35,10 @@ std::string format_count(double x) {
 
 std::string format_nodes(int n) { return std::to_string(n) + (n == 1 ? " node" : " nodes"); }
 
+std::string memory_need(const MemoryResult& m) {
+  return "stage " + std::to_string(m.peak_stage) + " needs " + format_bytes(m.peak().peak_bytes) + " of " + format_bytes(m.device_bytes);
+}
+
 namespace {
 // Three significant figures at most, without switching to exponent notation: 970, 12.5, 1.00.
 std::string three_figures(double v, const char* unit) {
@@ -138,8 +142,7 @@ void print_evaluation(std::ostream& os, const Scenario& s, const Evaluation& ev)
       os << line;
     }
     if (ev.memory.oom)
-      os << "\nOUT OF MEMORY: stage " << ev.memory.peak_stage << " needs " << format_bytes(ev.memory.peak().peak_bytes) << " of "
-         << format_bytes(ev.memory.device_bytes) << " (the step is timed as if it fit)";
+      os << "\nOUT OF MEMORY: " << memory_need(ev.memory) << " (the step is timed as if it fit)";
     os << "\n\n  exposed time on the critical path (GPU 0, first stage)\n";
     for (int c = 0; c < sim::kCategories; ++c) {
       const double t = ev.step.breakdown_s[c];

@@ -13,6 +13,8 @@ std::string format_count(double x);         // "%.0f", or "-" where infinite
 std::string format_energy(double kWh);      // "812 kWh", "3.41 MWh", "1.25 GWh"; "-" if infinite
 std::string format_power(double kW);        // "81.6 kW", "1.31 MW"
 std::string format_nodes(int n);            // "1 node", "8 nodes"
+// The stage with the highest memory peak against the device: "stage 0 needs 86.8 GiB of 79.6 GiB".
+std::string memory_need(const MemoryResult& m);
 // One line on the scenario's stragglers for `ev` (slowest GPU, and the step without them where simulated).
 std::string straggler_summary(const Scenario& s, const Evaluation& ev);
 // Why `more` (the same layout on more nodes) gives fewer tokens/s than `fewer`: "2 nodes give 65700

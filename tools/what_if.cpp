@@ -5,6 +5,7 @@
 
 #include "input_error.h"
 #include "layout_search.h"
+#include "text_report.h"
 
 namespace trainsim {
 
@@ -135,7 +136,7 @@ WhatIfSearch what_if_search(const Scenario& s, int nodes, double factor, int thr
   at.search.nodes = {nodes};
   const std::vector<Candidate> cands = enumerate_layouts(at);
   if (cands.empty())
-    throw InputError(s.file + ": search", "no layout in the search space satisfies the constraints at " + std::to_string(nodes) + (nodes == 1 ? " node" : " nodes"));
+    throw InputError(s.file + ": search", "no layout in the search space satisfies the constraints at " + format_nodes(nodes));
   SearchOptions so;
   so.threads = threads;
   so.keep = 1;  // the best layout is all each search below reads
@@ -145,7 +146,7 @@ WhatIfSearch what_if_search(const Scenario& s, int nodes, double factor, int thr
     SearchResult r = search_layouts(sc, cands, so);
     if (fit) *fit = r.evaluated - r.pruned_oom;
     if (r.ranked.empty())
-      throw InputError(s.file + ": search", "every layout of the search space at " + std::to_string(nodes) + (nodes == 1 ? " node" : " nodes") + " is out of memory");
+      throw InputError(s.file + ": search", "every layout of the search space at " + format_nodes(nodes) + " is out of memory");
     return std::move(r.ranked.front());
   };
   WhatIfSearch w;
