@@ -562,11 +562,11 @@ TEST(Cli, ReportIsOneSelfContainedPage) {
   const std::string page = ss.str();
   EXPECT_EQ(page.rfind("<!DOCTYPE html>", 0), 0u);
   EXPECT_NE(page.find("</html>"), std::string::npos);
-  // Candidates table, breakdown, memory, two scaling charts (the winner's layout, and the
-  // scenario's, which the search did not pick) and the timeline, all inline.
+  // Candidates table, breakdown, memory, three scaling charts (the best layout at each size, the
+  // winner's layout, and the scenario's, which the search did not pick) and the timeline, all inline.
   std::size_t svgs = 0;
   for (auto p = page.find("<svg"); p != std::string::npos; p = page.find("<svg", p + 1)) ++svgs;
-  EXPECT_EQ(svgs, 5u);
+  EXPECT_EQ(svgs, 6u);
   // The scenario's own layout over 25 GbE gets slower from one node to two, and the page says why.
   const auto own = page.find("Scaling of the scenario's layout");
   ASSERT_NE(own, std::string::npos);
@@ -614,6 +614,21 @@ TEST(Cli, ReportTrainsOnTheBestLayoutAtEachSizeAndSaysWhereTheWinnerDoesNotFit) 
     std::snprintf(tokens, sizeof tokens, "<td>%.0f</td>", b["tokens_per_s"].get<double>());
     EXPECT_NE(table.substr(at, table.find("</tr>", at) - at).find(tokens), std::string::npos) << row << " " << tokens;
   }
+  // The chart of the best layout at each size has a point for each of the search's, with its
+  // throughput and its degrees under its GPU count.
+  const auto chart = page.find("<h2>Scaling with the best layout at each size</h2>");
+  ASSERT_NE(chart, std::string::npos);
+  const std::string section = page.substr(chart, page.find("<h2>", chart + 4) - chart);
+  for (const auto& b : doc["best_per_size"]) {
+    const auto& l = b["layout"];
+    char point[64];
+    std::snprintf(point, sizeof point, "<title>%d GPUs: %.0f tokens/s, tp%d pp%d dp%d", b["gpus"].get<int>(), b["tokens_per_s"].get<double>(),
+                  l["tp"].get<int>(), l["pp"].get<int>(), l["dp"].get<int>());
+    EXPECT_NE(section.find(point), std::string::npos) << point;
+    const std::string degrees = "tp" + std::to_string(l["tp"].get<int>()) + " pp" + std::to_string(l["pp"].get<int>()) + " dp" +
+                                std::to_string(l["dp"].get<int>()) + (l["vpp"].get<int>() > 1 ? " v" + std::to_string(l["vpp"].get<int>()) : "") + "</text>";
+    EXPECT_NE(section.find(degrees), std::string::npos) << degrees;
+  }
   // The winner's layout at each size, simulated on its own: the page names exactly the sizes
   // where it is out of memory.
   const auto& w = doc["candidates"][0]["layout"];
@@ -630,6 +645,32 @@ TEST(Cli, ReportTrainsOnTheBestLayoutAtEachSizeAndSaysWhereTheWinnerDoesNotFit) 
   }
   EXPECT_GT(oom, 0);
   EXPECT_NE(page.find("Smallest size that meets the 60-day deadline: 64 nodes"), std::string::npos);
+}
+
+// The winner's layout is charted across the sizes only where it is not the search's best at every
+// one of them (else that chart is the best-at-each-size chart again).
+TEST(Cli, ReportChartsTheWinnersLayoutOnlyWhereItIsNotTheBestAtEverySize) {
+  int charted_once = 0;
+  for (const char* name : {"llama3-405b-2k-to-16k-gpus", "llama3-70b-8-to-64-nodes"}) {
+    const std::string f = kScenarios + "/" + name + ".json";
+    const Outcome search = run("search " + f + " --json");
+    ASSERT_EQ(search.status, 0) << search.err;
+    const auto doc = nlohmann::json::parse(search.out);
+    // The winner's layout, its data parallel degree apart, at every size.
+    auto without_dp = [](nlohmann::json l) {
+      l.erase("dp");
+      return l;
+    };
+    std::ifstream in(f);
+    const auto scenario = nlohmann::json::parse(in);
+    bool everywhere = doc["best_per_size"].size() == scenario["search"]["nodes"].size();
+    for (const auto& b : doc["best_per_size"]) everywhere &= without_dp(b["layout"]) == without_dp(doc["candidates"][0]["layout"]);
+    const std::string page = report_page(f, std::string(name) + ".html");
+    EXPECT_NE(page.find("<h2>Scaling with the best layout at each size</h2>"), std::string::npos) << name;
+    EXPECT_EQ(page.find("<h2>Scaling of the winner's layout</h2>") == std::string::npos, everywhere) << name;
+    charted_once += everywhere;
+  }
+  EXPECT_EQ(charted_once, 1);  // one scenario of each kind
 }
 
 // `planner validate` is handed to planner-gpu where CUDA is built, before the command line is

@@ -125,9 +125,10 @@ std::string memory_chart(const Evaluation& ev) {
 }
 
 // Tokens/s against GPU count on a log axis, with gridlines, ideal linear scaling from the smallest
-// size, and each size's scaling efficiency against the smallest written above its point.
-std::string scaling_chart(const std::vector<Evaluation>& evs) {
-  const int W = 860, H = 270, left = 80, bottom = 225, top = 24;
+// size, and each size's scaling efficiency against the smallest written above its point. With
+// `name_layouts` (a different layout may run at each size) each size's degrees go under its count.
+std::string scaling_chart(const std::vector<Evaluation>& evs, bool name_layouts) {
+  const int W = 860, H = name_layouts ? 284 : 270, left = 80, bottom = 225, top = 24;
   double gmax = 0, tmax = 0, gmin = 1e300;
   for (const auto& e : evs) {
     gmax = std::max<double>(gmax, e.gpus);
@@ -162,10 +163,16 @@ std::string scaling_chart(const std::vector<Evaluation>& evs) {
     any_oom |= oom;
     o << "<circle cx='" << X(e.gpus) << "' cy='" << Y(e.tokens_per_s) << "' r='4' "
       << (oom ? "fill='#fff' stroke='#c0392b' stroke-width='2'" : "fill='#4e79a7'") << "><title>" << e.gpus << " GPUs: "
-      << fmt("%.0f", e.tokens_per_s) << " tokens/s" << (oom ? ", out of memory" : "") << "</title></circle><text x='" << X(e.gpus)
+      << fmt("%.0f", e.tokens_per_s) << " tokens/s" << (oom ? ", out of memory" : "")
+      << (name_layouts ? ", " + esc(describe_short(e.layout)) : std::string()) << "</title></circle><text x='" << X(e.gpus)
       << "' y='" << Y(e.tokens_per_s) - 9 << "' font-size='11' text-anchor='middle'" << (oom ? " fill='#c0392b'" : "") << ">"
       << fmt("%.0f%%", 100 * eff) << (oom ? " OOM" : "") << "</text><text x='" << X(e.gpus) << "' y='" << bottom + 16
       << "' font-size='11' text-anchor='middle'>" << e.gpus << "</text>";
+    if (name_layouts) {
+      const Layout& l = e.layout;
+      o << "<text x='" << X(e.gpus) << "' y='" << bottom + 30 << "' font-size='10' fill='#666' text-anchor='middle'>tp" << l.tp << " pp" << l.pp
+        << " dp" << l.dp << (l.vpp > 1 ? " v" + std::to_string(l.vpp) : std::string()) << "</text>";
+    }
   }
   o << "<text x='4' y='14' font-size='11'>tokens/s</text><text x='" << W / 2 << "' y='" << H - 6
     << "' font-size='11' text-anchor='middle'>GPUs (log scale); dashed: linear scaling; % : scaling efficiency against " << evs.front().gpus
@@ -574,6 +581,17 @@ std::string render_report(const Scenario& s, int top) {
   // where more GPUs give fewer tokens/s and why.
   const bool several_sizes = s.cluster.nodes.size() > 1 || (s.has_search && s.search.nodes.size() > 1);
   const auto nodes_list = s.search.nodes.size() > 1 ? s.search.nodes : s.cluster.nodes;
+  // Under a scaling chart: each size its layout does not fit, and each size slower than the one
+  // before it, with what grew.
+  auto scaling_notes = [&](const std::vector<Evaluation>& evs) {
+    for (const Evaluation& e : evs)
+      if (e.memory.oom)
+        o << "<p><b style='color:#c0392b'>Out of memory on " << e.gpus << " GPUs:</b> " << memory_need(e.memory)
+          << "; its step is charted all the same.</p>";
+    for (std::size_t i = 1; i < evs.size(); ++i)
+      if (evs[i].tokens_per_s < evs[i - 1].tokens_per_s)
+        o << "<p><b style='color:#c0392b'>Slower with more GPUs:</b> " << esc(why_slower(evs[i - 1], evs[i])) << ".</p>";
+  };
   auto scaling_section = [&](const char* whose, const Layout& l) {
     std::vector<Evaluation> evs;
     for (int n : nodes_list) {
@@ -587,19 +605,24 @@ std::string render_report(const Scenario& s, int top) {
       }
     }
     if (evs.size() < 2) return evs;
+    // The best layout at every size already charted above: the same chart again says nothing new.
+    bool charted = evs.size() == best_sizes.size();
+    for (std::size_t i = 0; charted && i < evs.size(); ++i)
+      charted = evs[i].nodes == best_sizes[i].nodes && evs[i].layout == best_sizes[i].layout;
+    if (charted) return evs;
     o << "<h2>Scaling of " << whose << " layout</h2><p class='note'>" << esc(describe_short(evs.front().layout)) << " on "
-      << evs.front().nodes << (evs.front().nodes == 1 ? " node" : " nodes") << "; data parallelism grows with the nodes.</p>"
-      << scaling_chart(evs);
-    for (const Evaluation& e : evs)
-      if (e.memory.oom)
-        o << "<p><b style='color:#c0392b'>Out of memory on " << e.gpus << " GPUs:</b> " << memory_need(e.memory)
-          << "; its step is charted all the same.</p>";
-    for (std::size_t i = 1; i < evs.size(); ++i)
-      if (evs[i].tokens_per_s < evs[i - 1].tokens_per_s)
-        o << "<p><b style='color:#c0392b'>Slower with more GPUs:</b> " << esc(why_slower(evs[i - 1], evs[i])) << ".</p>";
+      << format_nodes(evs.front().nodes) << "; data parallelism grows with the nodes.</p>" << scaling_chart(evs, false);
+    scaling_notes(evs);
     return evs;
   };
   std::vector<Evaluation> sweep;
+  // How many nodes to buy is decided on the best layout at each size: charted first.
+  if (best_sizes.size() > 1) {
+    o << "<h2>Scaling with the best layout at each size</h2><p class='note'>The layout the search ranks first at each size ("
+      << (s.training.tokens_total > 0 ? "listed under Training below" : "its degrees under the GPU count") << ").</p>"
+      << scaling_chart(best_sizes, true);
+    scaling_notes(best_sizes);
+  }
   if (several_sizes) {
     sweep = scaling_section(s.has_search ? "the winner's" : "the scenario's", best.layout);
     // The layout the scenario proposes, where the search found another: how it scales is often

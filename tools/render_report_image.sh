@@ -9,10 +9,16 @@ png=${2:-${scenario%.json}.report.png}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 build/planner report "$scenario" -o "$work/report.html"
-# The page is 1,100 px wide; the window is tall enough for all of it.
-timeout 120 chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
-  --disable-background-networking --disable-component-update --disable-sync --hide-scrollbars \
-  --user-data-dir="$work/profile" --window-size=1100,3300 --screenshot="$work/report.png" \
+flags=(--headless --no-sandbox --disable-gpu --disable-quic --no-first-run --disable-background-networking
+       --disable-component-update --disable-sync --hide-scrollbars --user-data-dir="$work/profile")
+# The page is 1,100 px wide. Its height, as laid out at that width, is read first from a copy that
+# writes it into its title; the screenshot's window is that tall.
+sed 's#</body>#<script>document.title = "height=" + document.documentElement.scrollHeight;</script></body>#' \
+  "$work/report.html" > "$work/measure.html"
+height=$(timeout 120 chromium "${flags[@]}" --window-size=1100,1000 --dump-dom "file://$work/measure.html" 2> "$work/chromium.log" |
+  sed -n 's#.*<title>height=\([0-9]*\)</title>.*#\1#p')
+[[ -n "$height" ]] || { cat "$work/chromium.log"; echo "could not read the page's height" >&2; exit 1; }
+timeout 120 chromium "${flags[@]}" --window-size=1100,"$height" --screenshot="$work/report.png" \
   "file://$work/report.html" > "$work/chromium.log" 2>&1 || { cat "$work/chromium.log"; exit 1; }
 mv "$work/report.png" "$png"
 echo "$png"
