@@ -104,10 +104,9 @@ Comparison compare_hardware(const Scenario& s, int threads) {
       return priced ? -ev.cost_usd : -ev.time_to_train_s / 3600.0 * ev.gpus;
     };
     c.cheapest = best_pick(c.options, cost);
-    const double deadline_s = s.training.deadline_days * 86400.0;
-    if (deadline_s > 0)
+    if (s.training.deadline_days > 0)
       c.cheapest_in_deadline = best_pick(c.options, [&](const Scenario& o, const Evaluation& ev) -> double {
-        return ev.time_to_train_s <= deadline_s ? cost(o, ev) : std::nan("");
+        return meets_deadline(o, ev) ? cost(o, ev) : std::nan("");
       });
   } else {
     c.fastest = best_pick(c.options, [](const Scenario&, const Evaluation& ev) {
