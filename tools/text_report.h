@@ -17,7 +17,7 @@ std::string format_nodes(int n);            // "1 node", "8 nodes"
 std::string memory_need(const MemoryResult& m);
 // One line on the scenario's stragglers for `ev` (slowest GPU, and the step without them where simulated).
 std::string straggler_summary(const Scenario& s, const Evaluation& ev);
-// Why `more` (the same layout on more nodes) gives fewer tokens/s than `fewer`: "2 nodes give 65700
+// Why `more` (on more nodes: the same layout, or each size's best) gives fewer tokens/s than `fewer`: "2 nodes give 65700
 // tokens/s, fewer than 267620 on 1 node; DP communication exposed 3.49 s of a 3.99 s step (was
 // 4.0 ms)", naming the category whose exposed time grew the most.
 std::string why_slower(const Evaluation& fewer, const Evaluation& more);
