@@ -131,24 +131,56 @@ CollectivePlan ring(CollectiveKind kind, double S, const std::vector<int>& g, co
   return plan;
 }
 
-// Binary tree (heap order over the group): the reduction flows up and the broadcast flows down,
-// pipelined, so both directions of every tree edge carry the whole buffer concurrently. Latency as
-// NCCL's tuner counts it for a tree across N nodes of k members each: up and down, k - 1 hops
-// inside a node and log2 N across (a tree of depth log2 n inside one node).
+// Tree all-reduce as NCCL builds it, with latency as its tuner counts it (src/graph/tuning.cc:
+// 2 ((n/N - 1) alpha inside + log2 N alpha across) for n ranks on N nodes). Inside each node the
+// members form a chain; the reduction flows along it towards its head and the broadcast back,
+// pipelined, so both directions of every chain edge carry the channel's bytes concurrently. Across
+// nodes the heads join two binary trees over the nodes (NCCL's double binary tree), each carrying
+// half of them: tree A in heap order, tree B its mirror, so that a node inner in one is a leaf in
+// the other and no node sends more than about twice the bytes. As for rings, there is one channel
+// per member in a node, each with its share of the buffer and the chain rotated by one, so that a
+// different member (and NIC) heads each.
+//
+// Node 0 (the group's first member's, the one a symmetric-mode step simulates) sits where the most
+// bytes cross: at the root of tree A on up to 3 nodes, else at position 1, inner in A with two
+// children from 5 nodes on and a leaf in B.
 CollectivePlan tree(double S, const std::vector<int>& g, const PlacementInfo& w) {
   const int n = static_cast<int>(g.size());
   CollectivePlan plan;
   plan.algorithm = Algorithm::tree;
   Phase p;
   auto depth = [](int members) { return static_cast<int>(std::ceil(std::log2(static_cast<double>(members)))); };
-  if (spans_nodes(g, w))
-    p.latency_s = 2.0 * ((members_per_node(g, w) - 1) * w.intra_alpha_s + depth(node_count(g, w)) * w.inter_alpha_s);
-  else
-    p.latency_s = 2.0 * depth(n) * w.intra_alpha_s;
-  for (int i = 1; i < n; ++i) {
-    const int parent = (i - 1) / 2;
-    p.flows.push_back({g[i], g[parent], S});
-    p.flows.push_back({g[parent], g[i], S});
+  std::vector<std::vector<int>> by_node;
+  for (int x : g) {
+    if (by_node.empty() || w.node_of(by_node.back().front()) != w.node_of(x)) by_node.push_back({});
+    by_node.back().push_back(x);
+  }
+  const int N = static_cast<int>(by_node.size());
+  const int k = members_per_node(g, w);
+  p.latency_s = N > 1 ? 2.0 * ((k - 1) * w.intra_alpha_s + depth(N) * w.inter_alpha_s) : 2.0 * (n - 1) * w.intra_alpha_s;
+  // The node at each position of tree A (B's position q holds A's N - 1 - q).
+  std::vector<int> at(N);
+  for (int q = 0; q < N; ++q) at[q] = q;
+  if (N >= 4) std::swap(at[0], at[1]);
+  std::vector<int> head(N);
+  for (int c = 0; c < k; ++c) {
+    const double share = S / k;
+    for (int j = 0; j < N; ++j) {
+      const auto& seg = by_node[j];
+      const int m = static_cast<int>(seg.size());
+      head[j] = seg[c % m];
+      for (int i = 0; i + 1 < m; ++i) {
+        const int a = seg[(i + c) % m], b = seg[(i + 1 + c) % m];
+        p.flows.push_back({a, b, share});
+        p.flows.push_back({b, a, share});
+      }
+    }
+    for (int t = 0; t < 2 && N > 1; ++t)
+      for (int q = 1; q < N; ++q) {
+        const int child = t == 0 ? at[q] : at[N - 1 - q], parent = t == 0 ? at[(q - 1) / 2] : at[N - 1 - (q - 1) / 2];
+        p.flows.push_back({head[child], head[parent], share / 2});
+        p.flows.push_back({head[parent], head[child], share / 2});
+      }
   }
   plan.phases.push_back(p);
   return plan;
@@ -231,6 +263,12 @@ double idle_time_s(const CollectivePlan& plan, const PlacementInfo& w) {
   return t;
 }
 
+bool tuner_picks_tree(double bytes, int n, double ring_latency_s, double ring_per_byte_s, double tree_latency_s) {
+  if (n < 2) return false;
+  const double tree_per_byte_s = ring_per_byte_s * n / (0.92 * (n - 1));
+  return tree_latency_s + bytes * tree_per_byte_s < ring_latency_s + bytes * ring_per_byte_s;
+}
+
 CollectivePlan plan_collective(CollectiveKind kind, Algorithm algo, double bytes, const std::vector<int>& group,
                                const PlacementInfo& w) {
   if (group.size() < 2 && kind != CollectiveKind::send_recv) return CollectivePlan{Algorithm::direct, {}};
@@ -245,7 +283,9 @@ CollectivePlan plan_collective(CollectiveKind kind, Algorithm algo, double bytes
       CollectivePlan r = ring(kind, bytes, group, w);
       if (!spans_nodes(group, w)) return r;
       CollectivePlan t = tree(bytes, group, w);
-      return idle_time_s(t, w) < idle_time_s(r, w) ? t : r;
+      const double ring_latency = r.phases.at(0).latency_s;
+      const double ring_per_byte = bytes > 0 ? (idle_time_s(r, w) - ring_latency) / bytes : 0.0;
+      return tuner_picks_tree(bytes, static_cast<int>(group.size()), ring_latency, ring_per_byte, t.phases.at(0).latency_s) ? t : r;
     }
   }
   return ring(kind, bytes, group, w);

@@ -45,13 +45,21 @@ struct PlacementInfo {
 };
 
 // Plans collective `kind` of `bytes` (the per-rank buffer, nccl-tests' "size") over `group`
-// (GPU ids in ring order). `automatic` picks the algorithm with the smaller idle-network time, as
-// NCCL's tuner picks by its own cost model. Ring collectives use one channel per group member in a
+// (GPU ids in ring order). `automatic` runs an all-reduce inside a node on a ring and one across
+// nodes on the algorithm NCCL's tuner picks (tuner_picks_tree). Ring collectives use one channel per group member in a
 // node, each rotated so that every member's NIC carries one channel across nodes (NCCL's rings).
 CollectivePlan plan_collective(CollectiveKind kind, Algorithm algo, double bytes, const std::vector<int>& group,
                                const PlacementInfo& where);
 
 // Idle-network time of a plan under the placement's bandwidths (for algorithm choice and tests).
 double idle_time_s(const CollectivePlan& plan, const PlacementInfo& where);
+
+// Whether NCCL's tuner (src/graph/tuning.cc) runs an all-reduce of `bytes` over n ranks across
+// nodes as a tree rather than a ring. It prices each by its latency plus the bytes at its
+// algorithm bandwidth: the tree's bus bandwidth is 0.92 of the ring's and converts to algorithm
+// bandwidth by 1/2, the ring's by n / (2 (n - 1)); so, given the ring's time per byte on idle
+// links, the tree's is n / (0.92 (n - 1)) times it. The choice follows that model even where the
+// flows would run a tree faster (over 2 nodes its chains cut the bytes that cross the network).
+bool tuner_picks_tree(double bytes, int n, double ring_latency_s, double ring_per_byte_s, double tree_latency_s);
 
 }  // namespace trainsim::sim

@@ -81,7 +81,7 @@ void Builder::fused_values(int g, const Part* parts, int nparts, FusedPass& out)
     if (!p.tp || L_.tp == 1) continue;
     for (int k = 0; k < 3; ++k) {
       if (p.tp->count[k] == 0) continue;
-      const CachedPlan& plan = cached_plan(tp_group_of(g), kinds[k], Algorithm::ring, p.tp->bytes[k]);
+      const CachedPlan& plan = cached_plan(tp_group_of(g), kinds[k], algorithm_for(kinds[k]), p.tp->bytes[k]);
       tp_bytes += plan.sent_by_first * p.tp->bytes[k];
       const PlanScale sc = plan_scale(plan, p.tp->bytes[k], p.tp->count[k]);
       rec.tp_idle_s += plan.idle_latency_s * sc.latency * p.tp->count[k] + p.tp->bytes[k] * plan.idle_per_byte_s * sc.bytes;

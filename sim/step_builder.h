@@ -31,7 +31,10 @@ struct NetworkParams {
   ClusterShape shape;
   double intra_alpha_s = 0;
   double inter_alpha_s = 0;
-  Algorithm dp_algorithm = Algorithm::automatic;
+  // The algorithm of every all-reduce of the step (TP's and the gradients'), as NCCL_ALGO's
+  // "allreduce:<algorithm>" forces it; automatic picks by size as NCCL's tuner does. Other
+  // collectives run on rings (all-gather, reduce-scatter) or directly (all-to-all, send/recv).
+  Algorithm allreduce_algorithm = Algorithm::automatic;
   // Collectives measured inside a node (by kind and group size): a plan for one of them takes the
   // measured time on idle links.
   std::vector<MeasuredCollective> intra_measured;

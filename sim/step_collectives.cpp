@@ -14,8 +14,9 @@ const Builder::CachedPlan& Builder::cached_plan(const std::vector<int>& group, C
   // Groups are increasing arithmetic progressions of GPU ids: they span nodes when their ends do.
   if (place_.node_of(group.front()) == place_.node_of(group.back())) return ring;
   const CachedPlan& tree = unit_plan(group, kind, Algorithm::tree);
-  const auto idle = [bytes](const CachedPlan& p) { return p.idle_latency_s + bytes * p.idle_per_byte_s; };
-  return idle(tree) < idle(ring) ? tree : ring;
+  const bool pick_tree =
+      tuner_picks_tree(bytes, static_cast<int>(group.size()), ring.idle_latency_s, ring.idle_per_byte_s, tree.idle_latency_s);
+  return pick_tree ? tree : ring;
 }
 
 bool Builder::one_per_node(const std::vector<int>& group) const {
@@ -174,7 +175,7 @@ void Builder::tp_all(const CommTotals& t, const std::string& name) {
     for (int k = 0; k < 3; ++k) {
       if (t.count[k] == 0) continue;
       double sent = 0;
-      collective(tp_group_of(gpu), kinds[k], Algorithm::ring, t.bytes[k], t.count[k], 0.0, kTpComm, true, {}, "TP " + name,
+      collective(tp_group_of(gpu), kinds[k], algorithm_for(kinds[k]), t.bytes[k], t.count[k], 0.0, kTpComm, true, {}, "TP " + name,
                  gpu == 0 ? &sent : nullptr);
       if (gpu == 0) tp_bytes_gpu0_ += sent;
     }
@@ -225,7 +226,7 @@ void Builder::grad_collective(int gpu, const std::vector<Calls>& buckets, int bu
     name.append("DP ").append(to_string(kind)).append(" bucket ").append(std::to_string(bucket_index));
     if (count > 1) name.append("-").append(std::to_string(bucket_index + count - 1));
   }
-  collective(group, kind, in_.net.dp_algorithm, wire, kernel_s, kDpComm, false, compute_tails(gpu), name, gpu == 0 ? &sent : nullptr);
+  collective(group, kind, algorithm_for(kind), wire, kernel_s, kDpComm, false, compute_tails(gpu), name, gpu == 0 ? &sent : nullptr);
   if (gpu == 0) dp_bytes_gpu0_ += sent;
 }
 

@@ -331,8 +331,12 @@ class Builder {
   const std::vector<int>& dp_group_of(int gpu) const { return dp_groups_[sim_index_[gpu]]; }
 
  private:
-  // The plan for `bytes` over `group`; with Algorithm::automatic, the candidate with the smaller
-  // idle-network time at this size, as plan_collective chooses.
+  // The algorithm a collective of `kind` runs: the network's for all-reduce, a ring otherwise.
+  Algorithm algorithm_for(CollectiveKind kind) const {
+    return kind == CollectiveKind::all_reduce ? in_.net.allreduce_algorithm : Algorithm::ring;
+  }
+  // The plan for `bytes` over `group`; with Algorithm::automatic, a ring inside a node and across
+  // nodes the one NCCL's tuner picks at this size (tuner_picks_tree), as plan_collective chooses.
   const CachedPlan& cached_plan(const std::vector<int>& group, CollectiveKind kind, Algorithm algo, double bytes);
   const CachedPlan& unit_plan(const std::vector<int>& group, CollectiveKind kind, Algorithm algo);
   // The factors that give the profile's measured time for `bytes` summed over `count` calls of the

@@ -2,6 +2,8 @@
 // nccl-tests' bus-bandwidth factors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
 #include <numeric>
 
 #include "collective.h"
@@ -119,14 +121,50 @@ TEST(Collective, RingLatencyAcrossNodesChargesTheNetworkOnlyForStepsThatCrossIt)
 TEST(Collective, TreeLatencyAcrossNodesCountsHopsInsideAndAcross) {
   // NCCL's tuner (src/graph/tuning.cc, tree all-reduce): 2 ((k - 1) alpha_in + log2 N alpha_out)
   // for N nodes of k members. 4 nodes x 8, alpha inside 2 us, across 10 us: 2 (7 x 2 + 2 x 10) =
-  // 68 us; one member per node on 16 nodes: 2 x 4 x 10 = 80 us; inside one node of 8: 2 x 3 x 2 = 12 us.
+  // 68 us; one member per node on 16 nodes: 2 x 4 x 10 = 80 us; inside one node of 8 (N = 1, a
+  // chain): 2 x 7 x 2 = 28 us.
   const ClusterShape s = node(16, 8, 200e9, 25e9);
   const PlacementInfo w = place(s, 2e-6, 10e-6);
   EXPECT_NEAR(plan_collective(CollectiveKind::all_reduce, Algorithm::tree, 1e6, iota(32), w).phases.at(0).latency_s, 68e-6, 1e-12);
   std::vector<int> rail;
   for (int i = 0; i < 16; ++i) rail.push_back(8 * i);
   EXPECT_NEAR(plan_collective(CollectiveKind::all_reduce, Algorithm::tree, 1e6, rail, w).phases.at(0).latency_s, 80e-6, 1e-12);
-  EXPECT_NEAR(plan_collective(CollectiveKind::all_reduce, Algorithm::tree, 1e6, iota(8), w).phases.at(0).latency_s, 12e-6, 1e-12);
+  EXPECT_NEAR(plan_collective(CollectiveKind::all_reduce, Algorithm::tree, 1e6, iota(8), w).phases.at(0).latency_s, 28e-6, 1e-12);
+}
+
+TEST(Collective, TreeInsideANodeIsAChainPerChannel) {
+  // NCCL's tree inside one node is a chain: the reduction runs along it and the broadcast back,
+  // pipelined, so each GPU sends its channel's share to each neighbour. With one channel per GPU,
+  // each carrying S/8 and its chain rotated by one, every GPU is an end of two chains and in the
+  // middle of six: it sends (2 x 1 + 6 x 2) S/8 = 1.75 S, a ring's 2(n-1)/n S. Through an NVSwitch
+  // with B per GPU and direction, both take 1.75 S/B on idle links.
+  const ClusterShape s = node(1, 8, 100e9, 25e9);
+  const double S = 1e9;
+  const auto chain = plan_collective(CollectiveKind::all_reduce, Algorithm::tree, S, iota(8), place(s, 0, 0));
+  EXPECT_EQ(chain.phases.at(0).flows.size(), 8u * 7u * 2u);
+  EXPECT_NEAR(run_plan(chain, s), 1.75 * S / 100e9, 1e-9);
+  const auto ring = plan_collective(CollectiveKind::all_reduce, Algorithm::ring, S, iota(8), place(s, 0, 0));
+  EXPECT_NEAR(run_plan(ring, s), 1.75 * S / 100e9, 1e-9);
+}
+
+TEST(Collective, TreeAcrossNodesIsADoubleBinaryTree) {
+  // One GPU per node on 8 nodes behind a 25 GB/s NIC: two binary trees over the nodes, each with
+  // S/2 both ways on every edge. A node inner in one tree (parent and two children: 3 x S/2) is a
+  // leaf in the other (S/2): 2 S through its NIC, so t = 2 S/B on idle links, where one tree alone
+  // would send 3 S through an inner node's NIC. Node 0, the one a symmetric-mode step simulates,
+  // is such a node; none sends more.
+  const ClusterShape s = node(8, 8, 200e9, 25e9);
+  const double S = 1e9;
+  std::vector<int> rail;
+  for (int i = 0; i < 8; ++i) rail.push_back(8 * i);
+  const auto t = plan_collective(CollectiveKind::all_reduce, Algorithm::tree, S, rail, place(s, 0, 0));
+  std::map<int, double> sent;
+  for (const auto& f : t.phases.at(0).flows) sent[f.src] += f.bytes;
+  double most = 0;
+  for (const auto& [gpu, bytes] : sent) most = std::max(most, bytes);
+  EXPECT_NEAR(most, 2 * S, 1e-6 * S);
+  EXPECT_NEAR(sent[0], 2 * S, 1e-6 * S);
+  EXPECT_NEAR(run_plan(t, s), 2 * S / 25e9, 1e-9);
 }
 
 TEST(Collective, OneGpuPerNodeUsesOneNic) {

@@ -112,6 +112,19 @@ TEST(Scenario, NetworkOverridesAndFabric) {
   EXPECT_NE(error_of(bad).find("cluster.network.fabric"), std::string::npos);
 }
 
+TEST(Scenario, AllReduceAlgorithmIsAutoRingOrTree) {
+  auto with = [](const std::string& network) {
+    return R"({ "name": "t", "model": "gpt-125m", "training": { "global_batch": 8 }, "hardware": "test-gpu",
+      "cluster": { "nodes": 1, "network": )" + network + R"( }, "layout": {} })";
+  };
+  EXPECT_EQ(parse_scenario(with("{}"), "s.json", kProfiles).cluster.network.allreduce_algorithm, "auto");
+  EXPECT_EQ(parse_scenario(with(R"({ "allreduce_algorithm": "tree" })"), "s.json", kProfiles).cluster.network.allreduce_algorithm, "tree");
+  const std::string e = error_of(with(R"({ "allreduce_algorithm": "nvls" })"));
+  EXPECT_NE(e.find("cluster.network.allreduce_algorithm"), std::string::npos) << e;
+  EXPECT_NE(e.find("\"nvls\""), std::string::npos) << e;
+  EXPECT_NE(error_of(with(R"({ "allreduce_algorithm": 1 })")).find("cluster.network.allreduce_algorithm"), std::string::npos);
+}
+
 TEST(Scenario, CustomModelAndPresetOverride) {
   const std::string custom = R"({ "name": "t", "model": { "family": "llama", "layers": 4, "hidden": 512, "heads": 8,
       "kv_heads": 2, "ffn_hidden": 1536, "vocab": 1000, "seq_len": 256 }, "training": { "global_batch": 8 },

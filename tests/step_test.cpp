@@ -264,7 +264,7 @@ TEST(Step, BucketSizeHasAnInteriorOptimum) {
     in.net.shape.nic_Bps = 10e9;
     in.net.intra_alpha_s = 50e-6;
     in.net.inter_alpha_s = 50e-6;
-    in.net.dp_algorithm = Algorithm::ring;
+    in.net.allreduce_algorithm = Algorithm::ring;
     times.push_back({mb, simulate_step(in).step_time_s});
   }
   const auto best = std::min_element(times.begin(), times.end(), [](auto& a, auto& b) { return a.second < b.second; });
@@ -272,6 +272,51 @@ TEST(Step, BucketSizeHasAnInteriorOptimum) {
   EXPECT_NE(best, times.end() - 1) << "one bucket should not be best";
   EXPECT_LT(best->second, 0.95 * times.front().second);
   EXPECT_LT(best->second, 0.95 * times.back().second);
+}
+
+TEST(Step, AllReduceAlgorithmIsForcedOrPickedBySize) {
+  // Four data-parallel GPUs, one per node behind a 10 GB/s NIC, the gradients S in one bucket
+  // (which cannot start before backward ends, so the whole all-reduce is exposed). On idle links:
+  //   ring: 2(n-1) a + 2(n-1)/n S/B = 6a + 1.5 S/B (each GPU sends 1.5 S);
+  //   tree: 2 log2(4) a + 1.5 S/B = 4a + 1.5 S/B: two trees over the 4 nodes with S/2 both ways
+  //         on each edge; GPU 0 has a parent and a child in one (S) and is a leaf in the other.
+  // Forcing one runs it whatever the size. Automatic takes NCCL's tuner's pick, which prices the
+  // tree's bandwidth at n/(0.92 (n-1)) = 1.449 times the ring's time per byte: the tree when the
+  // latency saved, 2a, outweighs 0.449 x 1.5 S/B, the ring otherwise, though the flows run the
+  // tree 2a faster either way.
+  Fixture f;
+  const ModelConfig m = *find_model_preset("gpt-350m");
+  auto step = [&](Algorithm algo, double alpha) {
+    StepInput in;
+    in.model = &m;
+    in.layout.dp = 4;
+    in.layout.bucket_MB = 1e5;
+    in.layout.micro_batch = 8;
+    in.global_batch = 32;
+    in.cost = &f.cost;
+    in.net.shape.nodes = 4;
+    in.net.shape.gpus_per_node = 1;
+    in.net.shape.nics_per_node = 1;
+    in.net.shape.nvlink_Bps = 100e9;
+    in.net.shape.nic_Bps = 10e9;
+    in.net.intra_alpha_s = 5e-6;
+    in.net.inter_alpha_s = alpha;
+    in.net.allreduce_algorithm = algo;
+    return simulate_step(in);
+  };
+  std::vector<bool> picks_tree;
+  for (double a : {0.1, 0.001}) {
+    const StepResult ring = step(Algorithm::ring, a), tree = step(Algorithm::tree, a), automatic = step(Algorithm::automatic, a);
+    const double S = ring.dp_bytes_per_gpu / 1.5, B = 10e9;
+    EXPECT_NEAR(tree.dp_bytes_per_gpu, 1.5 * S, 1e-6 * S);
+    const double ring_s = 6 * a + 1.5 * S / B;
+    EXPECT_NEAR(ring.breakdown_s[kDpComm], ring_s, 0.01 * ring_s) << "a = " << a;
+    EXPECT_NEAR(ring.step_time_s - tree.step_time_s, 2 * a, 1e-3 * ring_s) << "a = " << a;
+    picks_tree.push_back(2 * a > (4.0 / (0.92 * 3) - 1) * 1.5 * S / B);
+    const StepResult& picked = picks_tree.back() ? tree : ring;
+    EXPECT_EQ(automatic.step_time_s, picked.step_time_s) << "a = " << a;
+  }
+  EXPECT_EQ(picks_tree, (std::vector<bool>{true, false})) << "each latency takes a different algorithm";
 }
 
 TEST(Step, SlowNetworkGetsSlowerWithMoreNodes) {

@@ -33,6 +33,7 @@ sim::NetworkParams network_for(const Scenario& s, int nodes) {
   n.shape.oversubscription = s.cluster.network.oversubscription;
   n.intra_alpha_s = hw.intra_latency_us * 1e-6;
   n.inter_alpha_s = s.cluster.network.latency_us * 1e-6;
+  n.allreduce_algorithm = sim::parse_algorithm(s.cluster.network.allreduce_algorithm);
   n.intra_measured = measured_collectives(hw.intra_collectives);
   // Measured across nodes on the profile's own network: only where the scenario keeps that network.
   const NetworkSpec& net = s.cluster.network;

@@ -538,7 +538,9 @@ std::string render_report(const Scenario& s, int top) {
     << "</td></tr><tr><th class='l'>cluster</th><td class='l'>";
   for (int n : s.cluster.nodes) o << n << " ";
   o << "nodes × " << s.cluster.gpus_per_node << " GPUs, " << s.cluster.network.nics_per_node << " × " << s.cluster.network.nic_Gbps
-    << " Gb/s NICs, " << esc(s.cluster.network.fabric) << "</td></tr><tr><th class='l'>training</th><td class='l'>global batch "
+    << " Gb/s NICs, " << esc(s.cluster.network.fabric);
+  if (s.cluster.network.allreduce_algorithm != "auto") o << ", all-reduce forced to " << esc(s.cluster.network.allreduce_algorithm) << " (NCCL_ALGO=allreduce:" << esc(s.cluster.network.allreduce_algorithm) << ")";
+  o << "</td></tr><tr><th class='l'>training</th><td class='l'>global batch "
     << s.training.global_batch << ", " << to_string(s.training.precision) << "</td></tr>";
   if (s.stragglers.given) {
     o << "<tr><th class='l'>stragglers</th><td class='l'>";

@@ -148,6 +148,9 @@ void read_network(JsonFields& nw, NetworkSpec& n) {
   n.oversubscription = nw.number("oversubscription", 1.0, 1.0, 64.0);
   n.latency_us = nw.number("latency_us", n.latency_us, 0.0, 1e5);
   n.efficiency = nw.number("efficiency", n.efficiency, 0.01, 1.0);
+  n.allreduce_algorithm = nw.string("allreduce_algorithm", n.allreduce_algorithm);
+  if (n.allreduce_algorithm != "auto" && n.allreduce_algorithm != "ring" && n.allreduce_algorithm != "tree")
+    throw InputError(nw.path("allreduce_algorithm"), "expected \"auto\", \"ring\" or \"tree\", found \"" + n.allreduce_algorithm + "\"");
   nw.finish();
 }
 

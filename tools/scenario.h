@@ -29,6 +29,9 @@ struct NetworkSpec {
   double oversubscription = 1.0;
   double latency_us = 0;
   double efficiency = 0;
+  // Every all-reduce's algorithm: "auto" (by size, as NCCL's tuner picks), "ring" or "tree" (as
+  // NCCL_ALGO="allreduce:ring" or "allreduce:tree" forces it; export's job script sets that).
+  std::string allreduce_algorithm = "auto";
 };
 
 struct ClusterSpec {

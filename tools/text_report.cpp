@@ -131,7 +131,9 @@ std::string straggler_summary(const Scenario& s, const Evaluation& ev) {
 void print_evaluation(std::ostream& os, const Scenario& s, const Evaluation& ev) {
   char line[512];  // the longest line (reliability, async) is about 250 characters
   os << s.name << ": " << s.model.name << " on " << ev.nodes << " x " << s.cluster.gpus_per_node << " "
-     << s.hardware.name << " (" << ev.gpus << " GPUs)\n";
+     << s.hardware.name << " (" << ev.gpus << " GPUs)";
+  if (s.cluster.network.allreduce_algorithm != "auto") os << ", all-reduce forced to " << s.cluster.network.allreduce_algorithm;
+  os << "\n";
   os << "layout  " << describe(ev.layout) << "\n";
   if (ev.simulated) {
     std::snprintf(line, sizeof line, "step    %s   %.0f tokens/s   MFU %.1f%%", format_seconds(ev.step.step_time_s).c_str(),
