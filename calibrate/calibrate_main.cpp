@@ -58,11 +58,21 @@ json read_json(const std::string& path) {
   }
 }
 
+// The command as a shell would take it again: an argument with anything but letters, digits and
+// -_./=:,+ is single-quoted.
 std::string command_line(int argc, char** argv) {
   std::string command;
   for (int i = 0; i < argc; ++i) {
     if (i) command += ' ';
-    command += argv[i];
+    const std::string a = argv[i];
+    const bool plain = !a.empty() && a.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_./=:,+") == std::string::npos;
+    if (plain) {
+      command += a;
+      continue;
+    }
+    command += '\'';
+    for (char c : a) command += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    command += '\'';
   }
   return command;
 }
@@ -74,10 +84,16 @@ std::string today() {
   return buf;
 }
 
-int import_logs(const std::vector<std::string>& logs, const std::string& out, double min_bytes) {
+// The link tables of nccl-tests logs, with their fits, and the same tables as a profile's
+// collective entries (piecewise fits; provenance "imported", naming `reference`), ready for an
+// intra_node or inter_node "collectives" list.
+int import_logs(const std::vector<std::string>& logs, const std::string& out, double min_bytes, const std::string& reference,
+                const std::string& command) {
   json tables = json::array();
+  std::vector<calib::LinkTable> all;
   for (const auto& log : logs)
     for (const auto& t : calib::import_nccl_tests_file(log)) {
+      all.push_back(t);
       json pts = json::array();
       long wrong = 0;
       for (const auto& p : t.points) {
@@ -101,7 +117,12 @@ int import_logs(const std::vector<std::string>& logs, const std::string& out, do
       std::printf("\n");
       tables.push_back(entry);
     }
-  write_atomically(out, json{{"source", "imported"}, {"tables", tables}}.dump(1) + "\n");
+  std::string logs_named;
+  for (const auto& log : logs) logs_named += (logs_named.empty() ? "" : ", ") + log;
+  const json provenance = {{"source", "imported"}, {"reference", reference.empty() ? "nccl-tests logs " + logs_named : reference},
+                           {"command", command}, {"date", today()}};
+  write_atomically(out, json{{"source", "imported"}, {"tables", tables}, {"collectives", calib::collective_fits_json(all, provenance)}}.dump(1) +
+                            "\n");
   return 0;
 }
 
@@ -130,6 +151,8 @@ int main(int argc, char** argv) {
   imp->add_option("logs", logs, "nccl-tests output files")->required();
   imp->add_option("--out", imp_out, "link-table JSON to write")->required();
   imp->add_option("--fit-min-bytes", min_bytes, "smallest message size used by the fit");
+  std::string reference;
+  imp->add_option("--reference", reference, "where the logs come from, for the collectives' provenance (default: the log files)");
   auto* refit = app.add_subcommand("refit", "refit a profile's collective models from the raw measurements it records");
   std::string refit_profile;
   refit->add_option("profile", refit_profile, "hardware profile JSON, rewritten in place")->required();
@@ -140,9 +163,11 @@ int main(int argc, char** argv) {
       ->required();
   merge->add_option("--out", merge_out, "profile to write")->required();
   merge->add_option("--name", merge_name, "profile name (default: the --out file's stem)");
-  std::string merge_runtime;
+  std::string merge_runtime, merge_imported;
   merge->add_option("--runtime-memory-from", merge_runtime,
                     "profile whose runtime_memory block is kept as it is (read off validation runs) instead of the runs' median context");
+  merge->add_option("--imported-from", merge_imported,
+                    "profile whose imported tables that calibration does not measure (intra_node.nvls_collectives) are kept");
   auto* conditions = app.add_subcommand(
       "gemm-conditions", "time the GEMMs of a few GPT layers with random or training-like operands, back to back or between "
                          "memory-bound kernels (a diagnostic; writes nothing)");
@@ -177,7 +202,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    if (*imp) return import_logs(logs, imp_out, min_bytes);
+    if (*imp) return import_logs(logs, imp_out, min_bytes, reference, command_line(argc, argv));
     if (*conditions) return calib::run_gemm_conditions();
     if (*kconditions) return calib::run_kernel_conditions();
     if (*kmix) return calib::run_kernel_mix(mix);
@@ -204,6 +229,12 @@ int main(int argc, char** argv) {
         if (!from.contains("runtime_memory") || !from["runtime_memory"].is_object())
           throw InputError(merge_runtime, "has no runtime_memory block to keep");
         merged["runtime_memory"] = from["runtime_memory"];
+      }
+      if (!merge_imported.empty()) {
+        const json from = read_json(merge_imported);
+        if (!from.contains("intra_node") || !from["intra_node"].contains("nvls_collectives"))
+          throw InputError(merge_imported, "has no imported tables to keep (intra_node.nvls_collectives)");
+        merged["intra_node"]["nvls_collectives"] = from["intra_node"]["nvls_collectives"];
       }
       write_atomically(merge_out, merged.dump(1) + "\n");
       std::printf("calibrate merge: %zu runs, per-sample medians written to %s\n", runs.size(), merge_out.c_str());

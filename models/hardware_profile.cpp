@@ -197,12 +197,12 @@ const json* table_rows(JsonFields& t, const std::vector<std::string>& columns, b
   return &rows;
 }
 
-std::vector<CollectiveFit> read_collective_fits(JsonFields& in) {
+std::vector<CollectiveFit> read_collective_fits(JsonFields& in, const std::string& key = "collectives") {
   std::vector<CollectiveFit> out;
-  if (const json* cs = in.find("collectives")) {
-    if (!cs->is_array()) throw InputError(in.path("collectives"), "expected an array, found " + json_excerpt(*cs));
+  if (const json* cs = in.find(key)) {
+    if (!cs->is_array()) throw InputError(in.path(key), "expected an array, found " + json_excerpt(*cs));
     for (std::size_t i = 0; i < cs->size(); ++i) {
-      JsonFields c((*cs)[i], in.path("collectives") + "[" + std::to_string(i) + "]");
+      JsonFields c((*cs)[i], in.path(key) + "[" + std::to_string(i) + "]");
       CollectiveFit fit;
       fit.collective = c.string("collective");
       if (fit.collective != "all_reduce" && fit.collective != "all_gather" && fit.collective != "reduce_scatter" &&
@@ -253,6 +253,7 @@ void read_links(JsonFields& top, HardwareProfile& hp) {
   hp.intra_busbw_GBps = in.number("busbw_GBps", std::nullopt, 0.001, 1e5);
   hp.intra_latency_us = in.number("latency_us", std::nullopt, 0.0, 1e5);
   hp.intra_collectives = read_collective_fits(in);
+  hp.intra_nvls_collectives = read_collective_fits(in, "nvls_collectives");
   if (in.has("peer_copies")) {
     JsonFields pc = in.object("peer_copies");
     const json& rows = *table_rows(pc, {"src", "dst", "link", "GBps", "peer_access"}, true);

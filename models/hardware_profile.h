@@ -110,6 +110,10 @@ struct HardwareProfile {
                                   // simulator uses)
   double intra_latency_us = 0;    // per ring step
   std::vector<CollectiveFit> intra_collectives;
+  // Collectives inside a node with NCCL's defaults and NVLink SHARP (NVLS) on, by kind and group
+  // size (intra_node.nvls_collectives, usually imported): where a scenario turns NVLS on they take
+  // the place of the entries above for their kind and size.
+  std::vector<CollectiveFit> intra_nvls_collectives;
   std::vector<PeerCopy> peer_copies;
   Provenance intra_provenance;
 

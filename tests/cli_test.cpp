@@ -452,6 +452,16 @@ TEST(Cli, CalibrateImportsNcclTestsLogs) {
   ASSERT_EQ(j["tables"].size(), 2u);
   EXPECT_EQ(j["tables"][0]["gpus"], 8);
   EXPECT_TRUE(j["tables"][1]["fit"].contains("busbw_GBps"));
+  // The same tables as a profile's collective entries, which a profile reads as it reads its own.
+  ASSERT_EQ(j["collectives"].size(), 2u);
+  for (const auto& c : j["collectives"]) {
+    EXPECT_EQ(c["provenance"]["source"], "imported");
+    EXPECT_NE(c["provenance"]["reference"].get<std::string>().find("nccl-tests-allreduce-dgxh100.txt"), std::string::npos);
+    EXPECT_FALSE(c["segments"]["rows"].empty());
+  }
+  const Outcome named = run("import-nccl-tests " + kData + "/nccl-tests-allreduce-a100.json --out " + out + " --reference 'a published sweep'", kCalibrate);
+  ASSERT_EQ(named.status, 0) << named.err;
+  EXPECT_EQ(nlohmann::json::parse(std::ifstream(out))["collectives"][0]["provenance"]["reference"], "a published sweep");
   const Outcome bad = run("import-nccl-tests /nonexistent.txt --out " + out + ".2", kCalibrate);
   EXPECT_EQ(bad.status, 2);
   EXPECT_FALSE(std::filesystem::exists(out + ".2"));
@@ -482,7 +492,8 @@ TEST(Cli, CalibrateRefitReproducesTheCommittedFits) {
 
 TEST(Cli, CalibrateMergeOfTheRecordedRunsIsTheCommittedProfile) {
   // models/hardware/h200-sxm.json is the merge of the five recorded calibration runs with its
-  // runtime memory kept as read off the validation runs: merging them again, keeping that block,
+  // runtime memory kept as read off the validation runs and its imported NVLS curve: merging them
+  // again, keeping those blocks,
   // gives the committed profile field for field but for the command line in its provenance. A
   // --runtime-memory-from profile without the block is an input error that writes nothing.
   const std::string runs = TRAINSIM_RUNS, committed = std::string(TRAINSIM_PROFILES) + "/h200-sxm.json";
@@ -492,7 +503,7 @@ TEST(Cli, CalibrateMergeOfTheRecordedRunsIsTheCommittedProfile) {
   for (const char* f : {"2026-11-29-run1.json", "2026-11-29-run2-gqa.json", "2026-11-29-run3-attention-mb2.json",
                         "2026-12-02-run4-long-attention.json", "2026-12-02-run5-llama-long-attention.json"})
     args += " " + runs + "/" + f;
-  const Outcome r = run(args + " --name h200-sxm --runtime-memory-from " + committed + " --out " + out, kCalibrate);
+  const Outcome r = run(args + " --name h200-sxm --runtime-memory-from " + committed + " --imported-from " + committed + " --out " + out, kCalibrate);
   ASSERT_EQ(r.status, 0) << r.err;
   auto without_commands = [](nlohmann::json j) {
     for (auto& [key, v] : j.items())
@@ -573,6 +584,38 @@ TEST(Cli, TheScenarioForcesTheAllReduceAlgorithmAndExportSetsIt) {
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("cluster.network.allreduce_algorithm"), std::string::npos) << r.err;
   EXPECT_FALSE(std::filesystem::exists(html));
+}
+
+// cluster.network.nvls turns NCCL's NVLink SHARP on: all-reduces inside a node take the profile's
+// imported NVLS curve, and export's job script sets NCCL_NVLS_ENABLE=1. A profile without such
+// curves, or an all-reduce algorithm forced to leave NVLS out, is an input error.
+TEST(Cli, NvlsOnPricesAllReducesInsideANodeByTheProfilesNvlsCurve) {
+  std::ifstream in(kScenarios + "/llama2-7b-one-node.json");
+  const auto doc = nlohmann::json::parse(in);
+  auto with = [&](const nlohmann::json& network, const std::string& name, const std::string& hardware = "") {
+    auto d = doc;
+    d["cluster"]["network"] = network;
+    if (!hardware.empty()) d["hardware"] = hardware;
+    return write_temp(name, d.dump());
+  };
+  const std::string on = with({{"nvls", true}}, "nvls_on.json"), off = with({{"nvls", false}}, "nvls_off.json");
+  // ZeRO-0: the gradients are all-reduced over the node's 8 GPUs.
+  const Outcome a = run("simulate " + on + " --layout zero=0 --json"), b = run("simulate " + off + " --layout zero=0 --json");
+  ASSERT_EQ(a.status, 0) << a.err;
+  ASSERT_EQ(b.status, 0) << b.err;
+  const double dp_on = nlohmann::json::parse(a.out)["breakdown_s"]["dp_comm"], dp_off = nlohmann::json::parse(b.out)["breakdown_s"]["dp_comm"];
+  EXPECT_LT(dp_on, 0.9 * dp_off);
+  EXPECT_NE(run("simulate " + on).out.find(", NVLS on"), std::string::npos);
+  EXPECT_NE(run("export " + on).out.find("\nexport NCCL_NVLS_ENABLE=1 "), std::string::npos);
+  EXPECT_NE(run("export " + off).out.find("\nexport NCCL_NVLS_ENABLE=0 "), std::string::npos);
+
+  const Outcome no_curve = run("simulate " + with({{"nvls", true}}, "nvls_a100.json", "a100-80g-sxm"));
+  EXPECT_EQ(no_curve.status, 2);
+  EXPECT_NE(no_curve.err.find("cluster.network.nvls"), std::string::npos) << no_curve.err;
+  EXPECT_NE(no_curve.err.find("a100-80g-sxm"), std::string::npos) << no_curve.err;
+  const Outcome forced = run("simulate " + with({{"nvls", true}, {"allreduce_algorithm", "ring"}}, "nvls_ring.json"));
+  EXPECT_EQ(forced.status, 2);
+  EXPECT_NE(forced.err.find("cluster.network.nvls"), std::string::npos) << forced.err;
 }
 
 // A layout that does not fit is exported (the user may know better) with the memory model's

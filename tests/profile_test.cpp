@@ -8,14 +8,18 @@
 #include <nlohmann/json.hpp>
 
 #include "cost_model.h"
+#include "evaluation.h"
 #include "hardware_profile.h"
 #include "input_error.h"
+#include "measured_collective.h"
+#include "nccl_tests_import.h"
 
 using namespace trainsim;
 
 namespace {
 const std::string kProfiles = TRAINSIM_PROFILES;
 const std::string kData = TRAINSIM_TEST_DATA;
+const std::string kSource = TRAINSIM_SOURCE_DIR;
 }  // namespace
 
 TEST(Profiles, ShippedProfilesLoadWithProvenance) {
@@ -279,5 +283,34 @@ TEST(Profiles, AttentionTableWithGroupingIsReadStrictly) {
     FAIL() << "dropout 2 accepted";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("gpu.attention.table.rows[0]"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Profiles, NvlsCurvesAreThePublishedEightGpuSweeps) {
+  // h100-sxm and h200-sxm carry the all-reduce of 8 GPUs with NCCL's defaults, NVLS on, imported
+  // from published nccl-tests sweeps (calibrate/records/imported; the commands in their
+  // provenance). The piecewise fit keeps every published size from 1 MiB up within 5%, and the
+  // largest sizes at the published ~480 GB/s of bus bandwidth, against the 367-370 of a ring.
+  for (const auto& [name, log] : {std::pair<std::string, std::string>{"h100-sxm", "dgx-h100-8gpu-all-reduce-nvls.txt"},
+                                  {"h200-sxm", "h200-8gpu-all-reduce-nvls.txt"}}) {
+    const HardwareProfile hp = load_hardware_profile(name, kProfiles);
+    ASSERT_EQ(hp.intra_nvls_collectives.size(), 1u) << name;
+    const CollectiveFit& fit = hp.intra_nvls_collectives[0];
+    EXPECT_EQ(fit.collective, "all_reduce");
+    EXPECT_EQ(fit.gpus, 8);
+    EXPECT_EQ(fit.provenance.source, "imported");
+    EXPECT_NE(fit.provenance.reference.find("NVLS"), std::string::npos) << fit.provenance.reference;
+    const auto curves = measured_collectives(hp.intra_nvls_collectives);
+    const auto tables = calib::import_nccl_tests_file(kSource + "/calibrate/records/imported/" + log);
+    ASSERT_EQ(tables.size(), 1u);
+    int checked = 0;
+    for (const auto& p : tables[0].points) {
+      if (p.bytes < (1 << 20)) continue;
+      EXPECT_NEAR(sim::measured_time_s(curves.at(0), p.bytes) * 1e6 / p.time_us, 1.0, 0.05) << name << " at " << p.bytes << " B";
+      ++checked;
+    }
+    EXPECT_GE(checked, 15) << name;
+    const double S = 16.0 * (1ull << 30);
+    EXPECT_NEAR(1.75 * S / sim::measured_time_s(curves.at(0), S) / 1e9, 480.0, 10.0) << name;
   }
 }

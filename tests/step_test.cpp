@@ -319,6 +319,40 @@ TEST(Step, AllReduceAlgorithmIsForcedOrPickedBySize) {
   EXPECT_EQ(picks_tree, (std::vector<bool>{true, false})) << "each latency takes a different algorithm";
 }
 
+TEST(Step, NvlsPricesAnAllReduceInsideANodeByItsCurve) {
+  // Eight data-parallel GPUs in one node, the gradients S in one bucket after backward, so the
+  // whole all-reduce is exposed. With NVLS on, the h200-sxm profile's imported 8-GPU curve prices
+  // it: on idle links the exposed time is that curve's time at S. Without, the ring model at the
+  // profile's 310 GB/s: 2(n-1) alpha + 1.75 S/B.
+  Fixture f;
+  const ModelConfig m = *find_model_preset("gpt-350m");
+  const HardwareProfile hp = load_hardware_profile("h200-sxm", kProfiles);
+  auto step = [&](bool nvls) {
+    StepInput in;
+    in.model = &m;
+    in.layout.dp = 8;
+    in.layout.bucket_MB = 1e5;
+    in.layout.micro_batch = 8;
+    in.global_batch = 64;
+    in.cost = &f.cost;
+    in.net.shape.nodes = 1;
+    in.net.shape.gpus_per_node = 8;
+    in.net.shape.nics_per_node = 8;
+    in.net.shape.nvlink_Bps = hp.intra_busbw_GBps * 1e9;
+    in.net.shape.nic_Bps = 50e9;
+    in.net.intra_alpha_s = hp.intra_latency_us * 1e-6;
+    if (nvls) in.net.intra_measured = measured_collectives(hp.intra_nvls_collectives);
+    return simulate_step(in);
+  };
+  const StepResult ring = step(false), nvls = step(true);
+  const double S = ring.dp_bytes_per_gpu / 1.75;
+  const double ring_s = 14 * hp.intra_latency_us * 1e-6 + 1.75 * S / (hp.intra_busbw_GBps * 1e9);
+  EXPECT_NEAR(ring.breakdown_s[kDpComm], ring_s, 0.01 * ring_s);
+  const double curve_s = sim::measured_time_s(measured_collectives(hp.intra_nvls_collectives).at(0), S);
+  EXPECT_NEAR(nvls.breakdown_s[kDpComm], curve_s, 0.01 * curve_s);
+  EXPECT_LT(curve_s, 0.75 * ring_s) << "S = " << S;  // about 310/470 of the ring's time at GB sizes
+}
+
 TEST(Step, SlowNetworkGetsSlowerWithMoreNodes) {
   // The 25 GbE example: on one node the gradients are summed over NVLink; from two nodes on, the
   // all-reduce of S = 5.3 GB of fp32 gradients crosses one 25 Gb/s port per node. A ring over n

@@ -35,6 +35,11 @@ sim::NetworkParams network_for(const Scenario& s, int nodes) {
   n.inter_alpha_s = s.cluster.network.latency_us * 1e-6;
   n.allreduce_algorithm = sim::parse_algorithm(s.cluster.network.allreduce_algorithm);
   n.intra_measured = measured_collectives(hw.intra_collectives);
+  if (s.cluster.network.nvls) {
+    // NCCL with NVLS on: its curves go first, so that they price their kinds and sizes.
+    std::vector<sim::MeasuredCollective> nvls = measured_collectives(hw.intra_nvls_collectives);
+    n.intra_measured.insert(n.intra_measured.begin(), nvls.begin(), nvls.end());
+  }
   // Measured across nodes on the profile's own network: only where the scenario keeps that network.
   const NetworkSpec& net = s.cluster.network;
   if (net.nic_Gbps == hw.nic_Gbps && net.efficiency == hw.nic_efficiency && net.latency_us == hw.inter_latency_us)

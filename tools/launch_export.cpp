@@ -112,7 +112,8 @@ LaunchExport export_launch(const Scenario& s, const Layout& l, int nodes, const 
 
   std::ostringstream c;
   c << "#SBATCH --nodes=" << nodes << "\n#SBATCH --ntasks-per-node=1\n#SBATCH --gpus-per-node=" << G << "\n"
-    << "export NCCL_NVLS_ENABLE=0  # as the profile was measured\n";
+    << (s.cluster.network.nvls ? "export NCCL_NVLS_ENABLE=1  # NVLink SHARP, as the scenario plans\n"
+                               : "export NCCL_NVLS_ENABLE=0  # as the profile was measured\n");
   if (s.cluster.network.allreduce_algorithm != "auto")
     c << "export NCCL_ALGO=allreduce:" << s.cluster.network.allreduce_algorithm << "  # as the scenario forces\n";
   c << "srun torchrun --nnodes=" << nodes << " --nproc-per-node=" << G

@@ -151,6 +151,10 @@ void read_network(JsonFields& nw, NetworkSpec& n) {
   n.allreduce_algorithm = nw.string("allreduce_algorithm", n.allreduce_algorithm);
   if (n.allreduce_algorithm != "auto" && n.allreduce_algorithm != "ring" && n.allreduce_algorithm != "tree")
     throw InputError(nw.path("allreduce_algorithm"), "expected \"auto\", \"ring\" or \"tree\", found \"" + n.allreduce_algorithm + "\"");
+  n.nvls = nw.boolean("nvls", n.nvls);
+  if (n.nvls && n.allreduce_algorithm != "auto")
+    throw InputError(nw.path("nvls"), "NVLS is one of the algorithms NCCL picks among, and allreduce_algorithm \"" + n.allreduce_algorithm +
+                                          "\" leaves it out: set allreduce_algorithm to \"auto\" or nvls to false");
   nw.finish();
 }
 
@@ -261,6 +265,9 @@ Scenario parse_document(const json& doc, const std::string& file, const std::str
     if (cl.has("network")) {
       JsonFields nw = cl.object("network");
       read_network(nw, n);
+      if (n.nvls && s.hardware.intra_nvls_collectives.empty())
+        throw InputError(nw.path("nvls"), "the hardware profile " + s.hardware.name +
+                                              " has no collectives measured with NVLS on (intra_node.nvls_collectives) to price it by");
     }
     s.cluster.power_budget_kW = cl.positive("power_budget_kW", 1e9);
     if (s.cluster.power_budget_kW > 0 && !(s.hardware.node_max_kW > 0))

@@ -32,6 +32,10 @@ struct NetworkSpec {
   // Every all-reduce's algorithm: "auto" (by size, as NCCL's tuner picks), "ring" or "tree" (as
   // NCCL_ALGO="allreduce:ring" or "allreduce:tree" forces it; export's job script sets that).
   std::string allreduce_algorithm = "auto";
+  // NCCL's NVLink SHARP (NCCL_NVLS_ENABLE=1): all-reduces inside a node take the profile's
+  // intra_node.nvls_collectives where it has them for the group's size. Off by default, as
+  // calibration measures and export's job script runs.
+  bool nvls = false;
 };
 
 struct ClusterSpec {

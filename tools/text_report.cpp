@@ -133,6 +133,7 @@ void print_evaluation(std::ostream& os, const Scenario& s, const Evaluation& ev)
   os << s.name << ": " << s.model.name << " on " << ev.nodes << " x " << s.cluster.gpus_per_node << " "
      << s.hardware.name << " (" << ev.gpus << " GPUs)";
   if (s.cluster.network.allreduce_algorithm != "auto") os << ", all-reduce forced to " << s.cluster.network.allreduce_algorithm;
+  if (s.cluster.network.nvls) os << ", NVLS on";
   os << "\n";
   os << "layout  " << describe(ev.layout) << "\n";
   if (ev.simulated) {

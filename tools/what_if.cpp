@@ -80,6 +80,7 @@ Scenario with_part_scaled(const Scenario& s, HardwarePart p, double factor) {
       hw.intra_busbw_GBps *= factor;
       for (PeerCopy& c : hw.peer_copies) c.GBps *= factor;
       scale_fits(hw.intra_collectives, factor, 1.0);
+      scale_fits(hw.intra_nvls_collectives, factor, 1.0);
       break;
     case HardwarePart::network:
       net.nic_Gbps *= factor;
@@ -91,6 +92,7 @@ Scenario with_part_scaled(const Scenario& s, HardwarePart p, double factor) {
       net.latency_us /= factor;
       if (profiled_network) hw.inter_latency_us = net.latency_us;
       scale_fits(hw.intra_collectives, 1.0, 1.0 / factor);
+      scale_fits(hw.intra_nvls_collectives, 1.0, 1.0 / factor);
       scale_fits(hw.inter_collectives, 1.0, 1.0 / factor);
       break;
     case HardwarePart::storage:
