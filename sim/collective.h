@@ -46,8 +46,9 @@ struct PlacementInfo {
 
 // Plans collective `kind` of `bytes` (the per-rank buffer, nccl-tests' "size") over `group`
 // (GPU ids in ring order). `automatic` runs an all-reduce inside a node on a ring and one across
-// nodes on the algorithm NCCL's tuner picks (tuner_picks_tree). Ring collectives use one channel per group member in a
-// node, each rotated so that every member's NIC carries one channel across nodes (NCCL's rings).
+// nodes on the algorithm NCCL's tuner picks (tuner_picks_tree). Ring collectives use one channel
+// per group member in a node, each rotated so that every member's NIC carries one channel across
+// nodes (NCCL's rings).
 CollectivePlan plan_collective(CollectiveKind kind, Algorithm algo, double bytes, const std::vector<int>& group,
                                const PlacementInfo& where);
 

@@ -1,7 +1,9 @@
 // `planner what-if`: each part of the hardware made faster and slower, and which one sets the step.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
+#include <vector>
 
 #include "input_error.h"
 #include "scenario.h"
@@ -81,6 +83,40 @@ TEST(WhatIf, DataParallelOverSlowEthernetIsSetByTheNetwork) {
     EXPECT_GT(r.faster.step.step_time_s, 0.5 * base);
     EXPECT_LT(r.faster.step.step_time_s, 0.8 * base);
   }
+}
+
+TEST(WhatIf, NcclSettingsAreTheStepUnderEachSettingTheScenarioDoesNotUse) {
+  // Data parallel over 2 nodes with one 25 GbE NIC each. NCCL's tuner (auto) keeps the gradient
+  // buckets on rings, which push 2(n-1)/n S = 1.875 S through each port; a tree's chains sum each
+  // node's gradients first and its two trees over 2 nodes push S: forced, it cuts the
+  // communication nearly in half. Forcing the ring changes nothing (auto's pick); NVLS changes
+  // nothing either, for no all-reduce stays inside a node.
+  const Scenario s = scenario(2, R"({ "tp": 1, "pp": 1, "micro_batch": 1, "recompute": "none", "zero": 0 })",
+                              R"(, "network": { "nic_Gbps": 25, "nics_per_node": 1 })");
+  const Layout l = resolve_layout(s, s.layout, false, 2);
+  const WhatIf w = what_if(s, l, 2, 2.0, "--factor");
+  std::map<std::string, double> step;
+  for (const NcclSettingRow& r : w.settings) step[r.setting] = r.eval.step.step_time_s;
+  ASSERT_EQ(step.size(), 3u);
+  const double base = w.base.step.step_time_s;
+  EXPECT_EQ(step.at("allreduce_algorithm=ring"), base);
+  EXPECT_EQ(step.at("nvls=true"), base);
+  EXPECT_LT(step.at("allreduce_algorithm=tree"), 0.75 * base);
+  // The scenario's own setting is not offered; with NVLS on, a forced algorithm (which would leave
+  // NVLS out) is not either; a profile without NVLS curves offers no NVLS row.
+  Scenario on = s;
+  on.cluster.network.nvls = true;
+  const auto alts = nccl_alternatives(on);
+  ASSERT_EQ(alts.size(), 1u);
+  EXPECT_EQ(alts[0].first.setting, "nvls=false");
+  Scenario tree = s;
+  tree.cluster.network.allreduce_algorithm = "tree";
+  std::vector<std::string> offered;
+  for (const auto& [row, alt] : nccl_alternatives(tree)) offered.push_back(row.setting);
+  EXPECT_EQ(offered, (std::vector<std::string>{"allreduce_algorithm=auto", "allreduce_algorithm=ring"}));
+  Scenario a100 = s;
+  a100.hardware.intra_nvls_collectives.clear();
+  EXPECT_EQ(nccl_alternatives(a100).size(), 2u);
 }
 
 TEST(WhatIf, AStepWaitingForItsDataIsSetByTheStorage) {

@@ -475,6 +475,14 @@ std::string what_if_table(const Scenario& s, const Evaluation& best) {
       << fmt("%+.1f%%", 100 * (r.slower.step.step_time_s / base - 1)) << "</td></tr>";
   }
   o << "</table>";
+  if (!w.settings.empty()) {
+    o << "<p class='note'>The same hardware with another NCCL setting (the scenario's <code>cluster.network</code>):</p>"
+      << "<table><tr><th class='l'>setting</th><th>step</th><th>change</th></tr>";
+    for (const NcclSettingRow& r : w.settings)
+      o << "<tr><td class='l'>" << esc(r.description) << "</td><td>" << format_seconds(r.eval.step.step_time_s) << "</td><td>"
+        << fmt("%+.1f%%", 100 * (r.eval.step.step_time_s / base - 1)) << "</td></tr>";
+    o << "</table>";
+  }
   return o.str();
 }
 

@@ -281,6 +281,15 @@ void print_what_if(std::ostream& os, const Scenario& s, const WhatIf& w) {
   } else {
     os << "\n  no part of the hardware made faster shortens this step.\n";
   }
+  if (!w.settings.empty()) {
+    std::snprintf(line, sizeof line, "\n  %-48s %9s %8s\n", "an NCCL setting, the hardware as profiled", "step", "change");
+    os << line;
+    for (const NcclSettingRow& r : w.settings) {
+      std::snprintf(line, sizeof line, "  %-48s %9s %+7.1f%%\n", r.description.c_str(), format_seconds(r.eval.step.step_time_s).c_str(),
+                    100.0 * (r.eval.step.step_time_s / base - 1));
+      os << line;
+    }
+  }
 }
 
 void print_what_if_search(std::ostream& os, const Scenario& s, const WhatIfSearch& w) {

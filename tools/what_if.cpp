@@ -1,6 +1,7 @@
 #include "what_if.h"
 
 #include <cmath>
+#include <functional>
 #include <iterator>
 
 #include "input_error.h"
@@ -112,6 +113,29 @@ std::vector<HardwarePart> parts_of(const Scenario& s) {
   return parts;
 }
 
+std::vector<std::pair<NcclSettingRow, Scenario>> nccl_alternatives(const Scenario& s) {
+  std::vector<std::pair<NcclSettingRow, Scenario>> out;
+  const NetworkSpec& net = s.cluster.network;
+  auto add = [&](const std::string& setting, const std::string& description, const std::function<void(NetworkSpec&)>& change) {
+    Scenario alt = s;
+    change(alt.cluster.network);
+    out.push_back({NcclSettingRow{setting, description, {}}, std::move(alt)});
+  };
+  if (!net.nvls) {
+    const std::pair<const char*, const char*> algorithms[] = {{"auto", "all-reduce as NCCL's tuner picks (NCCL_ALGO unset)"},
+                                                              {"ring", "all-reduce on rings (NCCL_ALGO=allreduce:ring)"},
+                                                              {"tree", "all-reduce on trees (NCCL_ALGO=allreduce:tree)"}};
+    for (const auto& [a, description] : algorithms)
+      if (net.allreduce_algorithm != a)
+        add(std::string("allreduce_algorithm=") + a, description, [a = std::string(a)](NetworkSpec& n) { n.allreduce_algorithm = a; });
+  }
+  if (!s.hardware.intra_nvls_collectives.empty() && net.allreduce_algorithm == "auto") {
+    if (net.nvls) add("nvls=false", "NVLink SHARP off (NCCL_NVLS_ENABLE=0)", [](NetworkSpec& n) { n.nvls = false; });
+    else add("nvls=true", "NVLink SHARP on (NCCL_NVLS_ENABLE=1)", [](NetworkSpec& n) { n.nvls = true; });
+  }
+  return out;
+}
+
 WhatIf what_if(const Scenario& s, const Layout& l, int nodes, double factor, const std::string& where) {
   if (!(factor > 1) || !std::isfinite(factor))
     throw InputError(where, "the factor must be a number above 1 (each part is made that many times faster, then slower)");
@@ -127,6 +151,10 @@ WhatIf what_if(const Scenario& s, const Layout& l, int nodes, double factor, con
     if (gain > best_gain) best_gain = gain, w.sets_the_step = p;
     if (loss > worst_loss) worst_loss = loss, w.most_sensitive_to_slowdown = p;
     w.rows.push_back(std::move(row));
+  }
+  for (auto& [row, alt] : nccl_alternatives(s)) {
+    row.eval = evaluate(alt, l, nodes, eo);
+    w.settings.push_back(std::move(row));
   }
   return w;
 }

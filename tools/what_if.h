@@ -5,8 +5,10 @@
 // (the shortest stave of the barrel). Each part scales every profile figure that describes it, so
 // that measured tables stay consistent with the rates the simulator derives from them. Where the
 // scenario's `data` block limits the input pipeline, its storage and its loader workers are parts
-// too: a step that waits for data is set by them, not by the GPUs or the links.
+// too: a step that waits for data is set by them, not by the GPUs or the links. The step is also
+// simulated, on the hardware as profiled, under each NCCL setting the scenario does not use.
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "evaluation.h"
@@ -40,10 +42,22 @@ struct WhatIfRow {
   HardwarePart part;
   Evaluation faster, slower;  // the layout with the part `factor` times faster, and slower
 };
+// The same hardware with an NCCL setting other than the scenario's.
+struct NcclSettingRow {
+  std::string setting;      // as the scenario would write it: "allreduce_algorithm=tree", "nvls=true"
+  std::string description;  // "all-reduce on trees (NCCL_ALGO=allreduce:tree)"
+  Evaluation eval;
+};
+// The scenario with each NCCL setting it does not use: the all-reduce algorithm (auto, ring, tree,
+// as NCCL_ALGO sets it) and, where the profile has NVLS curves, NVLink SHARP on or off. A forced
+// algorithm leaves NVLS out, so a scenario with NVLS on is offered NVLS off only.
+std::vector<std::pair<NcclSettingRow, Scenario>> nccl_alternatives(const Scenario& s);
+
 struct WhatIf {
   double factor = 2;
   Evaluation base;
   std::vector<WhatIfRow> rows;  // in parts_of order
+  std::vector<NcclSettingRow> settings;  // the layout under nccl_alternatives, in their order
   // The part whose speed-up shortens the step most (ties: the first), and the one whose slow-down
   // lengthens it most.
   HardwarePart sets_the_step = HardwarePart::compute;
