@@ -22,6 +22,8 @@ using namespace trainsim::calib;
 namespace {
 const std::string kData = TRAINSIM_TEST_DATA;
 const std::string kProfiles = TRAINSIM_PROFILES;
+// Published nccl-tests sweeps imported into the profiles, laid out as nccl-tests logs.
+const std::string kImported = std::string(TRAINSIM_SOURCE_DIR) + "/calibrate/records/imported";
 }
 
 TEST(AlphaBetaFit, RecoversAKnownModel) {
@@ -84,8 +86,8 @@ TEST(AlphaBetaFit, PiecewiseKeepsANoisyPointAlone) {
 }
 
 TEST(NcclTestsImport, TextLog) {
-  // DGX H100 all_reduce_perf sample (fixture built from NVIDIA/dgxc-benchmarking's README).
-  const auto tables = import_nccl_tests_file(kData + "/nccl-tests-allreduce-dgxh100.txt");
+  // DGX H100 all_reduce_perf sample (NVIDIA/dgxc-benchmarking's README, as h100-sxm imports it).
+  const auto tables = import_nccl_tests_file(kImported + "/dgx-h100-8gpu-all-reduce-nvls.txt");
   ASSERT_EQ(tables.size(), 1u);
   const LinkTable& t = tables[0];
   EXPECT_EQ(t.collective, "all_reduce");

@@ -444,7 +444,7 @@ TEST(Cli, CalibrateKernelMixRefusesBadFlagsBeforeMeasuring) {
 TEST(Cli, CalibrateImportsNcclTestsLogs) {
   const std::string out = (std::filesystem::temp_directory_path() / (std::to_string(getpid()) + "_links.json")).string();
   std::filesystem::remove(out);
-  const Outcome r = run("import-nccl-tests " + kData + "/nccl-tests-allreduce-dgxh100.txt " + kData +
+  const Outcome r = run("import-nccl-tests " + std::string(TRAINSIM_SOURCE_DIR) + "/calibrate/records/imported/dgx-h100-8gpu-all-reduce-nvls.txt " + kData +
                         "/nccl-tests-allreduce-a100.json --out " + out, kCalibrate);
   ASSERT_EQ(r.status, 0) << r.err;
   std::ifstream in(out);
@@ -456,7 +456,7 @@ TEST(Cli, CalibrateImportsNcclTestsLogs) {
   ASSERT_EQ(j["collectives"].size(), 2u);
   for (const auto& c : j["collectives"]) {
     EXPECT_EQ(c["provenance"]["source"], "imported");
-    EXPECT_NE(c["provenance"]["reference"].get<std::string>().find("nccl-tests-allreduce-dgxh100.txt"), std::string::npos);
+    EXPECT_NE(c["provenance"]["reference"].get<std::string>().find("dgx-h100-8gpu-all-reduce-nvls.txt"), std::string::npos);
     EXPECT_FALSE(c["segments"]["rows"].empty());
   }
   const Outcome named = run("import-nccl-tests " + kData + "/nccl-tests-allreduce-a100.json --out " + out + " --reference 'a published sweep'", kCalibrate);
@@ -518,6 +518,10 @@ TEST(Cli, CalibrateMergeOfTheRecordedRunsIsTheCommittedProfile) {
   const Outcome bad = run(args + " --runtime-memory-from " + std::string(TRAINSIM_PROFILES) + "/a100-80g-sxm.json --out " + out, kCalibrate);
   EXPECT_EQ(bad.status, 2);
   EXPECT_NE(bad.err.find("runtime_memory"), std::string::npos) << bad.err;
+  EXPECT_FALSE(std::filesystem::exists(out));
+  const Outcome no_imported = run(args + " --imported-from " + std::string(TRAINSIM_PROFILES) + "/a100-80g-sxm.json --out " + out, kCalibrate);
+  EXPECT_EQ(no_imported.status, 2);
+  EXPECT_NE(no_imported.err.find("nvls_collectives"), std::string::npos) << no_imported.err;
   EXPECT_FALSE(std::filesystem::exists(out));
 }
 
@@ -599,12 +603,15 @@ TEST(Cli, NvlsOnPricesAllReducesInsideANodeByTheProfilesNvlsCurve) {
     return write_temp(name, d.dump());
   };
   const std::string on = with({{"nvls", true}}, "nvls_on.json"), off = with({{"nvls", false}}, "nvls_off.json");
-  // ZeRO-0: the gradients are all-reduced over the node's 8 GPUs.
+  // ZeRO-0: the gradients are all-reduced over the node's 8 GPUs in 25 MB buckets, the last of them
+  // exposed after backward. The ring model prices a bucket at 14 x 8.5 us + 1.75 x 25 MB / 310 GB/s
+  // = 260 us; the NVLS curve, between its 16 MiB (124 us) and 32 MiB (196 us) points, at 159 us.
   const Outcome a = run("simulate " + on + " --layout zero=0 --json"), b = run("simulate " + off + " --layout zero=0 --json");
   ASSERT_EQ(a.status, 0) << a.err;
   ASSERT_EQ(b.status, 0) << b.err;
   const double dp_on = nlohmann::json::parse(a.out)["breakdown_s"]["dp_comm"], dp_off = nlohmann::json::parse(b.out)["breakdown_s"]["dp_comm"];
-  EXPECT_LT(dp_on, 0.9 * dp_off);
+  EXPECT_LT(dp_on, 0.75 * dp_off);
+  EXPECT_GT(dp_on, 0.5 * dp_off);
   EXPECT_NE(run("simulate " + on).out.find(", NVLS on"), std::string::npos);
   EXPECT_NE(run("export " + on).out.find("\nexport NCCL_NVLS_ENABLE=1 "), std::string::npos);
   EXPECT_NE(run("export " + off).out.find("\nexport NCCL_NVLS_ENABLE=0 "), std::string::npos);

@@ -59,6 +59,28 @@ struct Fixture {
   CostModel cost{hw, Precision::bf16};
 };
 
+// `dp` data-parallel replicas of `m` spread evenly over `nodes` nodes (a NIC per GPU), each running
+// one micro-batch of 8 sequences with the gradients in one bucket: the whole all-reduce follows
+// backward and is exposed.
+StepInput one_bucket_data_parallel(const Fixture& f, const ModelConfig& m, int dp, int nodes, double nvlink_Bps, double nic_Bps,
+                                   double intra_alpha_s, double inter_alpha_s) {
+  StepInput in;
+  in.model = &m;
+  in.layout.dp = dp;
+  in.layout.bucket_MB = 1e5;
+  in.layout.micro_batch = 8;
+  in.global_batch = 8 * dp;
+  in.cost = &f.cost;
+  in.net.shape.nodes = nodes;
+  in.net.shape.gpus_per_node = dp / nodes;
+  in.net.shape.nics_per_node = dp / nodes;
+  in.net.shape.nvlink_Bps = nvlink_Bps;
+  in.net.shape.nic_Bps = nic_Bps;
+  in.net.intra_alpha_s = intra_alpha_s;
+  in.net.inter_alpha_s = inter_alpha_s;
+  return in;
+}
+
 StepInput pipeline_input(const Fixture& f, const ModelConfig& m, int pp, int vpp, int microbatches, Schedule sch) {
   StepInput in;
   in.model = &m;
@@ -287,20 +309,7 @@ TEST(Step, AllReduceAlgorithmIsForcedOrPickedBySize) {
   Fixture f;
   const ModelConfig m = *find_model_preset("gpt-350m");
   auto step = [&](Algorithm algo, double alpha) {
-    StepInput in;
-    in.model = &m;
-    in.layout.dp = 4;
-    in.layout.bucket_MB = 1e5;
-    in.layout.micro_batch = 8;
-    in.global_batch = 32;
-    in.cost = &f.cost;
-    in.net.shape.nodes = 4;
-    in.net.shape.gpus_per_node = 1;
-    in.net.shape.nics_per_node = 1;
-    in.net.shape.nvlink_Bps = 100e9;
-    in.net.shape.nic_Bps = 10e9;
-    in.net.intra_alpha_s = 5e-6;
-    in.net.inter_alpha_s = alpha;
+    StepInput in = one_bucket_data_parallel(f, m, 4, 4, 100e9, 10e9, 5e-6, alpha);
     in.net.allreduce_algorithm = algo;
     return simulate_step(in);
   };
@@ -328,19 +337,7 @@ TEST(Step, NvlsPricesAnAllReduceInsideANodeByItsCurve) {
   const ModelConfig m = *find_model_preset("gpt-350m");
   const HardwareProfile hp = load_hardware_profile("h200-sxm", kProfiles);
   auto step = [&](bool nvls) {
-    StepInput in;
-    in.model = &m;
-    in.layout.dp = 8;
-    in.layout.bucket_MB = 1e5;
-    in.layout.micro_batch = 8;
-    in.global_batch = 64;
-    in.cost = &f.cost;
-    in.net.shape.nodes = 1;
-    in.net.shape.gpus_per_node = 8;
-    in.net.shape.nics_per_node = 8;
-    in.net.shape.nvlink_Bps = hp.intra_busbw_GBps * 1e9;
-    in.net.shape.nic_Bps = 50e9;
-    in.net.intra_alpha_s = hp.intra_latency_us * 1e-6;
+    StepInput in = one_bucket_data_parallel(f, m, 8, 1, hp.intra_busbw_GBps * 1e9, 50e9, hp.intra_latency_us * 1e-6, 0.0);
     if (nvls) in.net.intra_measured = measured_collectives(hp.intra_nvls_collectives);
     return simulate_step(in);
   };
