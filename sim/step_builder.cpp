@@ -47,8 +47,25 @@ RankCoordinates rank_coordinates(const Layout& l, int gpu) {
   return c;
 }
 
+const char* symmetric_mode_misfit(const StepInput& in) {
+  const ClusterShape& cs = in.net.shape;
+  if (cs.nodes > 1 && (in.layout.tp * in.layout.dp) % cs.gpus_per_node != 0)
+    return "a pipeline stage's GPUs do not fill whole nodes";
+  return nullptr;
+}
+
 StepResult simulate_step(const StepInput& in) {
   if (!in.model || !in.cost) throw std::invalid_argument("simulate_step needs a model and a cost model");
+  if (in.mode == SimMode::symmetric) {
+    if (const char* why = symmetric_mode_misfit(in)) {
+      StepInput full = in;
+      full.mode = SimMode::full;
+      full.speed_replica = -1;
+      StepResult r = simulate_step(full);
+      r.full_because = why;
+      return r;
+    }
+  }
   const int m = microbatches_per_step(in);
   // Steady state. In symmetric mode every micro-batch of a stage is the same work, so once the
   // pipeline is full the 1F1B and interleaved schedules repeat: every pass starts a fixed period

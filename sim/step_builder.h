@@ -127,7 +127,19 @@ struct StepResult {
   double dp_bytes_per_gpu = 0;  // bytes each GPU sends for gradient/ZeRO collectives per step
   double tp_bytes_per_gpu = 0;
   std::vector<TimelineEntry> timeline;
+  // Symmetric mode was asked for but does not apply to this step (symmetric_mode_misfit): why,
+  // and every GPU was simulated instead. nullptr otherwise.
+  const char* full_because = nullptr;
 };
+
+// Why one representative GPU per pipeline stage cannot stand for the others of its stage in this
+// step, or nullptr where it can. Symmetric mode gives a representative the per-GPU share of its
+// node's NICs, as if every GPU of the node did the same work at the same time, and takes the
+// representative's own flows of each collective for every member's; both hold when each stage's
+// tp x dp GPUs fill whole nodes. Across nodes, a stage that does not fills nodes shared with
+// another stage, whose GPUs send at other times, or sits unevenly over its nodes, so that its
+// groups' members do not all see the same links. simulate_step runs such a step in full mode.
+const char* symmetric_mode_misfit(const StepInput& in);
 
 StepResult simulate_step(const StepInput& in);
 int microbatches_per_step(const StepInput& in);

@@ -203,24 +203,23 @@ void Builder::build() {
     }
   }
 
-  // Optimizer: Adam over this rank's (possibly sharded) parameters once every gradient is reduced,
-  // then ZeRO-1/2 gather the updated bf16 parameters.
+  // Optimizer: Adam over this rank's (possibly sharded) parameters once its gradients are reduced,
+  // then ZeRO-1/2 gather the updated bf16 parameters once every member has updated its shard. The
+  // gather is issued after the group's last simulated member's update, so that no member's update
+  // waits for it (it becomes the tail of every member's communication queue).
   for (int g : sim_gpus_) {
     const int stage = g / (L_.tp * L_.dp);
     double params = 0;
     for (int c = 0; c < vpp_; ++c) params += chunks_[stage * vpp_ + c].params_per_rank;
     const double shard = L_.zero >= 1 ? params / L_.dp : params;
     compute_task(g, cost_.adam_time_s(shard), kOptimizer, "optimizer", q_[g].comm);
-    if ((L_.zero == 1 || L_.zero == 2) && L_.dp > 1) {
-      const std::vector<int>& group = dp_group_of(g);
-      if (group.front() == g || !paths_->simulated(group.front())) {
-        double sent = 0;
-        static const std::string name = "ZeRO param all_gather";
-        ws_.tails.assign(1, q_[g].compute);
-        collective(group, CollectiveKind::all_gather, Algorithm::ring, 2.0 * params, 1, 0.0, kDpComm, false, ws_.tails, name,
-                   g == 0 ? &sent : nullptr);
-        if (g == 0) dp_bytes_gpu0_ += sent;
-      }
+    if ((L_.zero == 1 || L_.zero == 2) && L_.dp > 1 && dp_sim_members_[sim_index_[g]].back() == g) {
+      const bool has_gpu0 = dp_sim_members_[sim_index_[g]].front() == 0;
+      double sent = 0;
+      static const std::string name = "ZeRO param all_gather";
+      collective(dp_group_of(g), CollectiveKind::all_gather, Algorithm::ring, 2.0 * params, 1, 0.0, kDpComm, false,
+                 compute_tails(g), name, has_gpu0 ? &sent : nullptr);
+      if (has_gpu0) dp_bytes_gpu0_ += sent;
     }
   }
 

@@ -200,6 +200,128 @@ TEST(Step, SymmetricAndFullModesAgree) {
   expect_modes_agree(s, {"", "zero=0,bucket_MB=5", "tp=1,pp=4,sequence_parallel=false", "tp=8,pp=1", "pp=1,zero=3"}, 2, 0.01);
 }
 
+TEST(Step, ZeroGatherWaitsForEveryUpdateAndDelaysNone) {
+  // ZeRO-1/2 on one node, dp 8: each rank updates its 1/8 shard once its gradients are reduced,
+  // then the group all-gathers the updated parameters. The ranks are alike, so every update ends
+  // at the same time and the gather starts then: the step is backward, reduction, one update and
+  // the gather on every rank, no rank idle, which is what symmetric mode's one rank gives. (An
+  // update that waited for a gather issued before it would add a second update's time as bubble.)
+  for (int zero : {1, 2}) {
+    LayoutCase c;
+    c.model = "gpt-1.3b";
+    c.hardware = "h200-sxm";
+    c.nodes = 1;
+    c.tp = 1;
+    c.zero = zero;
+    c.global_batch = 16;
+    const Scenario s = case_scenario(c);
+    const Layout l = resolve_layout(s, s.layout, false, 1);
+    EvalOptions sym, full;
+    full.mode = SimMode::full;
+    const StepResult a = evaluate(s, l, 1, sym).step, b = evaluate(s, l, 1, full).step;
+    EXPECT_EQ(b.simulated_gpus, 8);
+    EXPECT_LT(b.breakdown_s[kBubble], 1e-9 * b.step_time_s) << "zero " << zero;
+    EXPECT_NEAR(b.breakdown_s[kOptimizer], a.breakdown_s[kOptimizer], 1e-9 * a.step_time_s) << "zero " << zero;
+    EXPECT_NEAR(a.step_time_s / b.step_time_s, 1.0, 1e-6) << "zero " << zero;
+  }
+}
+
+TEST(Step, AStageThatDoesNotFillItsNodesRunsOnEveryGpu) {
+  // tp 2, pp 2 on 3 nodes of 8: a stage is 12 GPUs, a node and a half, so a node holds GPUs of
+  // both stages and stage 0's data-parallel rings cross nodes at some members and not at others.
+  // One GPU per stage cannot stand for the rest (its own ring hop is NVLink while others cross the
+  // network): the step is simulated on every GPU, as --mode full does, and says why. On 6 nodes a
+  // stage fills 3 nodes and one representative per stage stands for them (within the modes' 1%);
+  // on one node, where no NIC is used, too.
+  LayoutCase c;
+  c.model = "gpt-1.3b";
+  c.hardware = "a100-80g-sxm";
+  c.tp = 2;
+  c.pp = 2;
+  c.zero = 0;
+  for (int nodes : {3, 6, 1}) {
+    c.nodes = nodes;
+    c.global_batch = 8 * nodes;
+    const Scenario s = case_scenario(c);
+    const Layout l = resolve_layout(s, s.layout, false, nodes);
+    EvalOptions sym, full;
+    full.mode = SimMode::full;
+    const Evaluation a = evaluate(s, l, nodes, sym), b = evaluate(s, l, nodes, full);
+    if (nodes == 3) {
+      ASSERT_NE(a.step.full_because, nullptr);
+      EXPECT_EQ(a.step.simulated_gpus, 24);
+      nlohmann::json ja = result_to_json(s, a);
+      EXPECT_EQ(ja["every_gpu_simulated_because"], a.step.full_because);
+      ja.erase("every_gpu_simulated_because");
+      EXPECT_EQ(ja.dump(), result_to_json(s, b).dump());
+      EXPECT_EQ(a.step.step_time_s, b.step.step_time_s);
+    } else {
+      EXPECT_EQ(a.step.full_because, nullptr) << nodes;
+      EXPECT_EQ(a.step.simulated_gpus, 2) << nodes;
+      EXPECT_NEAR(a.step.step_time_s / b.step.step_time_s, 1.0, 0.01) << nodes;
+    }
+  }
+}
+
+TEST(Step, SymmetricAndFullAgreeOnRandomLayouts) {
+  // Random layouts on 1-4 nodes of 8 GPUs (TP, PP with every schedule, ZeRO 0-3, recompute,
+  // buckets, compression, NIC counts and rates, a forced all-reduce algorithm) without an
+  // oversubscribed fabric: where symmetric mode applies, it gives full mode's step within 2%
+  // (the largest of some 400 such layouts tried while writing this was 1.5%); where it does not,
+  // it is full mode.
+  std::mt19937 rng(7);
+  auto pick = [&](std::initializer_list<int> v) { return *(v.begin() + std::uniform_int_distribution<int>(0, static_cast<int>(v.size()) - 1)(rng)); };
+  const char* models[] = {"gpt-125m", "gpt-350m", "gpt-1.3b"};
+  const char* hardware[] = {"h200-sxm", "h100-sxm", "a100-80g-sxm"};
+  const char* schedules[] = {"1f1b", "gpipe", "interleaved"};
+  const char* recomputes[] = {"none", "selective", "full"};
+  const char* compressions[] = {"none", "fp16", "int8", "topk:0.01", "powersgd:4"};
+  const char* algorithms[] = {"auto", "ring", "tree"};
+  int compared = 0, full_ones = 0;
+  for (int i = 0; i < 48; ++i) {
+    LayoutCase c;
+    c.model = models[pick({0, 1, 2})];
+    c.hardware = hardware[pick({0, 1, 2})];
+    c.nodes = pick({1, 2, 3, 4});
+    c.tp = pick({1, 2, 4, 8});
+    c.pp = pick({1, 2, 4});
+    const int gpus = 8 * c.nodes;
+    if ((gpus / c.tp) % c.pp != 0) continue;
+    const int dp = gpus / (c.tp * c.pp);
+    c.mb = pick({1, 2});
+    c.global_batch = dp * c.mb * pick({2, 4, 8});
+    c.schedule = c.pp > 1 ? schedules[pick({0, 1, 2})] : "1f1b";
+    c.vpp = std::string(c.schedule) == "interleaved" ? 2 : 1;
+    if (c.vpp == 2 && (c.global_batch / (dp * c.mb)) % c.pp != 0) c.global_batch = dp * c.mb * c.pp;
+    c.recompute = recomputes[pick({0, 1, 2})];
+    c.zero = pick({0, 1, 2, 3});
+    c.bucket_MB = pick({5, 25, 100});
+    c.compression = compressions[pick({0, 1, 2, 3, 4})];
+    char network[160];
+    std::snprintf(network, sizeof network, R"(, "network": { "nics_per_node": %d, "nic_Gbps": %d, "allreduce_algorithm": "%s" })",
+                  pick({1, 2, 8}), pick({25, 100, 400}), algorithms[pick({0, 1, 2})]);
+    c.network = network;
+    Scenario s;
+    Layout l;
+    try {
+      s = case_scenario(c);
+      l = resolve_layout(s, s.layout, false, c.nodes);
+    } catch (const InputError&) {
+      continue;  // a combination the scenario rules refuse (ZeRO-3 with pipelines, say)
+    }
+    EvalOptions sym, full;
+    full.mode = SimMode::full;
+    const Evaluation a = evaluate(s, l, c.nodes, sym);
+    if (!a.simulated) continue;  // out of memory
+    const Evaluation b = evaluate(s, l, c.nodes, full);
+    EXPECT_NEAR(a.step.step_time_s / b.step.step_time_s, 1.0, 0.02) << s.hardware.name << " " << c.nodes << " nodes " << describe(l) << network;
+    ++compared;
+    full_ones += a.step.full_because != nullptr;
+  }
+  std::printf("[ info ] %d random layouts compared, %d simulated on every GPU\n", compared, full_ones);
+  EXPECT_GE(compared, 20);
+}
+
 TEST(Step, SymmetricAndFullAgreeOnAnOversubscribedFatTree) {
   // 4 nodes, 2 per leaf, uplinks 2:1 oversubscribed; pure DP ring across all nodes.
   Fixture f;
@@ -587,7 +709,7 @@ TEST(Step, AKeptGraphRefilledForAnotherLayoutGivesThatLayoutsStep) {
       {.model = "gpt3-175b", .nodes = 64, .pp = 8, .vpp = 3, .schedule = "interleaved", .global_batch = 1024},
       {.pp = 4, .bucket_MB = 25, .compression = "int8"},
       {.nodes = 8, .tp = 2, .pp = 4, .network = nic25, .global_batch = 256},
-      {.model = "gpt-1.3b", .nodes = 2, .tp = 1, .pp = 4, .global_batch = 64},
+      {.model = "gpt-1.3b", .nodes = 4, .tp = 1, .pp = 4, .global_batch = 64},
       {.model = "gpt3-175b", .hardware = "h200-sxm", .nodes = 32, .tp = 8, .pp = 8, .zero = 0, .global_batch = 512},
   };
   // As a search thread: one plan cache, and one cost model per profile.

@@ -166,7 +166,7 @@ Evaluation evaluate(const Scenario& s, const Layout& l, int nodes, const EvalOpt
       st.step_without_s = sim::simulate_step(nominal).step_time_s;
     }
     in.gpu_speed = &speeds;
-    if (opt.mode == sim::SimMode::symmetric && l.dp > 1) {
+    if (opt.mode == sim::SimMode::symmetric && l.dp > 1 && !sim::symmetric_mode_misfit(in)) {
       // Replicas wait for each other only at the gradient reduction: the step is the slowest
       // replica's pipeline, each replica simulated on its own (as if every replica were like it).
       // Symmetric mode's default, every stage at its slowest GPU of any replica, bounds it from

@@ -54,7 +54,7 @@ int run_simulate(const PlannerOptions& o, std::ostream& out) {
   if (o.json) {
     json r = result_to_json(s, ev);
     r["scenario"] = s.name;
-    r["mode"] = o.mode;
+    r["mode"] = ev.step.full_because ? "full" : o.mode;
     out << r.dump(2) << "\n";
   } else {
     print_evaluation(out, s, ev);

@@ -159,6 +159,8 @@ void print_evaluation(std::ostream& os, const Scenario& s, const Evaluation& ev)
     if (ev.step.simulated_microbatches > 0 && ev.step.simulated_microbatches < m)
       os << "  (" << m << " micro-batches per step, read off the steady state of " << ev.step.simulated_microbatches
          << " simulated ones)\n";
+    if (ev.step.full_because)
+      os << "  (every GPU simulated: " << ev.step.full_because << ", so one GPU per stage cannot stand for the rest)\n";
     if (s.data.given) {
       std::snprintf(line, sizeof line, "\n  input pipeline: %s per step (loaders on %d node%s %s, storage %s)%s\n",
                     format_seconds(ev.input.per_step_s).c_str(), ev.input.loading_nodes, ev.input.loading_nodes == 1 ? "" : "s",
