@@ -170,8 +170,9 @@ void Engine::find_tails() {
     Task& t = tasks_[id];
     const std::int32_t seq = t.sequence;
     // Tasks sharing flows have the same tail when of the same sequence (else their links are
-    // marked shared and neither has one); the task shared is earlier, so its tail is known.
-    if (t.shares >= 0) {
+    // marked shared and neither has one) and the same unslowed time; the task shared is earlier,
+    // so its tail is known.
+    if (t.shares >= 0 && tasks_[t.shares].unslowed == t.unslowed) {
       t.tail = tasks_[t.shares].tail;
       continue;
     }
@@ -190,7 +191,8 @@ void Engine::find_tails() {
       }
       if (tail >= 0 && rate != kInf) tail = std::max(tail, fl.bytes / rate);
     }
-    t.tail = tail;
+    // The tail starts when the work on the processor ends: the unslowed time comes first.
+    t.tail = tail >= 0 ? t.unslowed + tail : -1;
   }
   tails_valid_ = true;
 }
@@ -497,7 +499,8 @@ void Engine::run() {
         completed[n_completed++] = id;
         continue;
       }
-      // Its fixed phase is over: it leaves its processor.
+      // Its work on the processor is over: it leaves the processor, and one without a tail (whose
+      // tail holds its unslowed time) waits out its unslowed time before its flows.
       if (t.proc_slot >= 0) {
         auto& run = PR[t.processor].running;
         const TaskId last = run.back();
@@ -505,6 +508,10 @@ void Engine::run() {
         T[last].proc_slot = t.proc_slot;
         run.pop_back();
         t.proc_slot = -1;
+        if (t.tail < 0 && t.unslowed > 0) {
+          queue.schedule(id, now + t.unslowed);
+          continue;
+        }
       }
       after_fixed(id);
     }

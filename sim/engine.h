@@ -9,7 +9,8 @@
 // can never be shared (every link of theirs is crossed only by one sequence's tasks, which run one
 // at a time) take their bottleneck's rate throughout, so such a task ends at a single event: its
 // fixed work's end plus that tail. A task's lone flow that finds its links idle is timed the same
-// way until another flow needs one of them.
+// way until another flow needs one of them. A task's unslowed time follows its fixed work (a
+// processor's speed change leaves it alone) and precedes its flows.
 #include <cstdint>
 #include <memory>
 #include <stdexcept>
@@ -29,6 +30,10 @@ using ProcessorId = std::int32_t;
 struct TaskSpec {
   StreamId stream = -1;      // in-order executor; -1 runs as soon as its dependencies are done
   double duration_s = 0;     // fixed work (or fixed latency before the task's flows start)
+  // Fixed time after the fixed work, before the flows, that the processor's speed does not
+  // stretch (the latencies of communication fused into a compute task); without a processor it
+  // simply adds to duration_s.
+  double unslowed_s = 0;
   std::int32_t label = 0;    // caller's name index, for traces
   std::int16_t category = 0; // caller's category, for breakdowns
   std::int32_t lane = 0;     // caller's grouping (rank), for traces and breakdowns
@@ -121,10 +126,14 @@ class Engine {
 
   // New numbers for a built graph: a task's fixed duration and category, the bytes of its k-th own
   // flow (shared with the tasks made like it).
-  void respec(TaskId t, double duration_s, std::int16_t category) {
-    if (!(duration_s >= 0)) throw std::invalid_argument("task duration must be a number, not negative");
-    tasks_[t].duration = duration_s;
+  void respec(TaskId t, double duration_s, double unslowed_s, std::int16_t category) {
+    if (!(duration_s >= 0) || !(unslowed_s >= 0)) throw std::invalid_argument("task duration must be a number, not negative");
+    Task& k = tasks_[t];
+    const double unslowed_before = k.unslowed;
+    k.set_times(duration_s, unslowed_s);
+    if (k.unslowed != unslowed_before && k.sequence >= 0) tails_valid_ = false;  // a tail holds it
     specs_[t].duration_s = duration_s;
+    specs_[t].unslowed_s = unslowed_s;
     specs_[t].category = category;
   }
   int flow_count(TaskId t) const { return tasks_[t].flows_end - tasks_[t].flows_begin; }
@@ -166,7 +175,20 @@ class Engine {
   struct alignas(128) Task {
     Task(const TaskSpec& s, std::int32_t fb, std::int32_t fe, std::int32_t ib, std::int32_t ie, TaskId like)
         : duration(s.duration_s), pending(0), succ_head(-1), flows_begin(fb), flows_end(fe), interf_begin(ib), interf_end(ie),
-          shares(like), processor(s.processor), sequence(s.sequence) {}
+          shares(like), processor(s.processor), sequence(s.sequence) {
+      set_times(s.duration_s, s.unslowed_s);
+    }
+    // The unslowed time is kept apart only after work on a processor; otherwise it is more fixed
+    // latency, and run() never reads `unslowed`.
+    void set_times(double d, double u) {
+      if (processor >= 0 && d > 0) {
+        duration = d;
+        unslowed = u;
+      } else {
+        duration = d + u;
+        unslowed = 0;
+      }
+    }
     double duration;       // spec.duration_s
     std::int32_t pending;  // unfinished dependencies
     std::int32_t succ_head;
@@ -187,6 +209,9 @@ class Engine {
     // A task whose every flow crosses only links of its own sequence: the time its flows take
     // after its fixed work (-1 otherwise), and when that fixed work ends.
     double tail, work_end;
+    // After work on a processor: spec.unslowed_s, which a task with a tail also holds in its tail
+    // (set by add_task and respec).
+    double unslowed;
     // A task whose one flow found its links idle when it started: its completion is queued at its
     // latency's end (work_end) plus the flow's time alone, until another flow needs one of its
     // links (Engine::run).
@@ -203,7 +228,7 @@ class Engine {
     std::int32_t next;
   };
   void check(const TaskSpec& spec) const {
-    if (!(spec.duration_s >= 0)) throw std::invalid_argument("task duration must be a number, not negative");
+    if (!(spec.duration_s >= 0) || !(spec.unslowed_s >= 0)) throw std::invalid_argument("task duration must be a number, not negative");
     if (spec.processor >= static_cast<ProcessorId>(processor_count_)) throw std::invalid_argument("unknown processor");
     if (spec.stream >= static_cast<StreamId>(stream_last_.size())) throw std::out_of_range("unknown stream");
   }

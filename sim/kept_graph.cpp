@@ -25,12 +25,12 @@ bool Builder::refill() {
     if (static_cast<int>(fused_flows_.size()) != e_.flow_count(like)) return false;
     for (std::size_t f = 0; f < fused_flows_.size(); ++f) e_.set_flow_bytes(like, static_cast<int>(f), fused_flows_[f].bytes);
   }
-  for (const auto& [t, slot] : ws_.fused_tasks) e_.respec(t, fused_memo_[slot].spec.duration_s, fused_memo_[slot].spec.category);
+  for (const auto& [t, slot] : ws_.fused_tasks) e_.respec(t, fused_memo_[slot].spec.duration_s, fused_memo_[slot].spec.unslowed_s, fused_memo_[slot].spec.category);
   for (BuilderWorkspace::TransferKind& k : ws_.transfer_kinds) {
     transfer_values(k);
     if (k.dst != k.src) e_.set_flow_bytes(k.like, 0, k.bytes);
   }
-  for (const auto& [t, kind] : ws_.transfer_tasks) e_.respec(t, ws_.transfer_kinds[kind].latency_s, kPpComm);
+  for (const auto& [t, kind] : ws_.transfer_tasks) e_.respec(t, ws_.transfer_kinds[kind].latency_s, 0.0, kPpComm);
   // GPU 0's records, and its TP bytes summed in the order they were built.
   std::vector<double>& prefix = ws_.tp_prefix;
   prefix.assign(gpu0_tasks_.size() + 1, 0.0);

@@ -86,7 +86,7 @@ void Builder::fused_values(int g, const Part* parts, int nparts, FusedPass& out)
       const PlanScale sc = plan_scale(plan, p.tp->bytes[k], p.tp->count[k]);
       rec.tp_idle_s += plan.idle_latency_s * sc.latency * p.tp->count[k] + p.tp->bytes[k] * plan.idle_per_byte_s * sc.bytes;
       for (const CachedPhase& ph : plan.phases) {
-        spec.duration_s += ph.latency_s * sc.latency * p.tp->count[k];
+        spec.unslowed_s += ph.latency_s * sc.latency * p.tp->count[k];
         for (std::int32_t f = ph.flow_begin; f < ph.flow_end; ++f) add_fused_flow(plan, plan.flows[f], p.tp->bytes[k] * sc.bytes);
       }
     }

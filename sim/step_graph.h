@@ -267,8 +267,10 @@ class Builder {
     CommTotals tp;
   };
   static void pass_parts(int kind, const ChunkWork& w, PassParts& out);
-  // The fused task of `parts` on simulated GPU `g`: its spec (duration: compute plus the TP
-  // traffic's latencies), its GPU-0 record and TP bytes, with its flows into fused_flows_.
+  // The fused task of `parts` on simulated GPU `g`: its spec (duration: the compute, which the
+  // processor's slowdown under communication stretches; unslowed: the TP traffic's latencies,
+  // which it does not, as in full mode where they are tasks of their own), its GPU-0 record and
+  // TP bytes, with its flows into fused_flows_.
   void fused_values(int g, const Part* parts, int nparts, FusedPass& out);
   // A collective (one task per phase) over `members`; it waits for `triggers` and the members'
   // previous task on the chosen queue, and becomes the new tail of that queue for each member.

@@ -178,7 +178,8 @@ TEST(Engine, ADurationOrAFlowsBytesThatIsNegativeOrNotANumberIsRefused) {
   EXPECT_THROW(e.add_flow(t, nan, &l, 1), std::invalid_argument);
   EXPECT_THROW(e.add_flow(t, -5.0, &l, 1), std::invalid_argument);
   e.add_flow(t, 100.0, &l, 1);
-  EXPECT_THROW(e.respec(t, nan, 0), std::invalid_argument);
+  EXPECT_THROW(e.respec(t, nan, 0, 0), std::invalid_argument);
+  EXPECT_THROW(e.respec(t, 1, -1, 0), std::invalid_argument);
   EXPECT_THROW(e.set_flow_bytes(t, 0, nan), std::invalid_argument);
   e.run();
   EXPECT_DOUBLE_EQ(e.finish(t), 2.0);  // 1 s of latency, then 100 B at 100 B/s: nothing refused was kept
@@ -201,6 +202,30 @@ TEST(Engine, InterferenceSlowsAProcessorWhileItsInterfererRuns) {
   e.run();
   EXPECT_NEAR(e.finish(comm), 4.0, 1e-12);
   EXPECT_NEAR(e.finish(compute), 12.0, 1e-9);
+}
+
+TEST(Engine, UnslowedTimeFollowsTheWorkAndTheProcessorsSlowdownLeavesItAlone) {
+  // 4 s of work on p, then 2 s unslowed, then 100 B over a 100 B/s link. An interferer of 10 s
+  // (slowdown 1: half speed) starts at 0: the work takes 0-8, the unslowed time 8-10 though the
+  // interferer still runs, the flow 10-11. With a sequence (the flow timed as a tail) or without
+  // (the general path), the same. Without a processor the unslowed time is latency: 4 + 2 + 1.
+  for (std::int32_t sequence : {0, -1})
+    for (bool on_processor : {true, false}) {
+      Engine e;
+      const ProcessorId p = e.add_processor();
+      const LinkId link = e.add_link(100.0);
+      TaskSpec c;
+      c.duration_s = 4.0;
+      c.unslowed_s = 2.0;
+      c.processor = on_processor ? p : -1;
+      c.sequence = sequence;
+      const TaskId t = e.add_task(c);
+      e.add_flow(t, 100.0, &link, 1);
+      const TaskId comm = e.add_task(TaskSpec{-1, 10.0});
+      e.add_interference(comm, p, 1.0);
+      e.run();
+      EXPECT_NEAR(e.finish(t), on_processor ? 11.0 : 7.0, 1e-12) << sequence << " " << on_processor;
+    }
 }
 
 TEST(Engine, InterferenceThatStartsLaterAndOverlappingInterferersTakeTheLargest) {
