@@ -124,14 +124,18 @@ class Engine {
   // again on the same graph (after respec / set_flow_bytes), which runs it afresh.
   void run();
 
-  // New numbers for a built graph: a task's fixed duration and category, the bytes of its k-th own
-  // flow (shared with the tasks made like it).
+  // New numbers for a built graph: a task's fixed duration, unslowed time and category, the bytes
+  // of its k-th own flow (shared with the tasks made like it).
   void respec(TaskId t, double duration_s, double unslowed_s, std::int16_t category) {
     if (!(duration_s >= 0) || !(unslowed_s >= 0)) throw std::invalid_argument("task duration must be a number, not negative");
     Task& k = tasks_[t];
-    const double unslowed_before = k.unslowed;
-    k.set_times(duration_s, unslowed_s);
-    if (k.unslowed != unslowed_before && k.sequence >= 0) tails_valid_ = false;  // a tail holds it
+    if (unslowed_s == 0 && k.unslowed == 0) {
+      k.duration = duration_s;  // what set_times gives without unslowed time
+    } else {
+      const double unslowed_before = k.unslowed;
+      k.set_times(duration_s, unslowed_s);
+      if (k.unslowed != unslowed_before && k.sequence >= 0) tails_valid_ = false;  // a tail holds it
+    }
     specs_[t].duration_s = duration_s;
     specs_[t].unslowed_s = unslowed_s;
     specs_[t].category = category;
