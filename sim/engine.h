@@ -129,13 +129,9 @@ class Engine {
   void respec(TaskId t, double duration_s, double unslowed_s, std::int16_t category) {
     if (!(duration_s >= 0) || !(unslowed_s >= 0)) throw std::invalid_argument("task duration must be a number, not negative");
     Task& k = tasks_[t];
-    if (unslowed_s == 0 && k.unslowed == 0) {
-      k.duration = duration_s;  // what set_times gives without unslowed time
-    } else {
-      const double unslowed_before = k.unslowed;
-      k.set_times(duration_s, unslowed_s);
-      if (k.unslowed != unslowed_before && k.sequence >= 0) tails_valid_ = false;  // a tail holds it
-    }
+    const double unslowed_before = k.unslowed;
+    k.set_times(specs_[t].processor, duration_s, unslowed_s);
+    if (k.unslowed != unslowed_before && k.sequence >= 0) tails_valid_ = false;  // a tail holds it
     specs_[t].duration_s = duration_s;
     specs_[t].unslowed_s = unslowed_s;
     specs_[t].category = category;
@@ -180,26 +176,29 @@ class Engine {
     Task(const TaskSpec& s, std::int32_t fb, std::int32_t fe, std::int32_t ib, std::int32_t ie, TaskId like)
         : duration(s.duration_s), pending(0), succ_head(-1), flows_begin(fb), flows_end(fe), interf_begin(ib), interf_end(ie),
           shares(like), processor(s.processor), sequence(s.sequence) {
-      set_times(s.duration_s, s.unslowed_s);
+      set_times(s.processor, s.duration_s, s.unslowed_s);
     }
-    // The unslowed time is kept apart only after work on a processor; otherwise it is more fixed
-    // latency, and run() never reads `unslowed`.
-    void set_times(double d, double u) {
-      if (processor >= 0 && d > 0) {
+    // The unslowed time is kept apart only after work on processor p; without such work (no
+    // processor, or none of the task's time on it) the task keeps no processor and the unslowed
+    // time is more fixed latency, and run() never reads `unslowed`.
+    void set_times(ProcessorId p, double d, double u) {
+      if (p >= 0 && d > 0) {
+        processor = p;
         duration = d;
         unslowed = u;
       } else {
+        processor = -1;
         duration = d + u;
         unslowed = 0;
       }
     }
-    double duration;       // spec.duration_s
+    double duration;       // spec.duration_s, plus spec.unslowed_s where set_times folds it in
     std::int32_t pending;  // unfinished dependencies
     std::int32_t succ_head;
     std::int32_t flows_begin, flows_end;    // range in flows_
     std::int32_t interf_begin, interf_end;  // range in interf_
     TaskId shares;  // the earlier task whose flows this one shares (add_task with `like`), or -1
-    ProcessorId processor;   // spec.processor
+    ProcessorId processor;   // spec.processor while the task has work on it (set_times), else -1
     std::int32_t sequence;   // spec.sequence
 
     std::int32_t flows_left;

@@ -209,6 +209,7 @@ TEST(Engine, UnslowedTimeFollowsTheWorkAndTheProcessorsSlowdownLeavesItAlone) {
   // (slowdown 1: half speed) starts at 0: the work takes 0-8, the unslowed time 8-10 though the
   // interferer still runs, the flow 10-11. With a sequence (the flow timed as a tail) or without
   // (the general path), the same. Without a processor the unslowed time is latency: 4 + 2 + 1.
+  // respec moves a task between the two.
   for (std::int32_t sequence : {0, -1})
     for (bool on_processor : {true, false}) {
       Engine e;
@@ -223,6 +224,14 @@ TEST(Engine, UnslowedTimeFollowsTheWorkAndTheProcessorsSlowdownLeavesItAlone) {
       e.add_flow(t, 100.0, &link, 1);
       const TaskId comm = e.add_task(TaskSpec{-1, 10.0});
       e.add_interference(comm, p, 1.0);
+      e.run();
+      EXPECT_NEAR(e.finish(t), on_processor ? 11.0 : 7.0, 1e-12) << sequence << " " << on_processor;
+      // No work on the processor: the 2 s unslowed time is not stretched either, the flow 2-3.
+      // Work again: as above.
+      e.respec(t, 0.0, 2.0, 0);
+      e.run();
+      EXPECT_NEAR(e.finish(t), 3.0, 1e-12) << sequence << " " << on_processor;
+      e.respec(t, 4.0, 2.0, 0);
       e.run();
       EXPECT_NEAR(e.finish(t), on_processor ? 11.0 : 7.0, 1e-12) << sequence << " " << on_processor;
     }
