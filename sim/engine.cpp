@@ -25,8 +25,12 @@ void Engine::reset() {
   stream_last_.clear();
   sequences_ = 0;
   link_capacity_.clear();
+  link_base_.clear();
+  link_div_.clear();
   link_sequence_.clear();
   paths_.clear();
+  path_div_.clear();
+  fractional_ = false;
   flows_.clear();
   active_.clear();
   makespan_ = 0;
@@ -53,9 +57,25 @@ StreamId Engine::add_stream() {
 
 LinkId Engine::add_link(double capacity_Bps) {
   if (!(capacity_Bps > 0)) throw std::invalid_argument("link capacity must be positive");
+  const LinkId id = static_cast<LinkId>(link_capacity_.size());
   link_capacity_.push_back(capacity_Bps);
+  link_base_.push_back(id);
+  link_div_.push_back(1);
   link_sequence_.push_back(kNoFlow);
-  return static_cast<LinkId>(link_capacity_.size() - 1);
+  return id;
+}
+
+LinkId Engine::add_fractional_link(LinkId base, int k) {
+  if (base < 0 || base >= static_cast<LinkId>(link_capacity_.size()) || link_base_[base] != base)
+    throw std::invalid_argument("a fractional link's base must be a link of its own");
+  if (k < 1) throw std::invalid_argument("a fractional link stands for one of k >= 1 flows");
+  if (k == 1) return base;
+  const LinkId id = static_cast<LinkId>(link_capacity_.size());
+  link_capacity_.push_back(link_capacity_[base]);  // never read: paths hold the base
+  link_base_.push_back(base);
+  link_div_.push_back(k);
+  link_sequence_.push_back(kNoFlow);
+  return id;
 }
 
 ProcessorId Engine::add_processor() {
@@ -75,6 +95,10 @@ void Engine::recompute_rates() {
     unfrozen_on_link_.assign(nl, 0);
     link_slot_.assign(nl, -1);
   }
+  // With fractional links a flow counts on a link as 1/k of a flow: shares are taken over the
+  // unfrozen flows' weights (without any, their count, the same numbers).
+  const bool weighted = fractional_;
+  if (weighted && unfrozen_weight_.size() != nl) unfrozen_weight_.assign(nl, 0.0);
   touched_.clear();
   for (const ActiveFlow& a : active_) {
     const std::int32_t f = a.flow;
@@ -84,7 +108,9 @@ void Engine::recompute_rates() {
         cap_left_[l] = link_capacity_[l];
         link_slot_[l] = static_cast<std::int32_t>(touched_.size());
         touched_.push_back(l);
+        if (weighted) unfrozen_weight_[l] = 0;
       }
+      if (weighted) unfrozen_weight_[l] += 1.0 / path_div_[p];
     }
   }
   // Flows crossing each touched link, grouped by link (counting sort into members_).
@@ -114,7 +140,7 @@ void Engine::recompute_rates() {
   // popped entry that no longer holds its link's share, or whose link has no unfrozen flow left,
   // is dropped. Both pick the same link every round, so they give the same rates to the bit.
   const bool by_heap = touched_.size() > kScanLinks;
-  auto share_of = [this](LinkId l) { return cap_left_[l] / unfrozen_on_link_[l]; };
+  auto share_of = [this, weighted](LinkId l) { return cap_left_[l] / (weighted ? unfrozen_weight_[l] : unfrozen_on_link_[l]); };
   share_heap_.clear();
   if (by_heap) {
     for (std::size_t i = 0; i < touched_.size(); ++i) share_heap_.push_back({share_of(touched_[i]), static_cast<std::int32_t>(i)});
@@ -153,7 +179,12 @@ void Engine::recompute_rates() {
       const std::int32_t f = active_[ai].flow;
       for (std::int32_t p = flows_[f].path_begin; p < flows_[f].path_end; ++p) {
         const LinkId l = paths_[p];
-        cap_left_[l] -= best_share;
+        if (weighted) {
+          cap_left_[l] -= best_share / path_div_[p];
+          unfrozen_weight_[l] -= 1.0 / path_div_[p];
+        } else {
+          cap_left_[l] -= best_share;
+        }
         unfrozen_on_link_[l]--;
         if (by_heap && l != bottleneck && unfrozen_on_link_[l] > 0) {
           share_heap_.push_back({share_of(l), link_slot_[l]});
@@ -187,7 +218,7 @@ void Engine::find_tails() {
           tail = -1;
           break;
         }
-        rate = std::min(rate, link_capacity_[paths_[p]]);
+        rate = std::min(rate, lone_capacity(p));
       }
       if (tail >= 0 && rate != kInf) tail = std::max(tail, fl.bytes / rate);
     }
@@ -242,6 +273,7 @@ void Engine::run() {
   const Edge* const E = edges_.data();
   const Flow* const F = flows_.data();
   const LinkId* const PATH = paths_.data();
+  const std::int32_t* const DIV = fractional_ ? path_div_.data() : nullptr;
   const double* const CAP = link_capacity_.data();
   std::int32_t* const LU = link_use_.data();
   const Interference* const IF = interf_.data();
@@ -335,7 +367,7 @@ void Engine::run() {
     for (std::int32_t p = fl.path_begin; p < fl.path_end; ++p) {
       const LinkId l = PATH[p];
       if (LU[l] != 0) return false;
-      rate = std::min(rate, CAP[l]);
+      rate = std::min(rate, DIV ? CAP[l] * DIV[p] : CAP[l]);
     }
     for (std::int32_t p = fl.path_begin; p < fl.path_end; ++p) LU[PATH[p]] = -1 - id;
     t.work_rate = rate;
@@ -428,7 +460,7 @@ void Engine::run() {
       bool alone = true;
       for (std::int32_t p = fl.path_begin; p < fl.path_end; ++p) {
         alone &= LU[PATH[p]] == 1;
-        rate = std::min(rate, CAP[PATH[p]]);
+        rate = std::min(rate, DIV ? CAP[PATH[p]] * DIV[p] : CAP[PATH[p]]);
       }
       ActiveFlow& a = active_.emplace_back();
       a.flow = f;

@@ -54,6 +54,11 @@ class Engine {
  public:
   StreamId add_stream();
   LinkId add_link(double capacity_Bps);
+  // A link that stands for `base` as crossed by one of every `k` flows a flow stands for: a flow
+  // on it loads `base` at 1/k of its rate (max-min shares are taken of base's capacity with each
+  // such flow counted as 1/k), so alone on it a flow runs at k times base's capacity. For a
+  // representative flow of which only some of the flows it stands for cross a shared link.
+  LinkId add_fractional_link(LinkId base, int k);
   // A processor runs the fixed work of its tasks at speed 1, or at 1/(1 + slowdown) while any task
   // interfering with it is running (a GEMM sharing its GPU with communication kernels).
   ProcessorId add_processor();
@@ -113,7 +118,18 @@ class Engine {
     Flow f;
     f.bytes = bytes;
     f.path_begin = static_cast<std::int32_t>(paths_.size());
-    for (int i = 0; i < path_len; ++i) paths_.push_back(path[i]);
+    for (int i = 0; i < path_len; ++i) {
+      const LinkId l = path[i];
+      // Paths hold base links; a fractional link's divisor goes beside them (kept only once a
+      // fractional link is used, so that runs without any pay nothing for them).
+      const std::int32_t k = link_div_[l];
+      if (k != 1 && !fractional_) {
+        path_div_.assign(paths_.size(), 1);
+        fractional_ = true;
+      }
+      paths_.push_back(link_base_[l]);
+      if (fractional_) path_div_.push_back(k);
+    }
     f.path_end = static_cast<std::int32_t>(paths_.size());
     mark_links(f, t.sequence);
     flows_.push_back(f);
@@ -259,7 +275,18 @@ class Engine {
   std::vector<TaskId> stream_last_;     // last task created on each stream
   std::int32_t sequences_ = 0;          // one more than the largest sequence of a task
   std::vector<double> link_capacity_;
-  std::vector<LinkId> paths_;
+  // By link: the link whose capacity it uses (itself but for a fractional link) and its divisor.
+  std::vector<LinkId> link_base_;
+  std::vector<std::int32_t> link_div_;
+  std::vector<LinkId> paths_;  // base links
+  // Beside paths_, once a flow crosses a fractional link (`fractional_`), the divisor of the link
+  // each entry was given as; empty before.
+  std::vector<std::int32_t> path_div_;
+  bool fractional_ = false;
+  // The capacity a lone flow gets on path entry p.
+  double lone_capacity(std::int32_t p) const {
+    return fractional_ ? link_capacity_[paths_[p]] * path_div_[p] : link_capacity_[paths_[p]];
+  }
   std::vector<Flow> flows_;
   // Active flows and their state.
   struct ActiveFlow {
@@ -275,6 +302,7 @@ class Engine {
   // scratch for max-min
   std::vector<double> cap_left_;
   std::vector<std::int32_t> unfrozen_on_link_;
+  std::vector<double> unfrozen_weight_;  // with fractional links: the unfrozen flows' sum of 1/k
   std::vector<char> frozen_;
   std::vector<std::int32_t> link_slot_, offset_, fill_, members_;
   std::vector<LinkId> touched_;

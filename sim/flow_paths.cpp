@@ -3,6 +3,18 @@
 namespace trainsim::sim {
 
 void FullPaths::path(int src, int dst, int, std::vector<LinkId>& out) {
+  const ClusterShape& s = shape_;
+  if (s.fabric == Fabric::rail_optimized && s.node_of(src) != s.node_of(dst) && s.rail_of(src) != s.rail_of(dst)) {
+    // Traffic between nodes stays on one rail: the sender hands its data over NVLink to the GPU
+    // of its node on the receiver's rail, whose NIC sends it (NCCL keeps a ring's channel on one
+    // NIC of every node, NCCL_CROSS_NIC's default, and sends through another GPU's NIC by PXN).
+    const int relay = s.node_of(src) * s.gpus_per_node + dst % s.gpus_per_node;
+    const auto& hand_over = topo_.route(src, relay);
+    out.assign(hand_over.begin(), hand_over.end());
+    const auto& across = topo_.route(relay, dst);
+    out.insert(out.end(), across.begin(), across.end());
+    return;
+  }
   const auto& r = topo_.route(src, dst);
   out.assign(r.begin(), r.end());
 }
@@ -33,19 +45,27 @@ void SymmetricPaths::path(int src, int dst, int group_nodes_per_leaf, std::vecto
     return;
   }
   out = {a.nic_out, b.nic_in};
+  if (!s_.leaf_uplinks_bind()) return;
   const int per_leaf = s_.nodes_per_leaf();
-  if (s_.oversubscription > 1.0 && s_.nodes > per_leaf) {
-    const bool p2p_crosses = group_nodes_per_leaf == 0 && s_.node_of(src) / per_leaf != s_.node_of(dst) / per_leaf;
-    const bool ring_crosses = group_nodes_per_leaf > 0;
-    if (p2p_crosses || ring_crosses) {
-      // A ring with L of its nodes in a leaf sends 1/L of its node-crossing traffic up the leaf.
-      const int L = ring_crosses ? group_nodes_per_leaf : 1;
-      auto key = std::make_pair(src, L);
-      auto it = uplink_.find(key);
-      if (it == uplink_.end()) it = uplink_.emplace(key, e_.add_link(nic_share_ * L / s_.oversubscription)).first;
-      out.push_back(it->second);
-    }
-  }
+  const bool p2p_crosses = group_nodes_per_leaf == 0 && s_.node_of(src) / per_leaf != s_.node_of(dst) / per_leaf;
+  const bool ring_crosses = group_nodes_per_leaf > 0;
+  if (!p2p_crosses && !ring_crosses) return;
+  // Up the sender's leaf and down the receiver's, each the per-GPU share of its leaf's uplink (every
+  // GPU of a leaf does the same); a ring with L of its nodes in a leaf sends 1/L of its
+  // node-crossing traffic between leaves, so its flow loads them as 1/L of a flow.
+  const int L = ring_crosses ? group_nodes_per_leaf : 1;
+  out.push_back(uplink(up_, src, L));
+  out.push_back(uplink(down_, to, L));
+}
+
+LinkId SymmetricPaths::uplink(std::map<std::pair<int, int>, LinkId>& links, int rep, int L) {
+  auto it = links.find({rep, L});
+  if (it != links.end()) return it->second;
+  LinkId base;
+  auto whole = links.find({rep, 1});
+  if (whole != links.end()) base = whole->second;
+  else base = links.emplace(std::make_pair(rep, 1), e_.add_link(nic_share_ / s_.oversubscription)).first->second;
+  return links.emplace(std::make_pair(rep, L), e_.add_fractional_link(base, L)).first->second;
 }
 
 }  // namespace trainsim::sim

@@ -20,21 +20,24 @@ class PathProvider {
   virtual void path(int src, int dst, int group_nodes_per_leaf, std::vector<LinkId>& out) = 0;
 };
 
-// Every GPU, on the cluster's routed topology.
+// Every GPU, on the cluster's routed topology. On a rail-optimized fabric a flow between nodes
+// stays on the receiver's rail.
 class FullPaths : public PathProvider {
  public:
-  FullPaths(Engine& e, const ClusterShape& s) : topo_(s) { topo_.install(e); }
+  FullPaths(Engine& e, const ClusterShape& s) : shape_(s), topo_(s) { topo_.install(e); }
   bool simulated(int) const override { return true; }
   void path(int src, int dst, int, std::vector<LinkId>& out) override;
 
  private:
+  ClusterShape shape_;
   Topology topo_;
 };
 
 // One representative GPU per pipeline stage. Every other GPU does the same work at the same time,
 // so each representative gets the per-GPU share of what it shares: its own NVLink port, 1/G of its
 // node's NIC capacity (G GPUs per node, all active), and over an oversubscribed fabric the per-GPU
-// share of its leaf's uplink for the traffic that leaves the leaf. With degraded NICs each
+// share of its leaf's links to the spine, up for the traffic that leaves the leaf and down for
+// what enters it. With degraded NICs each
 // representative's NIC share runs at `nic_speed` (by position in `reps`): the slowest NIC among
 // those of its stage's GPUs, in every replica or in one (StepInput::speed_replica).
 class SymmetricPaths : public PathProvider {
@@ -50,9 +53,12 @@ class SymmetricPaths : public PathProvider {
   Engine& e_;
   ClusterShape s_;
   double nic_share_ = 0;
+  // The link between a representative's leaf and the spine, up (`up_`) or down (`down_`), by
+  // representative and the L of the rings on it (1: the link itself; else a fractional link of it).
+  LinkId uplink(std::map<std::pair<int, int>, LinkId>& links, int rep, int L);
   std::map<int, Links> links_;
   std::vector<char> is_rep_;
-  std::map<std::pair<int, int>, LinkId> uplink_;
+  std::map<std::pair<int, int>, LinkId> up_, down_;
 };
 
 }  // namespace trainsim::sim

@@ -49,23 +49,23 @@ RankCoordinates rank_coordinates(const Layout& l, int gpu) {
 
 const char* symmetric_mode_misfit(const StepInput& in) {
   const ClusterShape& cs = in.net.shape;
-  if (cs.nodes > 1 && (in.layout.tp * in.layout.dp) % cs.gpus_per_node != 0)
-    return "a pipeline stage's GPUs do not fill whole nodes";
+  const int stage_gpus = in.layout.tp * in.layout.dp;
+  if (cs.nodes > 1 && stage_gpus % cs.gpus_per_node != 0) return "a pipeline stage's GPUs do not fill whole nodes";
+  // Symmetric mode gives every leaf the same share of its uplinks: each leaf full, and each
+  // stage's traffic between leaves the only traffic there (stages of whole leaves).
+  if (cs.leaf_uplinks_bind()) {
+    const int per_leaf = cs.nodes_per_leaf();
+    if (cs.nodes % per_leaf != 0) return "the nodes do not fill whole leaf switches of the oversubscribed fabric";
+    if ((stage_gpus / cs.gpus_per_node) % per_leaf != 0) return "pipeline stages share leaf switches of the oversubscribed fabric";
+  }
   return nullptr;
 }
 
-StepResult simulate_step(const StepInput& in) {
-  if (!in.model || !in.cost) throw std::invalid_argument("simulate_step needs a model and a cost model");
-  if (in.mode == SimMode::symmetric) {
-    if (const char* why = symmetric_mode_misfit(in)) {
-      StepInput full = in;
-      full.mode = SimMode::full;
-      full.speed_replica = -1;
-      StepResult r = simulate_step(full);
-      r.full_because = why;
-      return r;
-    }
-  }
+namespace {
+
+// The step in the mode `in` asks for. Symmetric mode throws detail::SymmetricMisfit where a choice
+// made while building the step breaks its premise.
+StepResult simulate_in_mode(const StepInput& in) {
   const int m = microbatches_per_step(in);
   // Steady state. In symmetric mode every micro-batch of a stage is the same work, so once the
   // pipeline is full the 1F1B and interleaved schedules repeat: every pass starts a fixed period
@@ -103,7 +103,7 @@ StepResult simulate_step(const StepInput& in) {
   // unless symmetric mode adds leaf uplinks as routes first need them (an oversubscribed fabric
   // wider than a leaf): then each run routes its own plans.
   const ClusterShape& cs = in.net.shape;
-  const bool share_plans = in.mode == SimMode::full || !(cs.oversubscription > 1.0 && cs.nodes > cs.nodes_per_leaf());
+  const bool share_plans = in.mode == SimMode::full || !cs.leaf_uplinks_bind();
   Builder::RoutedPlans step_plans;
   Builder::RoutedPlans* routed = share_plans ? &step_plans : nullptr;
   // A symmetric-mode run creates its links in a fixed order from the layout's degrees and the
@@ -219,6 +219,27 @@ StepResult simulate_step(const StepInput& in) {
   r.simulated_microbatches = simulated + m;
   r.tasks += tasks;
   r.events += events;
+  return r;
+}
+
+}  // namespace
+
+StepResult simulate_step(const StepInput& in) {
+  if (!in.model || !in.cost) throw std::invalid_argument("simulate_step needs a model and a cost model");
+  if (in.mode != SimMode::symmetric) return simulate_in_mode(in);
+  const char* why = symmetric_mode_misfit(in);
+  if (!why) {
+    try {
+      return simulate_in_mode(in);
+    } catch (const detail::SymmetricMisfit& misfit) {
+      why = misfit.why;
+    }
+  }
+  StepInput full = in;
+  full.mode = SimMode::full;
+  full.speed_replica = -1;
+  StepResult r = simulate_in_mode(full);
+  r.full_because = why;
   return r;
 }
 

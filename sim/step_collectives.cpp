@@ -8,15 +8,29 @@ namespace trainsim::sim::detail {
 
 const Builder::CachedPlan& Builder::cached_plan(const std::vector<int>& group, CollectiveKind kind, Algorithm algo,
                                                 double bytes) {
-  if (algo != Algorithm::automatic || kind != CollectiveKind::all_reduce || group.size() < 2)
+  // NCCL's tree sends a different number of its edges up each leaf's uplinks than a ring does
+  // (SymmetricPaths gives the ring's share), and its slowest edge paces every member: where those
+  // uplinks bind, one GPU per stage cannot stand for the rest.
+  auto tree_fits = [&]() {
+    if (in_.mode == SimMode::symmetric && in_.net.shape.leaf_uplinks_bind() && group_nodes_per_leaf(group) > 0)
+      throw SymmetricMisfit{"NCCL's tree all-reduce crosses the leaf switches of the oversubscribed fabric"};
+  };
+  if (algo != Algorithm::automatic || kind != CollectiveKind::all_reduce || group.size() < 2) {
+    if (algo == Algorithm::tree && kind == CollectiveKind::all_reduce) tree_fits();
     return unit_plan(group, kind, algo);
+  }
   const CachedPlan& ring = unit_plan(group, kind, Algorithm::ring);
-  // Groups are increasing arithmetic progressions of GPU ids: they span nodes when their ends do.
-  if (place_.node_of(group.front()) == place_.node_of(group.back())) return ring;
+  if (!spans_nodes(group)) return ring;
   const CachedPlan& tree = unit_plan(group, kind, Algorithm::tree);
   const bool pick_tree =
       tuner_picks_tree(bytes, static_cast<int>(group.size()), ring.idle_latency_s, ring.idle_per_byte_s, tree.idle_latency_s);
+  if (pick_tree) tree_fits();
   return pick_tree ? tree : ring;
+}
+
+bool Builder::spans_nodes(const std::vector<int>& group) const {
+  // Groups are increasing arithmetic progressions of GPU ids: they span nodes when their ends do.
+  return place_.node_of(group.front()) != place_.node_of(group.back());
 }
 
 bool Builder::one_per_node(const std::vector<int>& group) const {

@@ -125,6 +125,12 @@ struct BuilderWorkspace {
 // fresh plan cache): the graph is built anew.
 struct RefillMiss {};
 
+// Thrown while building a symmetric-mode step when a choice made there breaks the mode's premise
+// (one GPU per stage standing for the rest): simulate_step runs the step in full mode instead.
+struct SymmetricMisfit {
+  const char* why;
+};
+
 class Builder {
   BuilderWorkspace& ws_;
 
@@ -351,6 +357,8 @@ class Builder {
   }
   // Every member on its own node (groups are evenly strided, so neighbours tell).
   bool one_per_node(const std::vector<int>& group) const;
+  // Members on more than one node.
+  bool spans_nodes(const std::vector<int>& group) const;
   RoutedPlans own_plans_;
   RoutedPlans& plan_cache_;
   PlanShapeCache* shapes_;

@@ -46,6 +46,9 @@ struct ClusterShape {
   int nic_of(int gpu) const { return node_of(gpu) * nics_per_node + rail_of(gpu); }
   double nic_speed_of(int nic) const { return nic_speed.empty() ? 1.0 : nic_speed[nic]; }
   int nodes_per_leaf() const { return std::max(1, nics_per_leaf / nics_per_node); }
+  // Whether traffic between leaf switches (fat-tree leaves, rail-optimized rail switches) shares
+  // uplinks with less capacity than the leaves have down: more than one leaf, oversubscribed.
+  bool leaf_uplinks_bind() const { return fabric != Fabric::single_switch && oversubscription > 1.0 && nodes > nodes_per_leaf(); }
   // What one GPU gets of its node's network when every GPU sends at once: its rail's NIC, shared
   // with the GPUs on the same rail (a GPU uses its rail's NIC only, so with fewer GPUs than NICs
   // some NICs stay idle).

@@ -55,6 +55,36 @@ TEST(Engine, FlowSpeedsUpWhenTheOtherFinishes) {
   EXPECT_NEAR(e.finish(b), 2.0, 1e-9);
 }
 
+TEST(Engine, AFlowOnAFractionalLinkLoadsItsBaseAtThatFraction) {
+  // Link of 100 B/s. Flow A crosses it as 1 of 4 (a fractional link, k = 4), flow B whole. Max-min
+  // with A counted as a quarter of a flow: both at r with r/4 + r = 100, r = 80 B/s. B's 80 B end
+  // at t = 1; A's other 80 B then run alone at 4 x 100 = 400 B/s: A ends at t = 1.2. Alone from the
+  // start, A's 160 B take 160 / 400 = 0.4 s.
+  for (bool with_b : {true, false}) {
+    Engine e;
+    const LinkId l = e.add_link(100.0);
+    const LinkId quarter = e.add_fractional_link(l, 4);
+    EXPECT_NE(quarter, l);
+    EXPECT_EQ(e.add_fractional_link(l, 1), l);
+    EXPECT_THROW(e.add_fractional_link(quarter, 2), std::invalid_argument);
+    EXPECT_THROW(e.add_fractional_link(l, 0), std::invalid_argument);
+    const TaskId a = e.add_task(TaskSpec{});
+    e.add_flow(a, 160.0, &quarter, 1);
+    TaskId b = -1;
+    if (with_b) {
+      b = e.add_task(TaskSpec{});
+      e.add_flow(b, 80.0, &l, 1);
+    }
+    e.run();
+    if (with_b) {
+      EXPECT_NEAR(e.finish(b), 1.0, 1e-9);
+      EXPECT_NEAR(e.finish(a), 1.2, 1e-9);
+    } else {
+      EXPECT_NEAR(e.finish(a), 0.4, 1e-9);
+    }
+  }
+}
+
 TEST(Engine, MaxMinFairnessAcrossTwoLinks) {
   // Link X 100 B/s carries flows 1 and 2; link Y 30 B/s carries flow 2 only. Max-min: flow 2 is
   // held to 30 by Y, flow 1 takes the remaining 70 on X.

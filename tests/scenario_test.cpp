@@ -110,6 +110,17 @@ TEST(Scenario, NetworkOverridesAndFabric) {
       "cluster": { "nodes": 1, "network": { "fabric": "torus" } }, "layout": {} })";
   EXPECT_EQ(error_of(ok), "");
   EXPECT_NE(error_of(bad).find("cluster.network.fabric"), std::string::npos);
+  // A single switch has no uplinks: an oversubscription there would be silently ignored.
+  auto network = [](const std::string& n) {
+    return R"({ "name": "t", "model": "gpt-125m", "training": { "global_batch": 16 }, "hardware": "test-gpu",
+      "cluster": { "nodes": 2, "network": )" + n + R"( }, "layout": {} })";
+  };
+  const std::string single = error_of(network(R"({ "fabric": "single-switch", "oversubscription": 2 })"));
+  EXPECT_NE(single.find("cluster.network.oversubscription"), std::string::npos) << single;
+  EXPECT_NE(single.find("single switch"), std::string::npos) << single;
+  EXPECT_EQ(error_of(network(R"({ "fabric": "single-switch", "oversubscription": 1 })")), "");
+  EXPECT_EQ(error_of(network(R"({ "fabric": "fat-tree", "oversubscription": 2 })")), "");
+  EXPECT_EQ(error_of(network(R"({ "fabric": "rail-optimized", "oversubscription": 2 })")), "");
 }
 
 TEST(Scenario, AllReduceAlgorithmIsAutoRingOrTree) {

@@ -184,13 +184,22 @@ Evaluation evaluate(const Scenario& s, const Layout& l, int nodes, const EvalOpt
         one.speed_replica = r;
         one.record_timeline = false;
         sim::StepResult res = sim::simulate_step(one);
+        if (res.full_because) {
+          // Symmetric mode did not apply after all (a choice made while building the step): the
+          // step ran on every GPU, each at its own speed.
+          st.replicas_simulated = 0;
+          st.slowest_replica = 0;
+          st.step_upper_s = 0;
+          ev.step = std::move(res);
+          break;
+        }
         if (res.step_time_s > worst) {
           worst = res.step_time_s;
           st.slowest_replica = r;
           ev.step = std::move(res);
         }
       }
-      in.speed_replica = st.slowest_replica;
+      if (st.replicas_simulated > 0) in.speed_replica = st.slowest_replica;
       if (in.record_timeline) ev.step = sim::simulate_step(in);
       stepped = true;
     }

@@ -146,6 +146,9 @@ void read_network(JsonFields& nw, NetworkSpec& n) {
   if (n.fabric != "single-switch" && n.fabric != "fat-tree" && n.fabric != "rail-optimized")
     throw InputError(nw.path("fabric"), "expected \"single-switch\", \"fat-tree\" or \"rail-optimized\", found \"" + n.fabric + "\"");
   n.oversubscription = nw.number("oversubscription", 1.0, 1.0, 64.0);
+  if (n.fabric == "single-switch" && n.oversubscription != 1.0)
+    throw InputError(nw.path("oversubscription"), "a single switch has no uplinks to oversubscribe: set fabric to \"fat-tree\" or "
+                                                  "\"rail-optimized\", or leave oversubscription at 1");
   n.latency_us = nw.number("latency_us", n.latency_us, 0.0, 1e5);
   n.efficiency = nw.number("efficiency", n.efficiency, 0.01, 1.0);
   n.allreduce_algorithm = nw.string("allreduce_algorithm", n.allreduce_algorithm);
