@@ -212,15 +212,12 @@ void Engine::find_tails() {
     double tail = 0;
     for (std::int32_t f = t.flows_begin; f < t.flows_end && tail >= 0; ++f) {
       const Flow& fl = flows_[f];
-      double rate = kInf;
-      for (std::int32_t p = fl.path_begin; p < fl.path_end; ++p) {
+      for (std::int32_t p = fl.path_begin; p < fl.path_end; ++p)
         if (link_sequence_[paths_[p]] != seq) {
           tail = -1;
           break;
         }
-        rate = std::min(rate, lone_capacity(p));
-      }
-      if (tail >= 0 && rate != kInf) tail = std::max(tail, fl.bytes / rate);
+      if (tail >= 0 && fl.lone_Bps != kInf) tail = std::max(tail, fl.bytes / fl.lone_Bps);
     }
     // The tail starts when the work on the processor ends: the unslowed time comes first.
     t.tail = tail >= 0 ? t.unslowed + tail : -1;
@@ -273,8 +270,6 @@ void Engine::run() {
   const Edge* const E = edges_.data();
   const Flow* const F = flows_.data();
   const LinkId* const PATH = paths_.data();
-  const std::int32_t* const DIV = fractional_ ? path_div_.data() : nullptr;
-  const double* const CAP = link_capacity_.data();
   std::int32_t* const LU = link_use_.data();
   const Interference* const IF = interf_.data();
   Processor* const PR = processors_.data();
@@ -363,14 +358,10 @@ void Engine::run() {
   auto reserve = [&](Task& t, TaskId id) {
     const Flow& fl = F[t.flows_begin];
     if (fl.path_begin == fl.path_end) return false;
-    double rate = kInf;
-    for (std::int32_t p = fl.path_begin; p < fl.path_end; ++p) {
-      const LinkId l = PATH[p];
-      if (LU[l] != 0) return false;
-      rate = std::min(rate, DIV ? CAP[l] * DIV[p] : CAP[l]);
-    }
+    for (std::int32_t p = fl.path_begin; p < fl.path_end; ++p)
+      if (LU[PATH[p]] != 0) return false;
     for (std::int32_t p = fl.path_begin; p < fl.path_end; ++p) LU[PATH[p]] = -1 - id;
-    t.work_rate = rate;
+    t.work_rate = fl.lone_Bps;
     t.reserved = true;
     return true;
   };
@@ -456,12 +447,9 @@ void Engine::run() {
       const Flow& fl = F[f];
       // A flow alone on every link of its path runs at its bottleneck's capacity (max-min of one
       // flow); anything shared needs the full recomputation.
-      double rate = kInf;
+      const double rate = fl.lone_Bps;
       bool alone = true;
-      for (std::int32_t p = fl.path_begin; p < fl.path_end; ++p) {
-        alone &= LU[PATH[p]] == 1;
-        rate = std::min(rate, DIV ? CAP[PATH[p]] * DIV[p] : CAP[PATH[p]]);
-      }
+      for (std::int32_t p = fl.path_begin; p < fl.path_end; ++p) alone &= LU[PATH[p]] == 1;
       ActiveFlow& a = active_.emplace_back();
       a.flow = f;
       a.task = id;

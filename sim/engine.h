@@ -11,7 +11,9 @@
 // fixed work's end plus that tail. A task's lone flow that finds its links idle is timed the same
 // way until another flow needs one of them. A task's unslowed time follows its fixed work (a
 // processor's speed change leaves it alone) and precedes its flows.
+#include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -48,6 +50,7 @@ struct TaskSpec {
 struct Flow {
   double bytes = 0;
   std::int32_t path_begin = 0, path_end = 0;  // range in the engine's path storage
+  double lone_Bps = 0;  // its rate alone on its path: the bottleneck's capacity (infinite if empty)
 };
 
 class Engine {
@@ -118,8 +121,10 @@ class Engine {
     Flow f;
     f.bytes = bytes;
     f.path_begin = static_cast<std::int32_t>(paths_.size());
+    f.lone_Bps = std::numeric_limits<double>::infinity();
     for (int i = 0; i < path_len; ++i) {
       const LinkId l = path[i];
+      f.lone_Bps = std::min(f.lone_Bps, link_capacity_[link_base_[l]] * link_div_[l]);
       // Paths hold base links; a fractional link's divisor goes beside them (kept only once a
       // fractional link is used, so that runs without any pay nothing for them).
       const std::int32_t k = link_div_[l];
@@ -283,10 +288,7 @@ class Engine {
   // each entry was given as; empty before.
   std::vector<std::int32_t> path_div_;
   bool fractional_ = false;
-  // The capacity a lone flow gets on path entry p.
-  double lone_capacity(std::int32_t p) const {
-    return fractional_ ? link_capacity_[paths_[p]] * path_div_[p] : link_capacity_[paths_[p]];
-  }
+
   std::vector<Flow> flows_;
   // Active flows and their state.
   struct ActiveFlow {
