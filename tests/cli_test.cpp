@@ -151,6 +151,32 @@ TEST(Cli, SweepShowsTheSlowdownAndItsReason) {
   EXPECT_NE(r.out.find("; DP communication exposed"), std::string::npos) << r.out;
 }
 
+TEST(Cli, TablesSayWhichRowsRanOnEveryGpu) {
+  // The 25 GbE scenario on 4-12 nodes of 8 NICs over a 2:1 fat-tree of 4-node leaves: 6 nodes
+  // leave a leaf half full, so that step runs on every GPU, and the sweep's and the search's tables
+  // say so under them; 4, 8 and 12 fill their leaves and the sweep's layout there uses rings.
+  nlohmann::json doc = nlohmann::json::parse(std::ifstream(kScenarios + "/slow-network-25gbe.json"));
+  doc["cluster"]["nodes"] = {4, 6, 8, 12};
+  doc["cluster"]["network"]["fabric"] = "fat-tree";
+  doc["cluster"]["network"]["oversubscription"] = 2;
+  doc["cluster"]["network"]["nics_per_node"] = 8;
+  doc["training"]["global_batch"] = 384;
+  doc["search"]["nodes"] = {4, 6, 8, 12};
+  const std::string f = write_temp("leaves.json", doc.dump());
+  const Outcome sw = run("sweep " + f);
+  ASSERT_EQ(sw.status, 0) << sw.err;
+  const std::string half_leaf = "every GPU simulated for 6 nodes (the nodes do not fill whole leaf switches of the oversubscribed fabric";
+  EXPECT_NE(sw.out.find("note: " + half_leaf), std::string::npos) << sw.out;
+  EXPECT_EQ(sw.out.find("for 4 nodes"), std::string::npos) << sw.out;
+  const Outcome se = run("search " + f + " --top 3");
+  ASSERT_EQ(se.status, 0) << se.err;
+  EXPECT_NE(se.out.find("note: " + half_leaf), std::string::npos) << se.out;
+  const Outcome js = run("simulate " + f + " --nodes 6 --json");
+  ASSERT_EQ(js.status, 0) << js.err;
+  EXPECT_EQ(nlohmann::json::parse(js.out)["mode"], "full");
+  std::filesystem::remove(f);
+}
+
 TEST(Cli, SweepCountsFailuresWhereTheScenarioGivesThem) {
   const std::string f = kScenarios + "/llama3-405b-2k-to-16k-gpus.json";
   const Outcome text = run("sweep " + f);

@@ -107,6 +107,11 @@ int run_sweep(const PlannerOptions& o, std::ostream& out) {
                   ev.memory.oom ? "  (OOM)" : "");
     out << line;
   }
+  {
+    std::vector<std::pair<std::string, const Evaluation*>> rows;
+    for (const auto& ev : evs) rows.push_back({format_nodes(ev.nodes), &ev});
+    out << every_gpu_note(rows);
+  }
   if (s.stragglers.given) {
     out << "\nstragglers at each size, and what they cost the step\n";
     for (const auto& ev : evs) {
@@ -272,6 +277,14 @@ int run_search(const PlannerOptions& o, std::ostream& out, std::ostream& progres
                   i == 0 ? "-" : why_lost(s, r.ranked.front(), ev).c_str());
     out << line;
   }
+  {
+    std::vector<std::pair<std::string, const Evaluation*>> rows;
+    for (std::size_t i = 0; i < r.ranked.size() && static_cast<int>(i) < top; ++i) {
+      std::snprintf(line, sizeof line, "#%zu", i + 1);
+      rows.push_back({line, &r.ranked[i]});
+    }
+    out << every_gpu_note(rows);
+  }
   if (sizes) {
     out << "\nbest layout at each size" << (s.reliability.given && s.training.tokens_total > 0 ? " (failures and checkpoints included)" : "")
         << ":\n";
@@ -302,6 +315,9 @@ int run_search(const PlannerOptions& o, std::ostream& out, std::ostream& progres
       out << "\n";
       if (meets_deadline(s, *ev) && smallest == 0) smallest = ev->nodes;
     }
+    std::vector<std::pair<std::string, const Evaluation*>> rows;
+    for (const Evaluation* ev : per_size) rows.push_back({format_nodes(ev->nodes), ev});
+    out << every_gpu_note(rows);
     if (s.training.tokens_total > 0 && s.training.deadline_days > 0) {
       if (smallest > 0)
         out << "smallest cluster that meets the " << s.training.deadline_days << "-day deadline"

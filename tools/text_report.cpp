@@ -128,6 +128,21 @@ std::string straggler_summary(const Scenario& s, const Evaluation& ev) {
   return out;
 }
 
+std::string every_gpu_note(const std::vector<std::pair<std::string, const Evaluation*>>& rows) {
+  std::vector<std::pair<const char*, std::string>> by_reason;  // in order of first appearance
+  for (const auto& [label, ev] : rows) {
+    const char* why = ev->step.full_because;
+    if (!why) continue;
+    auto it = std::find_if(by_reason.begin(), by_reason.end(), [why](const auto& r) { return std::string(r.first) == why; });
+    if (it == by_reason.end()) by_reason.push_back({why, label});
+    else it->second += ", " + label;
+  }
+  std::string note;
+  for (const auto& [why, labels] : by_reason)
+    note += "note: every GPU simulated for " + labels + " (" + why + ", so one GPU per stage cannot stand for the rest)\n";
+  return note;
+}
+
 void print_evaluation(std::ostream& os, const Scenario& s, const Evaluation& ev) {
   char line[512];  // the longest line (reliability, async) is about 250 characters
   os << s.name << ": " << s.model.name << " on " << ev.nodes << " x " << s.cluster.gpus_per_node << " "

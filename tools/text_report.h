@@ -1,6 +1,8 @@
 #pragma once
 #include <ostream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "evaluation.h"
 #include "what_if.h"
@@ -21,6 +23,10 @@ std::string straggler_summary(const Scenario& s, const Evaluation& ev);
 // tokens/s, fewer than 267620 on 1 node; DP communication exposed 3.49 s of a 3.99 s step (was
 // 4.0 ms)", naming the category whose exposed time grew the most.
 std::string why_slower(const Evaluation& fewer, const Evaluation& more);
+// A note for a table: the rows (each named by its label, "#3" or "6 nodes") whose step was
+// simulated on every GPU because one GPU per stage could not stand for the rest, by reason; empty
+// when there are none.
+std::string every_gpu_note(const std::vector<std::pair<std::string, const Evaluation*>>& rows);
 // A terminal summary of one evaluated layout: step time and its exposed breakdown, rates, memory.
 void print_evaluation(std::ostream& os, const Scenario& s, const Evaluation& ev);
 // `planner what-if`: the step with each part of the hardware faster and slower, and which sets it.
