@@ -123,16 +123,16 @@ class Engine {
     f.path_begin = static_cast<std::int32_t>(paths_.size());
     f.lone_Bps = std::numeric_limits<double>::infinity();
     for (int i = 0; i < path_len; ++i) {
-      const LinkId l = path[i];
-      f.lone_Bps = std::min(f.lone_Bps, link_capacity_[link_base_[l]] * link_div_[l]);
       // Paths hold base links; a fractional link's divisor goes beside them (kept only once a
       // fractional link is used, so that runs without any pay nothing for them).
-      const std::int32_t k = link_div_[l];
+      const LinkId base = link_base_[path[i]];
+      const std::int32_t k = link_div_[path[i]];
+      f.lone_Bps = std::min(f.lone_Bps, link_capacity_[base] * k);
       if (k != 1 && !fractional_) {
         path_div_.assign(paths_.size(), 1);
         fractional_ = true;
       }
-      paths_.push_back(link_base_[l]);
+      paths_.push_back(base);
       if (fractional_) path_div_.push_back(k);
     }
     f.path_end = static_cast<std::int32_t>(paths_.size());

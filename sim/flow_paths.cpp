@@ -54,11 +54,11 @@ void SymmetricPaths::path(int src, int dst, int group_nodes_per_leaf, std::vecto
   // GPU of a leaf does the same); a ring with L of its nodes in a leaf sends 1/L of its
   // node-crossing traffic between leaves, so its flow loads them as 1/L of a flow.
   const int L = ring_crosses ? group_nodes_per_leaf : 1;
-  out.push_back(uplink(up_, src, L));
-  out.push_back(uplink(down_, to, L));
+  out.push_back(spine_link(up_, src, L));
+  out.push_back(spine_link(down_, to, L));
 }
 
-LinkId SymmetricPaths::uplink(std::map<std::pair<int, int>, LinkId>& links, int rep, int L) {
+LinkId SymmetricPaths::spine_link(std::map<std::pair<int, int>, LinkId>& links, int rep, int L) {
   auto it = links.find({rep, L});
   if (it != links.end()) return it->second;
   LinkId base;

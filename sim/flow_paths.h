@@ -37,9 +37,9 @@ class FullPaths : public PathProvider {
 // so each representative gets the per-GPU share of what it shares: its own NVLink port, 1/G of its
 // node's NIC capacity (G GPUs per node, all active), and over an oversubscribed fabric the per-GPU
 // share of its leaf's links to the spine, up for the traffic that leaves the leaf and down for
-// what enters it. With degraded NICs each
-// representative's NIC share runs at `nic_speed` (by position in `reps`): the slowest NIC among
-// those of its stage's GPUs, in every replica or in one (StepInput::speed_replica).
+// what enters it. With degraded NICs each representative's NIC share runs at `nic_speed` (by
+// position in `reps`): the slowest NIC among those of its stage's GPUs, in every replica or in
+// one (StepInput::speed_replica).
 class SymmetricPaths : public PathProvider {
  public:
   SymmetricPaths(Engine& e, const ClusterShape& s, const std::vector<int>& reps, const std::vector<double>& nic_speed);
@@ -55,7 +55,7 @@ class SymmetricPaths : public PathProvider {
   double nic_share_ = 0;
   // The link between a representative's leaf and the spine, up (`up_`) or down (`down_`), by
   // representative and the L of the rings on it (1: the link itself; else a fractional link of it).
-  LinkId uplink(std::map<std::pair<int, int>, LinkId>& links, int rep, int L);
+  LinkId spine_link(std::map<std::pair<int, int>, LinkId>& links, int rep, int L);
   std::map<int, Links> links_;
   std::vector<char> is_rep_;
   std::map<std::pair<int, int>, LinkId> up_, down_;
