@@ -84,6 +84,7 @@ const Builder::CachedPlan& Builder::unit_plan(const std::vector<int>& group, Col
     CachedPhase cp;
     cp.latency_s = ph.latency_s;
     cp.flow_begin = static_cast<std::int32_t>(c.flows.size());
+    flow_dst_.clear();  // the destination of each of this phase's flows
     // The flows leaving the simulated members, in the plan's order.
     const std::vector<std::int32_t>& by_src = sh.by_source[pi];
     mine.clear();
@@ -96,16 +97,21 @@ const Builder::CachedPlan& Builder::unit_plan(const std::vector<int>& group, Col
       const FlowSpec& f = ph.flows[fi];
       if (!c.members.empty() && f.src == c.members.front()) c.sent_by_first += f.bytes;
       paths_->path(f.src, f.dst, place_.node_of(f.src) != place_.node_of(f.dst) ? leaf_share : 0, scratch_);
+      // Flows between the same two GPUs over the same links are one flow (two tree edges between
+      // the same nodes). Flows to different GPUs stay apart even where symmetric mode gives them
+      // the same links: max-min shares a link per flow, so merging them would hand whatever else
+      // crosses those links (a pipeline transfer) a larger share than full mode gives it.
       bool merged = false;
       for (std::int32_t i = cp.flow_begin; i < static_cast<std::int32_t>(c.flows.size()) && !merged; ++i) {
         CachedFlow& x = c.flows[i];
-        if (x.path_end - x.path_begin == static_cast<std::int32_t>(scratch_.size()) &&
+        if (flow_dst_[i - cp.flow_begin] == f.dst && x.path_end - x.path_begin == static_cast<std::int32_t>(scratch_.size()) &&
             std::equal(scratch_.begin(), scratch_.end(), c.paths.begin() + x.path_begin)) {
           x.bytes += f.bytes;
           merged = true;
         }
       }
       if (merged) continue;
+      flow_dst_.push_back(f.dst);
       CachedFlow cf{f.bytes, static_cast<std::int32_t>(c.paths.size()), 0};
       c.paths.insert(c.paths.end(), scratch_.begin(), scratch_.end());
       cf.path_end = static_cast<std::int32_t>(c.paths.size());

@@ -411,6 +411,7 @@ class Builder {
   double& tp_bytes_gpu0_ = ws_.tp_bytes_gpu0;
   std::vector<LinkId> scratch_;
   std::vector<std::int32_t> plan_flows_scratch_;
+  std::vector<int> flow_dst_;  // unit_plan's scratch
   std::vector<Calls> calls_scratch_, grad_calls_scratch_, stage_calls_;
   const int period_;
   // Builds the graph into ws_ (recording what refill needs), from an empty engine.

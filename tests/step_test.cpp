@@ -310,6 +310,22 @@ TEST(Step, OnAnOversubscribedFabricOneGpuPerStageNeedsWholeLeaves) {
     }
 }
 
+TEST(Step, ATreeNodesFlowsToDifferentNodesStayApartBesideAPipelineTransfer) {
+  // 6 nodes of 8 GPUs and 8 NICs, tp 8 · pp 2, DDP over NCCL's tree: on each rail a tree over a
+  // stage's 3 nodes, and stage 1's last backward transfer overlaps a gradient bucket. The
+  // representative's node sends one tree edge to one node and two to another: two flows, which
+  // with the transfer share its NIC three ways in full mode. Symmetric mode gives both destinations
+  // the representative's own links; merged into one flow there, the transfer got half the NIC and
+  // the step came out 0.13% short (10% on 64 nodes of 2 NICs without sequence parallelism). Kept
+  // apart, the modes agree to rounding.
+  const BothModes m = both_modes({.model = "gpt-1.3b", .hardware = "h200-sxm", .nodes = 6, .tp = 8, .pp = 2, .mb = 2, .zero = 0,
+                                  .bucket_MB = 25, .recompute = "none",
+                                  .network = R"(, "network": { "nics_per_node": 8, "nic_Gbps": 100, "fabric": "single-switch", "allreduce_algorithm": "tree" })",
+                                  .global_batch = 24});
+  EXPECT_EQ(m.sym.step.full_because, nullptr);
+  EXPECT_NEAR(m.sym.step.step_time_s / m.full.step.step_time_s, 1.0, 1e-9);
+}
+
 TEST(Step, TheTpLatenciesFusedIntoAComputeTaskAreNotSlowedByCommunicationBesideIt) {
   // TP 8, ZeRO-2 over 3 nodes on the measured H200 (GEMMs 35% slower beside NCCL): the gradient
   // reduce-scatters overlap the backward passes. Full mode runs each TP collective as tasks of its
