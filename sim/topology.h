@@ -31,8 +31,9 @@ struct ClusterShape {
   double nic_Bps = 0;     // achievable per NIC, per direction
   Fabric fabric = Fabric::fat_tree;
   double oversubscription = 1.0;
-  // Leaf switch down-ports (fat-tree) or rail-switch ports (rail-optimized): half of a 64-port
-  // switch (NVIDIA Quantum-2 QM9700: 64 x 400 Gb/s), the other half up to the spine.
+  // The NIC ports of a leaf switch (fat-tree) or of a rail switch (rail-optimized) that face the
+  // nodes: by default half of a 64-port switch (NVIDIA Quantum-2 QM9700: 64 x 400 Gb/s), the other
+  // half up to the spine.
   int nics_per_leaf = 32;
   // Each NIC's rate as a fraction of nic_Bps (NIC n of node k at k * nics_per_node + n), for a
   // degraded link; empty: every NIC at nic_Bps.
@@ -45,7 +46,13 @@ struct ClusterShape {
   // The NIC a GPU's traffic across nodes leaves by, numbered as nic_speed is.
   int nic_of(int gpu) const { return node_of(gpu) * nics_per_node + rail_of(gpu); }
   double nic_speed_of(int nic) const { return nic_speed.empty() ? 1.0 : nic_speed[nic]; }
-  int nodes_per_leaf() const { return std::max(1, nics_per_leaf / nics_per_node); }
+  // The nodes under one leaf switch, or under one group of rail switches: a fat-tree leaf takes
+  // every NIC of its nodes; a rail switch takes one NIC (its rail's) of each node, so a group of
+  // rail switches, one per NIC index, spans as many nodes as one switch has ports (a DGX SuperPOD
+  // scalable unit: 32 nodes under 8 rail switches of 32 node ports).
+  int nodes_per_leaf() const {
+    return std::max(1, fabric == Fabric::rail_optimized ? nics_per_leaf : nics_per_leaf / nics_per_node);
+  }
   // Whether traffic between leaf switches (fat-tree leaves, rail-optimized rail switches) shares
   // uplinks with less capacity than the leaves have down: more than one leaf, oversubscribed.
   bool leaf_uplinks_bind() const { return fabric != Fabric::single_switch && oversubscription > 1.0 && nodes > nodes_per_leaf(); }

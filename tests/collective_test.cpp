@@ -273,6 +273,32 @@ TEST(Topology, RoutesStayOffOtherGpusAndCrossTheFabric) {
   EXPECT_TRUE(t.route(3, 3).empty());
 }
 
+TEST(Topology, ARailSwitchTakesOneNicOfEachOfItsNodes) {
+  // nics_per_leaf NIC ports a switch: a fat-tree leaf takes every NIC of its nodes (32 ports, 8
+  // NICs a node: 4 nodes), a rail switch one NIC of each node (32 nodes, as in a DGX SuperPOD
+  // scalable unit: 8 rail switches of 32 node ports). Between nodes under one switch a route is
+  // GPU -> NIC -> switch -> NIC -> GPU; otherwise it adds the spine.
+  for (Fabric f : {Fabric::fat_tree, Fabric::rail_optimized}) {
+    ClusterShape s = node(40, 8, 200e9, 25e9);
+    s.fabric = f;
+    s.oversubscription = 2.0;
+    const int per_leaf = f == Fabric::fat_tree ? 4 : 32;
+    EXPECT_EQ(s.nodes_per_leaf(), per_leaf);
+    EXPECT_TRUE(s.leaf_uplinks_bind());
+    Topology t(s);
+    Engine e;
+    t.install(e);
+    EXPECT_EQ(t.route(0, 8 * (per_leaf - 1)).size(), 4u) << to_string(f);
+    EXPECT_EQ(t.route(0, 8 * per_leaf).size(), 6u) << to_string(f);
+  }
+  ClusterShape s = node(32, 8, 200e9, 25e9);
+  s.fabric = Fabric::rail_optimized;
+  s.oversubscription = 2.0;
+  EXPECT_FALSE(s.leaf_uplinks_bind());  // 32 nodes under one group of rail switches
+  s.nics_per_leaf = 16;
+  EXPECT_TRUE(s.leaf_uplinks_bind());
+}
+
 // route() takes the NIC and switch tree's one path between two NICs; a breadth-first search of the
 // whole graph (GPUs other than the source not transit) is the definition it must match, link for
 // link, for every pair of GPUs: every fabric, one leaf or several, fewer NICs than GPUs.

@@ -121,6 +121,19 @@ TEST(Scenario, NetworkOverridesAndFabric) {
   EXPECT_EQ(error_of(network(R"({ "fabric": "single-switch", "oversubscription": 1 })")), "");
   EXPECT_EQ(error_of(network(R"({ "fabric": "fat-tree", "oversubscription": 2 })")), "");
   EXPECT_EQ(error_of(network(R"({ "fabric": "rail-optimized", "oversubscription": 2 })")), "");
+  // The leaf switches' NIC ports: 32 unless given; a fat-tree leaf must take a whole node's NICs, a
+  // rail switch takes one NIC of each node; a single switch has no leaves.
+  auto parsed = [&](const std::string& n) { return parse_scenario(network(n), "s.json", kProfiles).cluster.network; };
+  EXPECT_EQ(parsed(R"({ "fabric": "fat-tree" })").nics_per_leaf, 32);
+  EXPECT_EQ(parsed(R"({ "fabric": "fat-tree", "nics_per_node": 8, "nics_per_leaf": 48 })").nics_per_leaf, 48);
+  EXPECT_EQ(parsed(R"({ "fabric": "rail-optimized", "nics_per_node": 8, "nics_per_leaf": 4 })").nics_per_leaf, 4);
+  const std::string narrow = error_of(network(R"({ "fabric": "fat-tree", "nics_per_node": 8, "nics_per_leaf": 4 })"));
+  EXPECT_NE(narrow.find("cluster.network.nics_per_leaf"), std::string::npos) << narrow;
+  EXPECT_NE(narrow.find("cannot take a node's 8 NICs"), std::string::npos) << narrow;
+  const std::string no_leaves = error_of(network(R"({ "fabric": "single-switch", "nics_per_leaf": 16 })"));
+  EXPECT_NE(no_leaves.find("cluster.network.nics_per_leaf"), std::string::npos) << no_leaves;
+  EXPECT_NE(error_of(network(R"({ "fabric": "fat-tree", "nics_per_leaf": 0 })")).find("cluster.network.nics_per_leaf"), std::string::npos);
+  EXPECT_NE(error_of(network(R"({ "fabric": "fat-tree", "nics_per_leaf": 2.5 })")).find("cluster.network.nics_per_leaf"), std::string::npos);
 }
 
 TEST(Scenario, AllReduceAlgorithmIsAutoRingOrTree) {

@@ -31,6 +31,7 @@ sim::NetworkParams network_for(const Scenario& s, int nodes) {
   n.shape.nic_Bps = s.cluster.network.nic_Gbps / 8.0 * 1e9 * s.cluster.network.efficiency;
   n.shape.fabric = sim::parse_fabric(s.cluster.network.fabric);
   n.shape.oversubscription = s.cluster.network.oversubscription;
+  n.shape.nics_per_leaf = s.cluster.network.nics_per_leaf;
   n.intra_alpha_s = hw.intra_latency_us * 1e-6;
   n.inter_alpha_s = s.cluster.network.latency_us * 1e-6;
   n.allreduce_algorithm = sim::parse_algorithm(s.cluster.network.allreduce_algorithm);

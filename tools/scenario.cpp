@@ -149,6 +149,11 @@ void read_network(JsonFields& nw, NetworkSpec& n) {
   if (n.fabric == "single-switch" && n.oversubscription != 1.0)
     throw InputError(nw.path("oversubscription"), "a single switch has no uplinks to oversubscribe: set fabric to \"fat-tree\" or "
                                                   "\"rail-optimized\", or leave oversubscription at 1");
+  n.nics_per_leaf_given = nw.has("nics_per_leaf");
+  n.nics_per_leaf = nw.integer("nics_per_leaf", n.nics_per_leaf, 1, 1 << 16);
+  if (n.fabric == "single-switch" && n.nics_per_leaf_given)
+    throw InputError(nw.path("nics_per_leaf"), "a single switch takes every NIC and has no leaf switches: set fabric to \"fat-tree\" or "
+                                               "\"rail-optimized\", or leave nics_per_leaf out");
   n.latency_us = nw.number("latency_us", n.latency_us, 0.0, 1e5);
   n.efficiency = nw.number("efficiency", n.efficiency, 0.01, 1.0);
   n.allreduce_algorithm = nw.string("allreduce_algorithm", n.allreduce_algorithm);
@@ -268,6 +273,9 @@ Scenario parse_document(const json& doc, const std::string& file, const std::str
     if (cl.has("network")) {
       JsonFields nw = cl.object("network");
       read_network(nw, n);
+      if (n.nics_per_leaf_given && n.fabric == "fat-tree" && n.nics_per_leaf < n.nics_per_node)
+        throw InputError(nw.path("nics_per_leaf"), "a leaf switch of " + std::to_string(n.nics_per_leaf) + " NIC ports cannot take a node's " +
+                                                       std::to_string(n.nics_per_node) + " NICs: give at least " + std::to_string(n.nics_per_node));
       if (n.nvls && s.hardware.intra_nvls_collectives.empty())
         throw InputError(nw.path("nvls"), "the hardware profile " + s.hardware.name +
                                               " has no collectives measured with NVLS on (intra_node.nvls_collectives) to price it by");

@@ -27,6 +27,9 @@ struct NetworkSpec {
   double nic_Gbps = 0;
   std::string fabric = "fat-tree";  // single-switch | fat-tree | rail-optimized
   double oversubscription = 1.0;
+  // NIC ports of a leaf switch (fat-tree) or of a rail switch (rail-optimized) facing the nodes.
+  int nics_per_leaf = 32;
+  bool nics_per_leaf_given = false;
   double latency_us = 0;
   double efficiency = 0;
   // Every all-reduce's algorithm: "auto" (by size, as NCCL's tuner picks), "ring" or "tree" (as
