@@ -98,7 +98,9 @@ void graph_key(const StepInput& in, int M, int P, bool cut, std::vector<std::uin
                          static_cast<std::int64_t>(in.precision), static_cast<std::int64_t>(M), static_cast<std::int64_t>(P), static_cast<std::int64_t>(cut),
                          static_cast<std::int64_t>(in.mode), static_cast<std::int64_t>(sh.nodes), static_cast<std::int64_t>(sh.gpus_per_node),
                          static_cast<std::int64_t>(sh.nics_per_node), static_cast<std::int64_t>(sh.fabric),
-                         static_cast<std::int64_t>(sh.nics_per_leaf), static_cast<std::int64_t>(in.net.allreduce_algorithm)})
+                         static_cast<std::int64_t>(sh.nics_per_leaf), static_cast<std::int64_t>(in.net.allreduce_algorithm),
+                         // a recompute of its own (Builder::split_recompute_) adds a task to every backward
+                         static_cast<std::int64_t>(L.tp > 1 && L.recompute == Recompute::full)})
     put(k, x);
   for (double x : {L.bucket_MB, L.compression.topk_fraction, sh.nvlink_Bps, sh.nic_Bps, sh.oversubscription, in.net.intra_alpha_s,
                    in.net.inter_alpha_s})

@@ -47,12 +47,17 @@ void Builder::fill_roles() {
     for (int c = 0; c < vpp_; ++c) {
       const int vs = c * L_.pp + stage;
       const std::size_t base = hidx(g, vs, 0);
-      const std::int64_t fwd_role = role_key(0, g, vs, 0), bwd_role = role_key(1, g, vs, 0);
+      const std::int64_t fwd_role = role_key(0, g, vs, 0), bwd_role = role_key(1, g, vs, 0), rec_role = role_key(4, g, vs, 0);
       for (int mb = 0; mb < microbatches_; ++mb) {
-        // Passes of one task only: a pass built layer by layer has no single task to compare.
+        // Passes of one task only, or of a recompute and one task: a pass built layer by layer has
+        // no single task to compare.
         const std::size_t i = base + mb;
         if (h_.fwd_start[i] >= 0 && h_.fwd_start[i] == h_.fwd_done[i]) role_[h_.fwd_start[i]] = fwd_role + mb;
         if (h_.bwd_start[i] >= 0 && h_.bwd_start[i] == h_.bwd_done[i]) role_[h_.bwd_start[i]] = bwd_role + mb;
+        if (h_.recompute[i] >= 0) {
+          role_[h_.recompute[i]] = rec_role + mb;
+          role_[h_.bwd_done[i]] = bwd_role + mb;
+        }
       }
     }
   }

@@ -31,9 +31,12 @@ TaskId Builder::compute_task(int gpu, double dur, int cat, const std::string& na
 
 void Builder::pass_parts(int kind, const ChunkWork& w, PassParts& out) {
   const Part recompute{w.recompute_s, kRecompute, &w.tp_recompute};
-  const bool has_recompute = w.recompute_s > 0;
+  const bool has_recompute = w.recompute_s > 0 && !split_recompute_;  // else a pass of its own
   out.n = 0;
   switch (kind) {
+    case kRecomputePass:
+      out.part[out.n++] = recompute;
+      return;
     case kForwardPass:
       out.part[out.n++] = Part{w.fwd_s, kCompute, &w.tp_fwd};
       return;
@@ -274,7 +277,7 @@ void Builder::build_stage(int stage, const std::vector<int>& gpus) {
           ws_.marker_bytes[i][1] = tp_bytes_gpu0_;
           ws_.marker_gpu0_count[i] = gpu0_tasks_.size();
         }
-    if (quick && (op.forward || !((op.microbatch == microbatches_ - 1 || reduce_every_microbatch) && L_.dp > 1))) {
+    if (quick && (op.forward || (!split_recompute_ && !((op.microbatch == microbatches_ - 1 || reduce_every_microbatch) && L_.dp > 1)))) {
       const int g = gpus.front();
       const FusedPass& memo =
           fused_memo_[(static_cast<std::size_t>(sim_index_[g]) * vpp_ + op.chunk) * kPassKinds + (op.forward ? kForwardPass : kBackwardPass)];
@@ -353,6 +356,16 @@ void Builder::build_stage(int stage, const std::vector<int>& gpus) {
       }
       continue;
     }
+    // A recompute of its own first (split_recompute_): the pass starts with it.
+    std::vector<TaskId>& recomputed = ws_.recompute_first;
+    recomputed.assign(gpus.size(), -1);
+    if (split_recompute_) {
+      PassParts pp;
+      pass_parts(kRecomputePass, w, pp);
+      run_parts(gpus, pp.part, pp.n, named("B"), recomputed, kRecomputePass, op.chunk);
+      if (zero3) wait_for(cur, recomputed);
+    }
+    auto pass_start = [&](std::size_t i, const std::vector<TaskId>& first) { return split_recompute_ ? recomputed[i] : first[i]; };
     const bool last_mb = op.microbatch == microbatches_ - 1;
     if ((last_mb || reduce_every_microbatch) && L_.dp > 1) {
       // Layer by layer, so that full buckets start while the rest of backward runs.
@@ -365,7 +378,7 @@ void Builder::build_stage(int stage, const std::vector<int>& gpus) {
         if (zero3) wait_for(cur, first);
         cur = next;
         if (l == 0) {
-          for (std::size_t i = 0; i < gpus.size(); ++i) h_.bwd_start[hidx(gpus[i], vs, op.microbatch)] = first[i];
+          for (std::size_t i = 0; i < gpus.size(); ++i) h_.bwd_start[hidx(gpus[i], vs, op.microbatch)] = pass_start(i, first);
         }
         if (w.layers > 0)
           for (double b : w.layer_tensor_bytes) add_tensor(b);
@@ -377,7 +390,10 @@ void Builder::build_stage(int stage, const std::vector<int>& gpus) {
       PassParts pp;
       pass_parts(kBackwardPass, w, pp);
       run_parts(gpus, pp.part, pp.n, named("B"), first, kBackwardPass, op.chunk);
-      for (std::size_t i = 0; i < gpus.size(); ++i) h_.bwd_start[hidx(gpus[i], vs, op.microbatch)] = first[i];
+      for (std::size_t i = 0; i < gpus.size(); ++i) {
+        h_.bwd_start[hidx(gpus[i], vs, op.microbatch)] = pass_start(i, first);
+        if (split_recompute_) h_.recompute[hidx(gpus[i], vs, op.microbatch)] = recomputed[i];
+      }
     }
     for (int g : gpus) h_.bwd_done[hidx(g, vs, op.microbatch)] = q_[g].compute;
     if (period_ > 0)

@@ -122,6 +122,7 @@ void Builder::build() {
   h_.bwd_done.assign(slots, -1);
   h_.fwd_start.assign(slots, -1);
   h_.bwd_start.assign(slots, -1);
+  h_.recompute.assign(slots, -1);
   h_.comm_after_bwd.assign(period_ > 0 ? slots : 0, -1);
   cut_bytes_.clear();
   cut_diverge_.assign(cut_ ? sim_gpus_.size() : 0, -1);
@@ -236,6 +237,7 @@ StepResult Builder::run() {
   prepare_chunks();
 
   fuse_tp_ = in_.mode == SimMode::symmetric || L_.tp == 1;
+  split_recompute_ = fuse_tp_ && L_.tp > 1 && L_.recompute == Recompute::full;
   interference_ = cost_.hardware().comm_compute_interference;
   if (reuse_) {
     try {

@@ -57,6 +57,9 @@ struct FusedPass {
 // Cross-stage hand-offs, indexed by (simulated GPU, virtual stage, micro-batch).
 struct Handoffs {
   std::vector<TaskId> fwd_done, bwd_done, fwd_start, bwd_start;
+  // A backward's recompute task where it is the pass's first of two (Builder::split_recompute_),
+  // else -1.
+  std::vector<TaskId> recompute;
   // The last task on the GPU's communication queue once a backward pass is built (only recorded
   // in runs that measure their periodicity).
   std::vector<TaskId> comm_after_bwd;
@@ -70,6 +73,7 @@ struct BuilderWorkspace {
   std::vector<int> tp_leaders, dp_leaders, sim_gpus, lane_stream, sim_index, stage_gpus;
   std::vector<TaskId> first;           // build_stage: the first task of the pass just built, per GPU
   std::vector<double> closed_buckets;  // build_stage: buckets closed by the layer just built
+  std::vector<TaskId> recompute_first;  // build_stage: a backward's recompute tasks, by GPU
   std::vector<TaskId> tails, gpu0_comm;
   std::vector<std::vector<int>> tp_groups, dp_groups, dp_sim_members;  // per simulated GPU
   std::vector<std::pair<std::array<int, 3>, std::vector<int>>> sim_members;
@@ -262,8 +266,9 @@ class Builder {
   }
   // Passes that recur unchanged on a chunk: a forward or backward pass whole, and layer by layer
   // (ZeRO-3's forward, and the backward that releases gradient buckets as it goes) the first layer
-  // of a backward, with the chunk's embedding or head and the recompute, and every later layer.
-  enum PassKind { kForwardPass, kBackwardPass, kLaterLayerForward, kLaterLayerBackward, kFirstLayerBackward, kPassKinds };
+  // of a backward, with the chunk's embedding or head and the recompute, and every later layer;
+  // and a backward's recompute, where it is a task of its own (split_recompute_).
+  enum PassKind { kForwardPass, kBackwardPass, kLaterLayerForward, kLaterLayerBackward, kFirstLayerBackward, kRecomputePass, kPassKinds };
   // The parts of a pass of `kind` on chunk work `w` (not kLaterLayerForward's first layer, ZeRO-3's
   // own). `tp` holds the traffic of a part that adds a layer's and the chunk's extras; parts point
   // into it, so a PassParts stays where it was filled.
@@ -272,7 +277,7 @@ class Builder {
     int n = 0;
     CommTotals tp;
   };
-  static void pass_parts(int kind, const ChunkWork& w, PassParts& out);
+  void pass_parts(int kind, const ChunkWork& w, PassParts& out);
   // The fused task of `parts` on simulated GPU `g`: its spec (duration: the compute, which the
   // processor's slowdown under communication stretches; unslowed: the TP traffic's latencies,
   // which it does not, as in full mode where they are tasks of their own), its GPU-0 record and
@@ -370,6 +375,11 @@ class Builder {
   // `like`, or of fused_flows_ where `like` is -1.
   TaskId add_fused_task(int g, const TaskSpec& spec, Gpu0Task rec, TaskId like, TaskId& first, std::int32_t slot);
   bool fuse_tp_ = false;  // one simulated member per TP group: TP traffic rides on the compute task
+  // With TP fused, a backward's recompute that has TP traffic of its own (full recompute, TP > 1)
+  // is a task of its own before the backward's, so that its traffic runs between the two passes'
+  // compute, as it does unfused: a fused task runs all of its compute before its traffic, and a
+  // transfer that slows the GPU (comm_compute_interference) would overlap other compute.
+  bool split_recompute_ = false;
   // Recorded timelines only: fused tasks of two parts (a recompute and its backward), by task id
   // order, drawn as two slices in proportion to their compute.
   std::vector<Gpu0Task> timeline_parts_;
@@ -452,7 +462,7 @@ class Builder {
   std::vector<std::int64_t>& role_ = ws_.role;
   // A pass's or transfer's place in the schedule, the same for the pass P micro-batches later but
   // for the micro-batch (the key's last digit): kind 0 forward, 1 backward, 2 forward's transfer,
-  // 3 backward's transfer.
+  // 3 backward's transfer, 4 a backward's recompute of its own.
   std::int64_t role_key(int kind, int gpu, int vs, int mb) const {
     return ((static_cast<std::int64_t>(kind) * static_cast<std::int64_t>(sim_gpus_.size()) + sim_index_[gpu]) * (vpp_ * L_.pp) + vs) *
                microbatches_ + mb;
