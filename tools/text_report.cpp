@@ -46,6 +46,8 @@ std::string three_figures(double v, const char* unit) {
   std::snprintf(buf, sizeof buf, v >= 100 ? "%.0f %s" : v >= 10 ? "%.1f %s" : "%.2f %s", v, unit);
   return buf;
 }
+// Why symmetric mode fell back to every GPU, as the reports say it.
+std::string every_gpu_reason(const char* why) { return std::string(why) + ", so one GPU per stage cannot stand for the rest"; }
 }  // namespace
 
 std::string format_energy(double kWh) {
@@ -139,7 +141,7 @@ std::string every_gpu_note(const std::vector<std::pair<std::string, const Evalua
   }
   std::string note;
   for (const auto& [why, labels] : by_reason)
-    note += "note: every GPU simulated for " + labels + " (" + why + ", so one GPU per stage cannot stand for the rest)\n";
+    note += "note: every GPU simulated for " + labels + " (" + every_gpu_reason(why) + ")\n";
   return note;
 }
 
@@ -175,7 +177,7 @@ void print_evaluation(std::ostream& os, const Scenario& s, const Evaluation& ev)
       os << "  (" << m << " micro-batches per step, read off the steady state of " << ev.step.simulated_microbatches
          << " simulated ones)\n";
     if (ev.step.full_because)
-      os << "  (every GPU simulated: " << ev.step.full_because << ", so one GPU per stage cannot stand for the rest)\n";
+      os << "  (every GPU simulated: " << every_gpu_reason(ev.step.full_because) << ")\n";
     if (s.data.given) {
       std::snprintf(line, sizeof line, "\n  input pipeline: %s per step (loaders on %d node%s %s, storage %s)%s\n",
                     format_seconds(ev.input.per_step_s).c_str(), ev.input.loading_nodes, ev.input.loading_nodes == 1 ? "" : "s",
