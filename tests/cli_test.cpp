@@ -151,6 +151,24 @@ TEST(Cli, SweepShowsTheSlowdownAndItsReason) {
   EXPECT_NE(r.out.find("; DP communication exposed"), std::string::npos) << r.out;
 }
 
+TEST(Cli, WhatIfSaysWhenTheUplinksCarryNothing) {
+  // Llama 3 70B on 8 nodes of a rail-optimized fabric: a group of rail switches spans 32 nodes, so
+  // no traffic reaches the spine and no oversubscription is priced; on 64 nodes (two groups) the
+  // 2:1 and 4:1 rows are.
+  const std::string f = kScenarios + "/llama3-70b-8-to-64-nodes.json";
+  const Outcome eight = run("what-if " + f);
+  ASSERT_EQ(eight.status, 0) << eight.err;
+  EXPECT_NE(eight.out.find("the 8 nodes fit under one group of rail switches: their uplinks to the spine carry none"), std::string::npos)
+      << eight.out;
+  EXPECT_EQ(eight.out.find("oversubscribed 2:1"), std::string::npos) << eight.out;
+  const Outcome wide = run("what-if " + f + " --nodes 64 --json");
+  ASSERT_EQ(wide.status, 0) << wide.err;
+  const nlohmann::json rows = nlohmann::json::parse(wide.out)["fabric_settings"];
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0]["setting"], "oversubscription=2");
+  EXPECT_EQ(rows[1]["setting"], "oversubscription=4");
+}
+
 TEST(Cli, TablesSayWhichRowsRanOnEveryGpu) {
   // The 25 GbE scenario on 4-12 nodes of 8 NICs over a 2:1 fat-tree of 4-node leaves: 6 nodes
   // leave a leaf half full, so that step runs on every GPU, and the sweep's and the search's tables

@@ -96,7 +96,7 @@ TEST(WhatIf, NcclSettingsAreTheStepUnderEachSettingTheScenarioDoesNotUse) {
   const Layout l = resolve_layout(s, s.layout, false, 2);
   const WhatIf w = what_if(s, l, 2, 2.0, "--factor");
   std::map<std::string, double> step;
-  for (const NcclSettingRow& r : w.settings) step[r.setting] = r.eval.step.step_time_s;
+  for (const SettingRow& r : w.settings) step[r.setting] = r.eval.step.step_time_s;
   ASSERT_EQ(step.size(), 3u);
   const double base = w.base.step.step_time_s;
   EXPECT_EQ(step.at("allreduce_algorithm=ring"), base);
@@ -226,4 +226,38 @@ TEST(WhatIf, OnOneNodeTheNetworkChangesNoLayoutOfTheSpace) {
     EXPECT_EQ(ev->step.step_time_s, w.kept.base.step.step_time_s);
   }
   EXPECT_THROW(what_if_search(s, 1, 1.0, 2, "--factor"), InputError);
+}
+
+TEST(WhatIf, TheFabricRowsPriceTheLeafUplinksWhereTheClusterSpansLeaves) {
+  // Data parallel on rings over 4 nodes of 8 GPUs and 8 NICs of 25 GbE, leaves of 16 NIC ports
+  // (2 nodes a leaf). Each of the 8 rails' rings leaves a leaf once and enters it once, so a leaf's
+  // uplink carries 8 ring flows each way, each at most one NIC's rate: at 2:1 the uplink is 8 NICs
+  // wide and the step is the one at 1:1, exactly; at 4:1 it is 4 NICs wide, the flows crossing it
+  // run at half their rate, and the exposed gradient all-reduce (all of it bandwidth-bound at this
+  // size) takes twice as long.
+  const Scenario s = scenario(
+      4, R"({ "tp": 1, "pp": 1, "micro_batch": 1, "recompute": "none", "zero": 0 })",
+      R"(, "network": { "nic_Gbps": 25, "nics_per_node": 8, "fabric": "fat-tree", "nics_per_leaf": 16, "allreduce_algorithm": "ring" })");
+  const Layout l = resolve_layout(s, s.layout, false, 4);
+  const WhatIf w = what_if(s, l, 4, 2.0, "--factor");
+  std::map<std::string, const Evaluation*> by;
+  for (const SettingRow& r : w.fabric) by[r.setting] = &r.eval;
+  ASSERT_EQ(by.size(), 2u);  // not the scenario's own 1:1
+  const double base = w.base.step.step_time_s, dp = w.base.step.breakdown_s[sim::kDpComm];
+  EXPECT_NEAR(by.at("oversubscription=2")->step.step_time_s / base, 1.0, 1e-12);
+  EXPECT_NEAR(by.at("oversubscription=4")->step.breakdown_s[sim::kDpComm] / dp, 2.0, 0.01);
+  EXPECT_NEAR(by.at("oversubscription=4")->step.step_time_s - base, dp, 0.01 * dp);
+  // Nothing to price on a single switch, nor where the nodes fit under one leaf.
+  Scenario single = s;
+  single.cluster.network.fabric = "single-switch";
+  EXPECT_TRUE(fabric_alternatives(single, 4).empty());
+  EXPECT_TRUE(fabric_alternatives(s, 2).empty());
+  Scenario wide = s;
+  wide.cluster.network.nics_per_leaf = 32;
+  EXPECT_TRUE(fabric_alternatives(wide, 4).empty());
+  Scenario over = s;
+  over.cluster.network.oversubscription = 2;
+  std::vector<std::string> offered;
+  for (const auto& [row, alt] : fabric_alternatives(over, 4)) offered.push_back(row.setting);
+  EXPECT_EQ(offered, (std::vector<std::string>{"oversubscription=1", "oversubscription=4"}));
 }

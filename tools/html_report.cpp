@@ -459,7 +459,9 @@ std::string comparison_section(const Scenario& s) {
 // The winner's step with each part of the hardware twice as fast and half as fast: a bar for what
 // the faster part saves, the part that saves most named.
 std::string what_if_table(const Scenario& s, const Evaluation& best) {
-  const WhatIf w = what_if(s, best.layout, best.nodes, 2.0, "report");
+  // Without the fabric's rows: on thousands of GPUs over an oversubscribed fabric they may take
+  // every GPU simulated, and `planner what-if` gives them.
+  const WhatIf w = what_if(s, best.layout, best.nodes, 2.0, "report", false);
   const double base = w.base.step.step_time_s;
   std::ostringstream o;
   o << "<h2>What sets the winner's step</h2><p class='note'>Each part of the hardware twice as fast, then half as fast, the rest "
@@ -478,7 +480,7 @@ std::string what_if_table(const Scenario& s, const Evaluation& best) {
   if (!w.settings.empty()) {
     o << "<p class='note'>The same hardware with another NCCL setting (the scenario's <code>cluster.network</code>):</p>"
       << "<table><tr><th class='l'>setting</th><th>step</th><th>change</th></tr>";
-    for (const NcclSettingRow& r : w.settings)
+    for (const SettingRow& r : w.settings)
       o << "<tr><td class='l'>" << esc(r.description) << "</td><td>" << format_seconds(r.eval.step.step_time_s) << "</td><td>"
         << fmt("%+.1f%%", 100 * (r.eval.step.step_time_s / base - 1)) << "</td></tr>";
     o << "</table>";

@@ -103,15 +103,20 @@ json what_if_to_json(const Scenario& s, const WhatIf& w) {
     };
     parts.push_back({{"part", part_name(r.part)}, {"description", part_description(r.part)}, {"faster", side(r.faster)}, {"slower", side(r.slower)}});
   }
-  json settings = json::array();
-  for (const NcclSettingRow& r : w.settings)
-    settings.push_back({{"setting", r.setting}, {"description", r.description}, {"step_time_s", r.eval.step.step_time_s},
-                        {"tokens_per_s", r.eval.tokens_per_s}, {"breakdown_s", breakdown_json(r.eval)}});
+  auto setting_rows = [](const std::vector<SettingRow>& rows) {
+    json out = json::array();
+    for (const SettingRow& r : rows)
+      out.push_back({{"setting", r.setting}, {"description", r.description}, {"step_time_s", r.eval.step.step_time_s},
+                     {"tokens_per_s", r.eval.tokens_per_s}, {"breakdown_s", breakdown_json(r.eval)}});
+    return out;
+  };
+  const json settings = setting_rows(w.settings);
   return json{{"scenario", s.name},
               {"factor", w.factor},
               {"base", result_to_json(s, w.base)},
               {"parts", parts},
               {"nccl_settings", settings},
+              {"fabric_settings", setting_rows(w.fabric)},
               {"sets_the_step", part_name(w.sets_the_step)},
               {"most_sensitive_to_slowdown", part_name(w.most_sensitive_to_slowdown)}};
 }

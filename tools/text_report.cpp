@@ -46,6 +46,11 @@ std::string three_figures(double v, const char* unit) {
   std::snprintf(buf, sizeof buf, v >= 100 ? "%.0f %s" : v >= 10 ? "%.1f %s" : "%.2f %s", v, unit);
   return buf;
 }
+// `t` against `base` in percent, a change that rounds to nothing shown as +0.0 (never -0.0).
+double change_pct(double t, double base) {
+  const double pct = 100.0 * (t / base - 1);
+  return std::abs(pct) < 0.05 ? 0.0 : pct;
+}
 // Why symmetric mode fell back to every GPU, as the reports say it.
 std::string every_gpu_reason(const char* why) { return std::string(why) + ", so one GPU per stage cannot stand for the rest"; }
 }  // namespace
@@ -303,9 +308,30 @@ void print_what_if(std::ostream& os, const Scenario& s, const WhatIf& w) {
   if (!w.settings.empty()) {
     std::snprintf(line, sizeof line, "\n  %-48s %9s %8s\n", "an NCCL setting, the hardware as profiled", "step", "change");
     os << line;
-    for (const NcclSettingRow& r : w.settings) {
+    for (const SettingRow& r : w.settings) {
       std::snprintf(line, sizeof line, "  %-48s %9s %+7.1f%%\n", r.description.c_str(), format_seconds(r.eval.step.step_time_s).c_str(),
-                    100.0 * (r.eval.step.step_time_s / base - 1));
+                    change_pct(r.eval.step.step_time_s, base));
+      os << line;
+    }
+  }
+  const int per_leaf = network_for(s, w.base.nodes).shape.nodes_per_leaf();
+  if (s.cluster.network.fabric != "single-switch" && w.base.nodes <= per_leaf) {
+    std::snprintf(line, sizeof line, "\n  the %d node%s fit under one %s: %s uplinks to the spine carry none of this step's traffic.\n",
+                  w.base.nodes, w.base.nodes == 1 ? "" : "s",
+                  s.cluster.network.fabric == "rail-optimized" ? "group of rail switches" : "leaf switch",
+                  s.cluster.network.fabric == "rail-optimized" ? "their" : "its");
+    os << line;
+  }
+  if (!w.fabric.empty()) {
+    char heading[96];
+    const bool rails = s.cluster.network.fabric == "rail-optimized";
+    std::snprintf(heading, sizeof heading, "%s uplinks now %g:1 (%d nodes a %s)", rails ? "rail" : "leaf", s.cluster.network.oversubscription,
+                  per_leaf, rails ? "rail group" : "leaf");
+    std::snprintf(line, sizeof line, "\n  %-48s %9s %8s\n", heading, "step", "change");
+    os << line;
+    for (const SettingRow& r : w.fabric) {
+      std::snprintf(line, sizeof line, "  %-48s %9s %+7.1f%%\n", r.description.c_str(), format_seconds(r.eval.step.step_time_s).c_str(),
+                    change_pct(r.eval.step.step_time_s, base));
       os << line;
     }
   }

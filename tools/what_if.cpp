@@ -1,6 +1,7 @@
 #include "what_if.h"
 
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <iterator>
 
@@ -113,13 +114,13 @@ std::vector<HardwarePart> parts_of(const Scenario& s) {
   return parts;
 }
 
-std::vector<std::pair<NcclSettingRow, Scenario>> nccl_alternatives(const Scenario& s) {
-  std::vector<std::pair<NcclSettingRow, Scenario>> out;
+std::vector<std::pair<SettingRow, Scenario>> nccl_alternatives(const Scenario& s) {
+  std::vector<std::pair<SettingRow, Scenario>> out;
   const NetworkSpec& net = s.cluster.network;
   auto add = [&](const std::string& setting, const std::string& description, const std::function<void(NetworkSpec&)>& change) {
     Scenario alt = s;
     change(alt.cluster.network);
-    out.push_back({NcclSettingRow{setting, description, {}}, std::move(alt)});
+    out.push_back({SettingRow{setting, description, {}}, std::move(alt)});
   };
   if (!net.nvls) {
     const std::pair<const char*, const char*> algorithms[] = {{"auto", "all-reduce as NCCL's tuner picks (NCCL_ALGO unset)"},
@@ -136,7 +137,24 @@ std::vector<std::pair<NcclSettingRow, Scenario>> nccl_alternatives(const Scenari
   return out;
 }
 
-WhatIf what_if(const Scenario& s, const Layout& l, int nodes, double factor, const std::string& where) {
+std::vector<std::pair<SettingRow, Scenario>> fabric_alternatives(const Scenario& s, int nodes) {
+  std::vector<std::pair<SettingRow, Scenario>> out;
+  const NetworkSpec& net = s.cluster.network;
+  if (net.fabric == "single-switch" || nodes <= network_for(s, nodes).shape.nodes_per_leaf()) return out;
+  for (double ratio : {1.0, 2.0, 4.0}) {
+    if (ratio == net.oversubscription) continue;
+    char setting[48], description[96];
+    std::snprintf(setting, sizeof setting, "oversubscription=%g", ratio);
+    if (ratio == 1.0) std::snprintf(description, sizeof description, "uplinks to the spine not oversubscribed (1:1)");
+    else std::snprintf(description, sizeof description, "uplinks to the spine oversubscribed %g:1", ratio);
+    Scenario alt = s;
+    alt.cluster.network.oversubscription = ratio;
+    out.push_back({SettingRow{setting, description, {}}, std::move(alt)});
+  }
+  return out;
+}
+
+WhatIf what_if(const Scenario& s, const Layout& l, int nodes, double factor, const std::string& where, bool price_fabric) {
   if (!(factor > 1) || !std::isfinite(factor))
     throw InputError(where, "the factor must be a number above 1 (each part is made that many times faster, then slower)");
   WhatIf w;
@@ -156,6 +174,11 @@ WhatIf what_if(const Scenario& s, const Layout& l, int nodes, double factor, con
     row.eval = evaluate(alt, l, nodes, eo);
     w.settings.push_back(std::move(row));
   }
+  if (price_fabric)
+    for (auto& [row, alt] : fabric_alternatives(s, nodes)) {
+      row.eval = evaluate(alt, l, nodes, eo);
+      w.fabric.push_back(std::move(row));
+    }
   return w;
 }
 
@@ -183,7 +206,7 @@ WhatIfSearch what_if_search(const Scenario& s, int nodes, double factor, int thr
   w.nodes = nodes;
   w.layouts = cands.size();
   const Evaluation base = best(at, &w.fit);
-  w.kept = what_if(at, base.layout, nodes, factor, where);
+  w.kept = what_if(at, base.layout, nodes, factor, where, false);  // the parts alone: the fabric is not searched
   for (HardwarePart p : parts_of(at))
     w.rows.push_back({p, best(with_part_scaled(at, p, factor), nullptr), best(with_part_scaled(at, p, 1.0 / factor), nullptr)});
   return w;

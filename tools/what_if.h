@@ -42,8 +42,9 @@ struct WhatIfRow {
   HardwarePart part;
   Evaluation faster, slower;  // the layout with the part `factor` times faster, and slower
 };
-// The same hardware with an NCCL setting other than the scenario's.
-struct NcclSettingRow {
+// The same hardware with a setting of the scenario's network other than its own: an NCCL setting,
+// or the fabric's oversubscription.
+struct SettingRow {
   std::string setting;      // as the scenario would write it: "allreduce_algorithm=tree", "nvls=true"
   std::string description;  // "all-reduce on trees (NCCL_ALGO=allreduce:tree)"
   Evaluation eval;
@@ -51,13 +52,18 @@ struct NcclSettingRow {
 // The scenario with each NCCL setting it does not use: the all-reduce algorithm (auto, ring, tree,
 // as NCCL_ALGO sets it) and, where the profile has NVLS curves, NVLink SHARP on or off. A forced
 // algorithm leaves NVLS out, so a scenario with NVLS on is offered NVLS off only.
-std::vector<std::pair<NcclSettingRow, Scenario>> nccl_alternatives(const Scenario& s);
+std::vector<std::pair<SettingRow, Scenario>> nccl_alternatives(const Scenario& s);
+// The scenario with the leaf (or rail) switches' uplinks to the spine oversubscribed 1:1, 2:1 and
+// 4:1, but for its own ratio: what buying fewer spine switches costs. None on a single switch, nor
+// where `nodes` fit under one leaf (or one group of rail switches), whose uplinks carry nothing.
+std::vector<std::pair<SettingRow, Scenario>> fabric_alternatives(const Scenario& s, int nodes);
 
 struct WhatIf {
   double factor = 2;
   Evaluation base;
   std::vector<WhatIfRow> rows;  // in parts_of order
-  std::vector<NcclSettingRow> settings;  // the layout under nccl_alternatives, in their order
+  std::vector<SettingRow> settings;  // the layout under nccl_alternatives, in their order
+  std::vector<SettingRow> fabric;    // the layout under fabric_alternatives, in their order
   // The part whose speed-up shortens the step most (ties: the first), and the one whose slow-down
   // lengthens it most.
   HardwarePart sets_the_step = HardwarePart::compute;
@@ -65,8 +71,9 @@ struct WhatIf {
 };
 
 // `l` on `nodes` nodes of the scenario, as profiled and with each part scaled. `factor` must be
-// above 1 (InputError otherwise, naming `where`).
-WhatIf what_if(const Scenario& s, const Layout& l, int nodes, double factor, const std::string& where);
+// above 1 (InputError otherwise, naming `where`). `price_fabric`: the fabric rows too, which on an
+// oversubscribed fabric may need every GPU simulated (seconds at thousands of GPUs).
+WhatIf what_if(const Scenario& s, const Layout& l, int nodes, double factor, const std::string& where, bool price_fabric = true);
 
 // The same question asked of the scenario's search space rather than of one layout: a faster (or
 // slower) part can favour another layout, so the space is searched again with each part scaled
