@@ -305,36 +305,30 @@ void print_what_if(std::ostream& os, const Scenario& s, const WhatIf& w) {
   } else {
     os << "\n  no part of the hardware made faster shortens this step.\n";
   }
-  if (!w.settings.empty()) {
-    std::snprintf(line, sizeof line, "\n  %-48s %9s %8s\n", "an NCCL setting, the hardware as profiled", "step", "change");
-    os << line;
-    for (const SettingRow& r : w.settings) {
-      std::snprintf(line, sizeof line, "  %-48s %9s %+7.1f%%\n", r.description.c_str(), format_seconds(r.eval.step.step_time_s).c_str(),
-                    change_pct(r.eval.step.step_time_s, base));
-      os << line;
-    }
-  }
-  const int per_leaf = network_for(s, w.base.nodes).shape.nodes_per_leaf();
-  if (s.cluster.network.fabric != "single-switch" && w.base.nodes <= per_leaf) {
-    std::snprintf(line, sizeof line, "\n  the %d node%s fit under one %s: %s uplinks to the spine carry none of this step's traffic.\n",
-                  w.base.nodes, w.base.nodes == 1 ? "" : "s",
-                  s.cluster.network.fabric == "rail-optimized" ? "group of rail switches" : "leaf switch",
-                  s.cluster.network.fabric == "rail-optimized" ? "their" : "its");
-    os << line;
-  }
-  if (!w.fabric.empty()) {
-    char heading[96];
-    const bool rails = s.cluster.network.fabric == "rail-optimized";
-    std::snprintf(heading, sizeof heading, "%s uplinks now %g:1 (%d nodes a %s)", rails ? "rail" : "leaf", s.cluster.network.oversubscription,
-                  per_leaf, rails ? "rail group" : "leaf");
+  // A table of the layout under other settings of the network, each against the step as it is.
+  auto setting_table = [&](const char* heading, const std::vector<SettingRow>& rows) {
+    if (rows.empty()) return;
     std::snprintf(line, sizeof line, "\n  %-48s %9s %8s\n", heading, "step", "change");
     os << line;
-    for (const SettingRow& r : w.fabric) {
+    for (const SettingRow& r : rows) {
       std::snprintf(line, sizeof line, "  %-48s %9s %+7.1f%%\n", r.description.c_str(), format_seconds(r.eval.step.step_time_s).c_str(),
                     change_pct(r.eval.step.step_time_s, base));
       os << line;
     }
+  };
+  setting_table("an NCCL setting, the hardware as profiled", w.settings);
+  const int per_leaf = network_for(s, w.base.nodes).shape.nodes_per_leaf();
+  const bool rails = s.cluster.network.fabric == "rail-optimized";
+  if (s.cluster.network.fabric != "single-switch" && w.base.nodes <= per_leaf) {
+    std::snprintf(line, sizeof line, "\n  the %d %s under one %s: %s uplinks to the spine carry none of this step's traffic.\n",
+                  w.base.nodes, w.base.nodes == 1 ? "node fits" : "nodes fit", rails ? "group of rail switches" : "leaf switch",
+                  rails ? "their" : "its");
+    os << line;
   }
+  char heading[96];
+  std::snprintf(heading, sizeof heading, "%s uplinks now %g:1 (%d nodes a %s)", rails ? "rail" : "leaf", s.cluster.network.oversubscription,
+                per_leaf, rails ? "rail group" : "leaf");
+  setting_table(heading, w.fabric);
 }
 
 void print_what_if_search(std::ostream& os, const Scenario& s, const WhatIfSearch& w) {
