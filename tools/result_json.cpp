@@ -110,12 +110,11 @@ json what_if_to_json(const Scenario& s, const WhatIf& w) {
                      {"tokens_per_s", r.eval.tokens_per_s}, {"breakdown_s", breakdown_json(r.eval)}});
     return out;
   };
-  const json settings = setting_rows(w.settings);
   return json{{"scenario", s.name},
               {"factor", w.factor},
               {"base", result_to_json(s, w.base)},
               {"parts", parts},
-              {"nccl_settings", settings},
+              {"nccl_settings", setting_rows(w.settings)},
               {"fabric_settings", setting_rows(w.fabric)},
               {"sets_the_step", part_name(w.sets_the_step)},
               {"most_sensitive_to_slowdown", part_name(w.most_sensitive_to_slowdown)}};
