@@ -319,10 +319,10 @@ void print_what_if(std::ostream& os, const Scenario& s, const WhatIf& w) {
   setting_table("an NCCL setting, the hardware as profiled", w.settings);
   const int per_leaf = network_for(s, w.base.nodes).shape.nodes_per_leaf();
   const bool rails = s.cluster.network.fabric == "rail-optimized";
-  if (s.cluster.network.fabric != "single-switch" && w.base.nodes <= per_leaf) {
-    std::snprintf(line, sizeof line, "\n  the %d %s under one %s: %s uplinks to the spine carry none of this step's traffic.\n",
-                  w.base.nodes, w.base.nodes == 1 ? "node fits" : "nodes fit", rails ? "group of rail switches" : "leaf switch",
-                  rails ? "their" : "its");
+  // (One node sends nothing over the network: nothing to say of its fabric.)
+  if (s.cluster.network.fabric != "single-switch" && w.base.nodes > 1 && w.base.nodes <= per_leaf) {
+    std::snprintf(line, sizeof line, "\n  the %d nodes fit under one %s: %s uplinks to the spine carry none of this step's traffic.\n",
+                  w.base.nodes, rails ? "group of rail switches" : "leaf switch", rails ? "their" : "its");
     os << line;
   }
   char heading[96];
