@@ -7,6 +7,7 @@
 
 #include "input_error.h"
 #include "scenario.h"
+#include "text_report.h"
 #include "what_if.h"
 
 using namespace trainsim;
@@ -261,4 +262,21 @@ TEST(WhatIf, TheFabricRowsPriceTheLeafUplinksWhereTheClusterSpansLeaves) {
   std::vector<std::string> offered;
   for (const auto& [row, alt] : fabric_alternatives(over, 4)) offered.push_back(row.setting);
   EXPECT_EQ(offered, (std::vector<std::string>{"oversubscription=1", "oversubscription=4"}));
+}
+
+TEST(WhatIf, TheNetworkLineNamesTheFabricItsRatioAndTheNodesUnderALeaf) {
+  // The headers of simulate, sweep and what-if name the fabric, so that a table read in a meeting
+  // says which network it priced: the NICs, the fabric, and where oversubscribed, the ratio and how
+  // many nodes share a leaf's uplinks (a fat-tree leaf of 32 ports takes 4 nodes of 8 NICs; a rail
+  // switch takes one NIC of each node, so 16 ports make a group of 16 nodes).
+  const std::string layout = R"({ "tp": 1, "pp": 1, "micro_batch": 1 })";
+  EXPECT_EQ(describe_network(scenario(2, layout, R"(, "network": { "nic_Gbps": 25, "nics_per_node": 1, "fabric": "single-switch" })")),
+            "1 x 25 Gb/s NICs a node, one switch");
+  EXPECT_EQ(describe_network(scenario(2, layout, R"(, "network": { "nic_Gbps": 400, "nics_per_node": 8, "fabric": "fat-tree" })")),
+            "8 x 400 Gb/s NICs a node, fat-tree (non-blocking)");
+  EXPECT_EQ(describe_fabric(scenario(2, layout, R"(, "network": { "nics_per_node": 8, "fabric": "fat-tree", "oversubscription": 2 })")),
+            "fat-tree, 2:1 to the spine, 4 nodes to a leaf");
+  EXPECT_EQ(describe_fabric(scenario(
+                2, layout, R"(, "network": { "nics_per_node": 8, "fabric": "rail-optimized", "oversubscription": 1.5, "nics_per_leaf": 16 })")),
+            "rail-optimized, 1.5:1 to the spine, 16 nodes to a group of rail switches");
 }

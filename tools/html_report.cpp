@@ -548,12 +548,7 @@ std::string render_report(const Scenario& s, int top) {
     << "</td></tr><tr><th class='l'>cluster</th><td class='l'>";
   for (int n : s.cluster.nodes) o << n << " ";
   o << "nodes × " << s.cluster.gpus_per_node << " GPUs, " << s.cluster.network.nics_per_node << " × " << s.cluster.network.nic_Gbps
-    << " Gb/s NICs, " << esc(s.cluster.network.fabric);
-  if (s.cluster.network.oversubscription != 1.0) {
-    const int per_leaf = network_for(s, s.cluster.nodes.front()).shape.nodes_per_leaf();
-    o << " (" << fmt("%g", s.cluster.network.oversubscription) << ":1 to the spine, " << per_leaf << (per_leaf == 1 ? " node" : " nodes")
-      << (s.cluster.network.fabric == "rail-optimized" ? " to a group of rail switches)" : " to a leaf)");
-  }
+    << " Gb/s NICs, " << esc(describe_fabric(s));
   if (s.cluster.network.nvls) o << ", NVLink SHARP on (NCCL_NVLS_ENABLE=1)";
   if (s.cluster.network.allreduce_algorithm != "auto") o << ", all-reduce forced to " << esc(s.cluster.network.allreduce_algorithm) << " (NCCL_ALGO=allreduce:" << esc(s.cluster.network.allreduce_algorithm) << ")";
   o << "</td></tr><tr><th class='l'>training</th><td class='l'>global batch "

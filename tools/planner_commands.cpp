@@ -89,8 +89,7 @@ int run_sweep(const PlannerOptions& o, std::ostream& out) {
     return 0;
   }
   char line[512];
-  out << s.name << ": " << s.model.name << " on " << s.hardware.name << ", " << s.cluster.network.nic_Gbps
-      << " Gb/s x " << s.cluster.network.nics_per_node << " NICs per node\n";
+  out << s.name << ": " << s.model.name << " on " << s.hardware.name << ", " << describe_network(s) << "\n";
   std::snprintf(line, sizeof line, "%6s %6s  %-44s %10s %12s %6s %8s %8s  %s\n", "nodes", "GPUs", "layout", "step",
                 "tokens/s", "MFU", "eff/1GPU", "eff/min", "largest exposed overhead");
   out << line;

@@ -35,6 +35,25 @@ std::string format_count(double x) {
 
 std::string format_nodes(int n) { return std::to_string(n) + (n == 1 ? " node" : " nodes"); }
 
+std::string describe_fabric(const Scenario& s) {
+  const NetworkSpec& n = s.cluster.network;
+  if (n.fabric == "single-switch") return "one switch";
+  std::string out = n.fabric;
+  if (n.oversubscription == 1.0) return out + " (non-blocking)";
+  char ratio[32];
+  std::snprintf(ratio, sizeof ratio, "%g", n.oversubscription);
+  const int per_leaf = network_for(s, s.cluster.nodes.front()).shape.nodes_per_leaf();
+  return out + ", " + ratio + ":1 to the spine, " + format_nodes(per_leaf) +
+         (n.fabric == "rail-optimized" ? " to a group of rail switches" : " to a leaf");
+}
+
+std::string describe_network(const Scenario& s) {
+  const NetworkSpec& n = s.cluster.network;
+  char nics[64];
+  std::snprintf(nics, sizeof nics, "%d x %g Gb/s NICs a node, ", n.nics_per_node, n.nic_Gbps);
+  return nics + describe_fabric(s);
+}
+
 std::string memory_need(const MemoryResult& m) {
   return "stage " + std::to_string(m.peak_stage) + " needs " + format_bytes(m.peak().peak_bytes) + " of " + format_bytes(m.device_bytes);
 }
@@ -157,6 +176,7 @@ void print_evaluation(std::ostream& os, const Scenario& s, const Evaluation& ev)
   if (s.cluster.network.allreduce_algorithm != "auto") os << ", all-reduce forced to " << s.cluster.network.allreduce_algorithm;
   if (s.cluster.network.nvls) os << ", NVLS on";
   os << "\n";
+  if (ev.nodes > 1) os << "network " << describe_network(s) << "\n";
   os << "layout  " << describe(ev.layout) << "\n";
   if (ev.simulated) {
     std::snprintf(line, sizeof line, "step    %s   %.0f tokens/s   MFU %.1f%%", format_seconds(ev.step.step_time_s).c_str(),
@@ -262,6 +282,7 @@ void print_what_if(std::ostream& os, const Scenario& s, const WhatIf& w) {
   char line[256];
   os << s.name << ": " << s.model.name << " on " << b.nodes << " x " << s.cluster.gpus_per_node << " " << s.hardware.name
      << " (" << b.gpus << " GPUs)\n";
+  if (b.nodes > 1) os << "network " << describe_network(s) << "\n";
   os << "layout  " << describe(b.layout) << "\n";
   std::snprintf(line, sizeof line, "step    %s   %.0f tokens/s as profiled\n", format_seconds(b.step.step_time_s).c_str(), b.tokens_per_s);
   os << line;
@@ -336,6 +357,7 @@ void print_what_if_search(std::ostream& os, const Scenario& s, const WhatIfSearc
   char line[320];
   os << s.name << ": " << s.model.name << " on " << w.nodes << " x " << s.cluster.gpus_per_node << " " << s.hardware.name << " ("
      << b.gpus << " GPUs), the search space searched again with each part of the hardware changed\n";
+  if (w.nodes > 1) os << "network " << describe_network(s) << "\n";
   os << w.layouts << " layouts, " << w.fit << " fit in memory; ranked by " << s.search.objective << "\n";
   std::snprintf(line, sizeof line, "as profiled: %s   %s   %.0f tokens/s\n", describe_short(b.layout).c_str(),
                 format_seconds(b.step.step_time_s).c_str(), b.tokens_per_s);

@@ -15,6 +15,11 @@ std::string format_count(double x);         // "%.0f", or "-" where infinite
 std::string format_energy(double kWh);      // "812 kWh", "3.41 MWh", "1.25 GWh"; "-" if infinite
 std::string format_power(double kW);        // "81.6 kW", "1.31 MW"
 std::string format_nodes(int n);            // "1 node", "8 nodes"
+// The scenario's fabric: "one switch", "fat-tree (non-blocking)", "rail-optimized, 2:1 to the
+// spine, 32 nodes to a group of rail switches".
+std::string describe_fabric(const Scenario& s);
+// Its network: "8 x 200 Gb/s NICs a node, " and the fabric.
+std::string describe_network(const Scenario& s);
 // The stage with the highest memory peak against the device: "stage 0 needs 86.8 GiB of 79.6 GiB".
 std::string memory_need(const MemoryResult& m);
 // One line on the scenario's stragglers for `ev` (slowest GPU, and the step without them where simulated).
