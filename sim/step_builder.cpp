@@ -235,6 +235,7 @@ StepResult simulate_step(const StepInput& in) {
       why = misfit.why;
     }
   }
+  if (!in.every_gpu_if_needed) throw NeedsEveryGpu(why);
   StepInput full = in;
   full.mode = SimMode::full;
   full.speed_replica = -1;

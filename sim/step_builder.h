@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <string>
 #include <memory>
+#include <stdexcept>
 #include <vector>
 
 #include "collective.h"
@@ -97,6 +98,16 @@ struct StepInput {
   // pipeline, as if every replica were like it: a lower bound on the step, where the default, the
   // slowest of all replicas per stage, is an upper bound).
   int speed_replica = -1;
+  // Symmetric mode where one GPU per stage cannot stand for the rest (StepResult::full_because):
+  // simulate every GPU instead (true), or throw NeedsEveryGpu (false), for a caller that would
+  // rather leave the step out than wait for it.
+  bool every_gpu_if_needed = true;
+};
+
+// Thrown by simulate_step where symmetric mode does not apply and every_gpu_if_needed is false.
+struct NeedsEveryGpu : std::runtime_error {
+  explicit NeedsEveryGpu(const char* reason) : std::runtime_error(reason), why(reason) {}
+  const char* why;
 };
 
 // Where a GPU sits in a layout: its tensor-parallel rank, data-parallel replica and pipeline stage

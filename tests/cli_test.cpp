@@ -736,6 +736,34 @@ TEST(Cli, ReportIsOneSelfContainedPage) {
   EXPECT_FALSE(std::filesystem::exists("/nonexistent/dir/review.html.tmp"));
 }
 
+TEST(Cli, ReportPricesTheFabricWhereItCanAndSaysWhereNot) {
+  // GPT-3 on 128 nodes of a fat-tree of 4-node leaves: the winner's step with the leaves' uplinks
+  // at 2:1 and 4:1, each in symmetric mode (stages of 16 nodes fill whole leaves). Llama 3 405B's
+  // winner on 576 B200 nodes under rail groups of 32, pp 16: a stage's 36 nodes share a rail group
+  // with the next once oversubscribed, every GPU would be simulated (4,608 of them, past the
+  // report's 512), so the rows are named, not priced.
+  const std::string dir = std::filesystem::temp_directory_path().string() + "/" + std::to_string(getpid());
+  auto page = [&](const std::string& scenario) {
+    const std::string html = dir + "_" + scenario + ".html";
+    const Outcome r = run("report " + kScenarios + "/" + scenario + ".json -o " + html);
+    EXPECT_EQ(r.status, 0) << r.err;
+    std::ifstream in(html);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    std::filesystem::remove(html);
+    return ss.str();
+  };
+  const std::string gpt3 = page("gpt3-175b-1024-gpus");
+  EXPECT_NE(gpt3.find("The same hardware with the leaf switches' uplinks to the spine oversubscribed otherwise"), std::string::npos);
+  EXPECT_NE(gpt3.find("<td class='l'>uplinks to the spine oversubscribed 2:1</td>"), std::string::npos);
+  EXPECT_NE(gpt3.find("<td class='l'>uplinks to the spine oversubscribed 4:1</td>"), std::string::npos);
+  EXPECT_EQ(gpt3.find("Not priced here"), std::string::npos);
+  const std::string b200 = page("llama3-405b-b200-vs-gb200-nvl72");
+  EXPECT_EQ(b200.find("<td class='l'>uplinks to the spine oversubscribed"), std::string::npos);
+  EXPECT_NE(b200.find("Not priced here: uplinks to the spine oversubscribed 2:1; uplinks to the spine oversubscribed 4:1 ("),
+            std::string::npos);
+}
+
 // Llama 3 70B on 8 to 64 nodes: the search's winner (at 64 nodes) keeps a large share of the
 // optimizer state per GPU at fewer nodes (ZeRO-1 shards it over data parallelism), so it does not
 // fit everywhere. The report's time to train must be the best layout at each size, as `search`

@@ -280,3 +280,31 @@ TEST(WhatIf, TheNetworkLineNamesTheFabricItsRatioAndTheNodesUnderALeaf) {
                 2, layout, R"(, "network": { "nics_per_node": 8, "fabric": "rail-optimized", "oversubscription": 1.5, "nics_per_leaf": 16 })")),
             "rail-optimized, 1.5:1 to the spine, 16 nodes to a group of rail switches");
 }
+
+TEST(WhatIf, FabricRowsThatNeedEveryGpuAreLeftOutPastTheirLimitAndNamed) {
+  // 8 nodes of 8 GPUs on a fat-tree of 32-port leaves (4 nodes a leaf), tp 8 · pp 4: a stage is 2
+  // nodes, so two stages share a leaf's uplinks once they are oversubscribed, and one GPU per stage
+  // cannot stand for the rest (symmetric_mode_misfit). The 2:1 and 4:1 rows then need every GPU:
+  // priced so by default, and left out, each named with the reason, when the caller allows every
+  // GPU only up to fewer GPUs than the 64 here (a report does, up to 512).
+  const Scenario s = scenario(8, R"({ "tp": 8, "pp": 4, "micro_batch": 1 })", R"(, "network": { "nics_per_node": 8, "fabric": "fat-tree" })");
+  const Layout l = resolve_layout(s, s.layout, false, 8);
+  const WhatIf all = what_if(s, l, 8, 2.0, "--factor");
+  ASSERT_EQ(all.fabric.size(), 2u);
+  for (const SettingRow& r : all.fabric) {
+    ASSERT_NE(r.eval.step.full_because, nullptr) << r.description;
+    EXPECT_STREQ(r.eval.step.full_because, "pipeline stages share leaf switches of the oversubscribed fabric");
+  }
+  EXPECT_TRUE(all.fabric_left_out.empty());
+  const WhatIf limited = what_if(s, l, 8, 2.0, "--factor", FabricRows{true, 32});
+  EXPECT_TRUE(limited.fabric.empty());
+  EXPECT_EQ(limited.fabric_left_out,
+            (std::vector<std::string>{"uplinks to the spine oversubscribed 2:1", "uplinks to the spine oversubscribed 4:1"}));
+  ASSERT_NE(limited.fabric_left_out_because, nullptr);
+  EXPECT_STREQ(limited.fabric_left_out_because, "pipeline stages share leaf switches of the oversubscribed fabric");
+  // Within the limit they are priced as by default.
+  const WhatIf within = what_if(s, l, 8, 2.0, "--factor", FabricRows{true, 64});
+  ASSERT_EQ(within.fabric.size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i) EXPECT_EQ(within.fabric[i].eval.step.step_time_s, all.fabric[i].eval.step.step_time_s);
+  EXPECT_TRUE(what_if(s, l, 8, 2.0, "--factor", FabricRows{false}).fabric.empty());
+}

@@ -144,6 +144,7 @@ Evaluation evaluate(const Scenario& s, const Layout& l, int nodes, const EvalOpt
   in.record_timeline = opt.record_timeline;
   in.steady_state = opt.steady_state;
   in.plan_cache = opt.plan_cache;
+  in.every_gpu_if_needed = opt.every_gpu_if_needed;
   bool stepped = false;
   if (s.stragglers.given) {
     const std::vector<double>& speeds = scenario_gpu_speeds(s, ev.gpus);

@@ -63,6 +63,8 @@ struct EvalOptions {
   sim::PlanShapeCache* plan_cache = nullptr;  // collective plans to reuse (one per thread)
   // With stragglers: also simulate the step with every GPU at nominal speed, to say what they cost.
   bool straggler_baseline = false;
+  // Where symmetric mode does not apply: simulate every GPU (true), or throw sim::NeedsEveryGpu.
+  bool every_gpu_if_needed = true;
 };
 
 // A profile's measured collectives (intra_collectives or inter_collectives), as the simulator

@@ -459,9 +459,9 @@ std::string comparison_section(const Scenario& s) {
 // The winner's step with each part of the hardware twice as fast and half as fast: a bar for what
 // the faster part saves, the part that saves most named.
 std::string what_if_table(const Scenario& s, const Evaluation& best) {
-  // Without the fabric's rows: on thousands of GPUs over an oversubscribed fabric they may take
-  // every GPU simulated, and `planner what-if` gives them.
-  const WhatIf w = what_if(s, best.layout, best.nodes, 2.0, "report", false);
+  // The fabric's rows, on every GPU where symmetric mode does not apply only up to 512 GPUs (about a
+  // second a row there; seconds each on thousands); `planner what-if` gives the others.
+  const WhatIf w = what_if(s, best.layout, best.nodes, 2.0, "report", FabricRows{true, 512});
   const double base = w.base.step.step_time_s;
   std::ostringstream o;
   o << "<h2>What sets the winner's step</h2><p class='note'>Each part of the hardware twice as fast, then half as fast, the rest "
@@ -484,6 +484,30 @@ std::string what_if_table(const Scenario& s, const Evaluation& best) {
       o << "<tr><td class='l'>" << esc(r.description) << "</td><td>" << format_seconds(r.eval.step.step_time_s) << "</td><td>"
         << fmt("%+.1f%%", 100 * (r.eval.step.step_time_s / base - 1)) << "</td></tr>";
     o << "</table>";
+  }
+  const NetworkSpec& net = s.cluster.network;
+  const int per_leaf = network_for(s, w.base.nodes).shape.nodes_per_leaf();
+  const bool rails = net.fabric == "rail-optimized";
+  if (net.fabric != "single-switch" && w.base.nodes > 1 && w.base.nodes <= per_leaf)
+    o << "<p class='note'>The " << w.base.nodes << " nodes fit under one " << (rails ? "group of rail switches" : "leaf switch")
+      << ": its uplinks to the spine carry none of this step's traffic, however oversubscribed.</p>";
+  if (!w.fabric.empty() || !w.fabric_left_out.empty()) {
+    o << "<p class='note'>The same hardware with the " << (rails ? "rail" : "leaf") << " switches' uplinks to the spine "
+      << "oversubscribed otherwise (the scenario's <code>cluster.network.oversubscription</code>, now " << fmt("%g", net.oversubscription)
+      << ":1, " << format_nodes(per_leaf) << (rails ? " to a group of rail switches" : " to a leaf") << "):</p>";
+    if (!w.fabric.empty()) {
+      o << "<table><tr><th class='l'>fabric</th><th>step</th><th>change</th></tr>";
+      for (const SettingRow& r : w.fabric)
+        o << "<tr><td class='l'>" << esc(r.description) << "</td><td>" << format_seconds(r.eval.step.step_time_s) << "</td><td>"
+          << fmt("%+.1f%%", 100 * (r.eval.step.step_time_s / base - 1)) << "</td></tr>";
+      o << "</table>";
+    }
+    if (!w.fabric_left_out.empty()) {
+      o << "<p class='note'>Not priced here: ";
+      for (std::size_t i = 0; i < w.fabric_left_out.size(); ++i) o << (i ? "; " : "") << esc(w.fabric_left_out[i]);
+      o << " (" << esc(every_gpu_reason(w.fabric_left_out_because)) << ": every GPU would be simulated); "
+        << "<code>planner what-if</code> prices them.</p>";
+    }
   }
   return o.str();
 }

@@ -70,9 +70,9 @@ double change_pct(double t, double base) {
   const double pct = 100.0 * (t / base - 1);
   return std::abs(pct) < 0.05 ? 0.0 : pct;
 }
-// Why symmetric mode fell back to every GPU, as the reports say it.
-std::string every_gpu_reason(const char* why) { return std::string(why) + ", so one GPU per stage cannot stand for the rest"; }
 }  // namespace
+
+std::string every_gpu_reason(const char* why) { return std::string(why) + ", so one GPU per stage cannot stand for the rest"; }
 
 std::string format_energy(double kWh) {
   if (!std::isfinite(kWh)) return "-";
@@ -350,6 +350,11 @@ void print_what_if(std::ostream& os, const Scenario& s, const WhatIf& w) {
   std::snprintf(heading, sizeof heading, "%s uplinks now %g:1 (%d nodes a %s)", rails ? "rail" : "leaf", s.cluster.network.oversubscription,
                 per_leaf, rails ? "rail group" : "leaf");
   setting_table(heading, w.fabric);
+  if (!w.fabric_left_out.empty()) {
+    os << "  not priced:";
+    for (std::size_t i = 0; i < w.fabric_left_out.size(); ++i) os << (i ? "; " : " ") << w.fabric_left_out[i];
+    os << " (" << every_gpu_reason(w.fabric_left_out_because) << ")\n";
+  }
 }
 
 void print_what_if_search(std::ostream& os, const Scenario& s, const WhatIfSearch& w) {

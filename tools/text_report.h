@@ -28,6 +28,9 @@ std::string straggler_summary(const Scenario& s, const Evaluation& ev);
 // tokens/s, fewer than 267620 on 1 node; DP communication exposed 3.49 s of a 3.99 s step (was
 // 4.0 ms)", naming the category whose exposed time grew the most.
 std::string why_slower(const Evaluation& fewer, const Evaluation& more);
+// Why symmetric mode does not apply, as the reports say it: "<why>, so one GPU per stage cannot
+// stand for the rest".
+std::string every_gpu_reason(const char* why);
 // A note for a table: the rows (each named by its label, "#3" or "6 nodes") whose step was
 // simulated on every GPU because one GPU per stage could not stand for the rest, by reason; empty
 // when there are none.

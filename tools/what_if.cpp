@@ -154,7 +154,7 @@ std::vector<std::pair<SettingRow, Scenario>> fabric_alternatives(const Scenario&
   return out;
 }
 
-WhatIf what_if(const Scenario& s, const Layout& l, int nodes, double factor, const std::string& where, bool price_fabric) {
+WhatIf what_if(const Scenario& s, const Layout& l, int nodes, double factor, const std::string& where, FabricRows fabric) {
   if (!(factor > 1) || !std::isfinite(factor))
     throw InputError(where, "the factor must be a number above 1 (each part is made that many times faster, then slower)");
   WhatIf w;
@@ -174,11 +174,19 @@ WhatIf what_if(const Scenario& s, const Layout& l, int nodes, double factor, con
     row.eval = evaluate(alt, l, nodes, eo);
     w.settings.push_back(std::move(row));
   }
-  if (price_fabric)
-    for (auto& [row, alt] : fabric_alternatives(s, nodes)) {
-      row.eval = evaluate(alt, l, nodes, eo);
-      w.fabric.push_back(std::move(row));
+  if (!fabric.price) return w;
+  EvalOptions symmetric_only = eo;
+  symmetric_only.every_gpu_if_needed = w.base.gpus <= fabric.every_gpu_up_to;
+  for (auto& [row, alt] : fabric_alternatives(s, nodes)) {
+    try {
+      row.eval = evaluate(alt, l, nodes, symmetric_only);
+    } catch (const sim::NeedsEveryGpu& e) {
+      w.fabric_left_out.push_back(row.description);
+      w.fabric_left_out_because = e.why;
+      continue;
     }
+    w.fabric.push_back(std::move(row));
+  }
   return w;
 }
 
@@ -206,7 +214,7 @@ WhatIfSearch what_if_search(const Scenario& s, int nodes, double factor, int thr
   w.nodes = nodes;
   w.layouts = cands.size();
   const Evaluation base = best(at, &w.fit);
-  w.kept = what_if(at, base.layout, nodes, factor, where, false);  // the parts alone: the fabric is not searched
+  w.kept = what_if(at, base.layout, nodes, factor, where, FabricRows{false});  // the parts alone: the fabric is not searched
   for (HardwarePart p : parts_of(at))
     w.rows.push_back({p, best(with_part_scaled(at, p, factor), nullptr), best(with_part_scaled(at, p, 1.0 / factor), nullptr)});
   return w;

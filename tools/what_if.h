@@ -7,6 +7,7 @@
 // scenario's `data` block limits the input pipeline, its storage and its loader workers are parts
 // too: a step that waits for data is set by them, not by the GPUs or the links. The step is also
 // simulated, on the hardware as profiled, under each NCCL setting the scenario does not use.
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -64,16 +65,29 @@ struct WhatIf {
   std::vector<WhatIfRow> rows;  // in parts_of order
   std::vector<SettingRow> settings;  // the layout under nccl_alternatives, in their order
   std::vector<SettingRow> fabric;    // the layout under fabric_alternatives, in their order
+  // The fabric alternatives left out (FabricRows::every_gpu_up_to) because one GPU per stage could
+  // not stand for the rest there (their descriptions), and why (sim::StepResult::full_because).
+  std::vector<std::string> fabric_left_out;
+  const char* fabric_left_out_because = nullptr;
   // The part whose speed-up shortens the step most (ties: the first), and the one whose slow-down
   // lengthens it most.
   HardwarePart sets_the_step = HardwarePart::compute;
   HardwarePart most_sensitive_to_slowdown = HardwarePart::compute;
 };
 
+// Whether `what_if` prices the fabric alternatives. An oversubscribed fabric can break symmetric
+// mode's premise (pipeline stages sharing a leaf's uplinks, or a leaf left part-empty: the stages'
+// GPUs no longer alike), and then its step needs every GPU simulated, seconds at thousands of GPUs:
+// above `every_gpu_up_to` GPUs such rows are left out and named (WhatIf::fabric_left_out).
+struct FabricRows {
+  bool price = true;
+  int every_gpu_up_to = std::numeric_limits<int>::max();
+};
+
 // `l` on `nodes` nodes of the scenario, as profiled and with each part scaled. `factor` must be
-// above 1 (InputError otherwise, naming `where`). `price_fabric`: the fabric rows too, which on an
-// oversubscribed fabric may need every GPU simulated (seconds at thousands of GPUs).
-WhatIf what_if(const Scenario& s, const Layout& l, int nodes, double factor, const std::string& where, bool price_fabric = true);
+// above 1 (InputError otherwise, naming `where`).
+WhatIf what_if(const Scenario& s, const Layout& l, int nodes, double factor, const std::string& where,
+               FabricRows fabric = {});
 
 // The same question asked of the scenario's search space rather than of one layout: a faster (or
 // slower) part can favour another layout, so the space is searched again with each part scaled
