@@ -89,7 +89,10 @@ int run_sweep(const PlannerOptions& o, std::ostream& out) {
     return 0;
   }
   char line[512];
-  out << s.name << ": " << s.model.name << " on " << s.hardware.name << ", " << describe_network(s) << "\n";
+  int most_nodes = 0;
+  for (int n : s.cluster.nodes) most_nodes = std::max(most_nodes, n);
+  for (int n : s.search.nodes) most_nodes = std::max(most_nodes, n);
+  out << s.name << ": " << s.model.name << " on " << s.hardware.name << ", " << (most_nodes > 1 ? describe_network(s) : "one node") << "\n";
   std::snprintf(line, sizeof line, "%6s %6s  %-44s %10s %12s %6s %8s %8s  %s\n", "nodes", "GPUs", "layout", "step",
                 "tokens/s", "MFU", "eff/1GPU", "eff/min", "largest exposed overhead");
   out << line;
@@ -252,8 +255,11 @@ int run_search(const PlannerOptions& o, std::ostream& out, std::ostream& progres
     return 0;
   }
   char line[320];
-  std::snprintf(line, sizeof line, "%s: %zu layouts, %zu pruned by memory, %zu simulated in %.2f s (objective %s)\n",
-                s.name.c_str(), r.evaluated, r.pruned_oom, r.evaluated - r.pruned_oom - r.pruned_bound, r.wall_s, s.search.objective.c_str());
+  int most_nodes = 0;
+  for (int n : s.cluster.nodes) most_nodes = std::max(most_nodes, n);
+  for (int n : s.search.nodes) most_nodes = std::max(most_nodes, n);
+  out << s.name << ": " << s.model.name << " on " << s.hardware.name << ", " << (most_nodes > 1 ? describe_network(s) : "one node") << "\n";
+  std::snprintf(line, sizeof line, "%zu layouts, %zu pruned by memory, %zu simulated in %.2f s (objective %s)\n", r.evaluated, r.pruned_oom, r.evaluated - r.pruned_oom - r.pruned_bound, r.wall_s, s.search.objective.c_str());
   out << line;
   if (r.pruned_bound > 0) {
     std::snprintf(line, sizeof line,
