@@ -308,3 +308,32 @@ TEST(WhatIf, FabricRowsThatNeedEveryGpuAreLeftOutPastTheirLimitAndNamed) {
   for (std::size_t i = 0; i < 2; ++i) EXPECT_EQ(within.fabric[i].eval.step.step_time_s, all.fabric[i].eval.step.step_time_s);
   EXPECT_TRUE(what_if(s, l, 8, 2.0, "--factor", FabricRows{false}).fabric.empty());
 }
+
+TEST(WhatIf, TheStepsDoNotDependOnHowManyThreadsRanThem) {
+  // what_if evaluates its steps on the worker pool, each into its own slot: one thread or four,
+  // every row is the same step to the bit, in the same order, and the same part sets the step.
+  // GPT-1.3B tp 2 · pp 2 over 2 nodes on a 2:1 fat-tree of 1-node leaves: parts, NCCL settings
+  // and fabric rows all present.
+  const Scenario s = scenario(2, R"({ "tp": 2, "pp": 2, "micro_batch": 1 })",
+                              R"(, "network": { "nics_per_node": 8, "fabric": "fat-tree", "nics_per_leaf": 8, "oversubscription": 2 })");
+  const Layout l = resolve_layout(s, s.layout, false, 2);
+  const WhatIf one = what_if(s, l, 2, 2.0, "--factor", {}, 1), four = what_if(s, l, 2, 2.0, "--factor", {}, 4);
+  ASSERT_FALSE(one.settings.empty());
+  ASSERT_EQ(one.fabric.size(), 2u);
+  EXPECT_EQ(one.base.step.step_time_s, four.base.step.step_time_s);
+  ASSERT_EQ(one.rows.size(), four.rows.size());
+  for (std::size_t i = 0; i < one.rows.size(); ++i) {
+    EXPECT_EQ(one.rows[i].part, four.rows[i].part);
+    EXPECT_EQ(one.rows[i].faster.step.step_time_s, four.rows[i].faster.step.step_time_s);
+    EXPECT_EQ(one.rows[i].slower.step.step_time_s, four.rows[i].slower.step.step_time_s);
+  }
+  ASSERT_EQ(one.settings.size(), four.settings.size());
+  for (std::size_t i = 0; i < one.settings.size(); ++i) {
+    EXPECT_EQ(one.settings[i].setting, four.settings[i].setting);
+    EXPECT_EQ(one.settings[i].eval.step.step_time_s, four.settings[i].eval.step.step_time_s);
+  }
+  ASSERT_EQ(one.fabric.size(), four.fabric.size());
+  for (std::size_t i = 0; i < one.fabric.size(); ++i) EXPECT_EQ(one.fabric[i].eval.step.step_time_s, four.fabric[i].eval.step.step_time_s);
+  EXPECT_EQ(one.sets_the_step, four.sets_the_step);
+  EXPECT_EQ(one.most_sensitive_to_slowdown, four.most_sensitive_to_slowdown);
+}

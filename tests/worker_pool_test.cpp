@@ -6,6 +6,7 @@
 #include <set>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 #include "worker_pool.h"
 
@@ -50,4 +51,20 @@ TEST(WorkerPool, AnExceptionOnAPoolThreadReachesTheCaller) {
   std::atomic<int> again{0};
   WorkerPool::shared().run(3, [&] { again.fetch_add(1); });
   EXPECT_EQ(again.load(), 3);
+}
+
+TEST(WorkerPool, RunEachRunsEveryIndexOnceAndRethrows) {
+  // Every index in [0, n) once, whatever the threads (0: one a core; more threads than indices),
+  // none for n = 0; an exception from one index reaches the caller.
+  for (int threads : {0, 1, 3, 16})
+    for (std::size_t n : {0u, 1u, 7u, 100u}) {
+      std::vector<std::atomic<int>> seen(n);
+      WorkerPool::shared().run_each(threads, n, [&](std::size_t i) { seen[i].fetch_add(1); });
+      for (std::size_t i = 0; i < n; ++i) EXPECT_EQ(seen[i].load(), 1) << threads << " threads, index " << i << " of " << n;
+    }
+  EXPECT_THROW(WorkerPool::shared().run_each(2, 10,
+                                             [](std::size_t i) {
+                                               if (i == 6) throw std::runtime_error("six");
+                                             }),
+               std::runtime_error);
 }

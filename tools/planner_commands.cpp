@@ -358,7 +358,7 @@ int run_what_if(const PlannerOptions& o, std::ostream& out) {
   }
   const int nodes = o.nodes > 0 ? o.nodes : s.cluster.nodes.front();
   const Layout l = chosen_layout(s, o, nodes);
-  const WhatIf w = what_if(s, l, nodes, o.factor, "--factor");
+  const WhatIf w = what_if(s, l, nodes, o.factor, "--factor", {}, o.threads);
   if (o.json) out << what_if_to_json(s, w).dump(2) << "\n";
   else print_what_if(out, s, w);
   return 0;

@@ -120,7 +120,7 @@ int run_planner(int argc, char** argv, const Sharding& sharding) {
   wif->add_option("--nodes", opt.nodes, "node count (default: the scenario's first)")->check(kCount);
   wif->add_option("--factor", opt.factor, "how many times faster, then slower, each part is made (above 1; default 2)");
   wif->add_flag("--search", opt.search, "search the scenario's space again with each part changed, instead of keeping one layout");
-  wif->add_option("--threads", opt.threads, "worker threads for --search (default: all cores)")->check(kCount);
+  wif->add_option("--threads", opt.threads, "worker threads (default: all cores)")->check(kCount);
   wif->add_flag("--json", opt.json, "print JSON");
 
   auto* val = app.add_subcommand("validate", "run the best layouts that fit this machine for real; predicted vs measured");

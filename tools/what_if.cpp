@@ -7,6 +7,7 @@
 
 #include "input_error.h"
 #include "layout_search.h"
+#include "worker_pool.h"
 #include "text_report.h"
 
 namespace trainsim {
@@ -154,38 +155,61 @@ std::vector<std::pair<SettingRow, Scenario>> fabric_alternatives(const Scenario&
   return out;
 }
 
-WhatIf what_if(const Scenario& s, const Layout& l, int nodes, double factor, const std::string& where, FabricRows fabric) {
+WhatIf what_if(const Scenario& s, const Layout& l, int nodes, double factor, const std::string& where, FabricRows fabric,
+               int threads) {
   if (!(factor > 1) || !std::isfinite(factor))
     throw InputError(where, "the factor must be a number above 1 (each part is made that many times faster, then slower)");
   WhatIf w;
   w.factor = factor;
+  // Every step below is one scenario's evaluation, independent of the others: they run on the
+  // pool, each into its own slot, and are read in order afterwards.
+  const std::vector<HardwarePart> parts = parts_of(s);
+  auto nccl = nccl_alternatives(s);
+  auto fabrics = fabric.price ? fabric_alternatives(s, nodes) : std::vector<std::pair<SettingRow, Scenario>>{};
+  std::vector<Scenario> scaled;
+  for (HardwarePart p : parts) {
+    scaled.push_back(with_part_scaled(s, p, factor));
+    scaled.push_back(with_part_scaled(s, p, 1.0 / factor));
+  }
+  const std::size_t n_scaled = scaled.size(), n_nccl = nccl.size();
+  std::vector<Evaluation> scaled_evals(n_scaled);
+  std::vector<const char*> left_out(fabrics.size(), nullptr);
   EvalOptions eo;
-  w.base = evaluate(s, l, nodes, eo);
+  EvalOptions fabric_eo = eo;
+  fabric_eo.every_gpu_if_needed = nodes * s.cluster.gpus_per_node <= fabric.every_gpu_up_to;
+  WorkerPool::shared().run_each(threads, 1 + n_scaled + n_nccl + fabrics.size(), [&](std::size_t i) {
+    if (i == 0) {
+      w.base = evaluate(s, l, nodes, eo);
+    } else if (--i < n_scaled) {
+      scaled_evals[i] = evaluate(scaled[i], l, nodes, eo);
+    } else if ((i -= n_scaled) < n_nccl) {
+      nccl[i].first.eval = evaluate(nccl[i].second, l, nodes, eo);
+    } else {
+      i -= n_nccl;
+      try {
+        fabrics[i].first.eval = evaluate(fabrics[i].second, l, nodes, fabric_eo);
+      } catch (const sim::NeedsEveryGpu& e) {
+        left_out[i] = e.why;
+      }
+    }
+  });
   double best_gain = -1, worst_loss = -1;
-  for (HardwarePart p : parts_of(s)) {
-    WhatIfRow row{p, evaluate(with_part_scaled(s, p, factor), l, nodes, eo), evaluate(with_part_scaled(s, p, 1.0 / factor), l, nodes, eo)};
+  for (std::size_t k = 0; k < parts.size(); ++k) {
+    WhatIfRow row{parts[k], std::move(scaled_evals[2 * k]), std::move(scaled_evals[2 * k + 1])};
     const double gain = w.base.step.step_time_s - row.faster.step.step_time_s;
     const double loss = row.slower.step.step_time_s - w.base.step.step_time_s;
-    if (gain > best_gain) best_gain = gain, w.sets_the_step = p;
-    if (loss > worst_loss) worst_loss = loss, w.most_sensitive_to_slowdown = p;
+    if (gain > best_gain) best_gain = gain, w.sets_the_step = parts[k];
+    if (loss > worst_loss) worst_loss = loss, w.most_sensitive_to_slowdown = parts[k];
     w.rows.push_back(std::move(row));
   }
-  for (auto& [row, alt] : nccl_alternatives(s)) {
-    row.eval = evaluate(alt, l, nodes, eo);
-    w.settings.push_back(std::move(row));
-  }
-  if (!fabric.price) return w;
-  EvalOptions symmetric_only = eo;
-  symmetric_only.every_gpu_if_needed = w.base.gpus <= fabric.every_gpu_up_to;
-  for (auto& [row, alt] : fabric_alternatives(s, nodes)) {
-    try {
-      row.eval = evaluate(alt, l, nodes, symmetric_only);
-    } catch (const sim::NeedsEveryGpu& e) {
-      w.fabric_left_out.push_back(row.description);
-      w.fabric_left_out_because = e.why;
-      continue;
+  for (auto& [row, alt] : nccl) w.settings.push_back(std::move(row));
+  for (std::size_t k = 0; k < fabrics.size(); ++k) {
+    if (left_out[k]) {
+      w.fabric_left_out.push_back(fabrics[k].first.description);
+      w.fabric_left_out_because = left_out[k];
+    } else {
+      w.fabric.push_back(std::move(fabrics[k].first));
     }
-    w.fabric.push_back(std::move(row));
   }
   return w;
 }
@@ -214,7 +238,7 @@ WhatIfSearch what_if_search(const Scenario& s, int nodes, double factor, int thr
   w.nodes = nodes;
   w.layouts = cands.size();
   const Evaluation base = best(at, &w.fit);
-  w.kept = what_if(at, base.layout, nodes, factor, where, FabricRows{false});  // the parts alone: the fabric is not searched
+  w.kept = what_if(at, base.layout, nodes, factor, where, FabricRows{false}, threads);  // the parts alone: the fabric is not searched
   for (HardwarePart p : parts_of(at))
     w.rows.push_back({p, best(with_part_scaled(at, p, factor), nullptr), best(with_part_scaled(at, p, 1.0 / factor), nullptr)});
   return w;

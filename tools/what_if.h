@@ -85,9 +85,10 @@ struct FabricRows {
 };
 
 // `l` on `nodes` nodes of the scenario, as profiled and with each part scaled. `factor` must be
-// above 1 (InputError otherwise, naming `where`).
+// above 1 (InputError otherwise, naming `where`). The steps run on `threads` threads of the shared
+// worker pool (0: one a core); the result does not depend on how many.
 WhatIf what_if(const Scenario& s, const Layout& l, int nodes, double factor, const std::string& where,
-               FabricRows fabric = {});
+               FabricRows fabric = {}, int threads = 0);
 
 // The same question asked of the scenario's search space rather than of one layout: a faster (or
 // slower) part can favour another layout, so the space is searched again with each part scaled

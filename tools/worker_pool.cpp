@@ -1,5 +1,8 @@
 #include "worker_pool.h"
 
+#include <algorithm>
+#include <atomic>
+
 namespace trainsim {
 
 WorkerPool& WorkerPool::shared() {
@@ -67,6 +70,16 @@ void WorkerPool::run(int threads, const std::function<void()>& fn) {
   job_ = nullptr;
   if (mine) std::rethrow_exception(mine);
   if (error_) std::rethrow_exception(error_);
+}
+
+void WorkerPool::run_each(int threads, std::size_t n, const std::function<void(std::size_t)>& job) {
+  if (n == 0) return;
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  threads = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(threads), n));
+  std::atomic<std::size_t> next{0};
+  run(threads, [&] {
+    for (std::size_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) job(i);
+  });
 }
 
 }  // namespace trainsim

@@ -3,6 +3,7 @@
 // so what each thread keeps between simulations (the engine and the memory it has grown) is still
 // there for the next search, and a search of a few layouts does not pay for starting threads.
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -21,6 +22,9 @@ class WorkerPool {
   // one has returned. The first exception thrown by any of them is rethrown here. Calls from
   // different threads run one after the other.
   void run(int threads, const std::function<void()>& fn);
+  // Runs job(i) once for every i in [0, n), on up to `threads` threads at once (0: one a core),
+  // each taking the next index left. The first exception thrown is rethrown here.
+  void run_each(int threads, std::size_t n, const std::function<void(std::size_t)>& job);
 
  private:
   void work(int index);
