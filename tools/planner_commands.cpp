@@ -11,6 +11,7 @@
 #include "layout_search.h"
 #include "result_json.h"
 #include "text_report.h"
+#include "worker_pool.h"
 #include "trace_export.h"
 #include "what_if.h"
 
@@ -67,14 +68,14 @@ int run_sweep(const PlannerOptions& o, std::ostream& out) {
   const std::vector<int> counts = o.nodes_list.empty() ? s.cluster.nodes : o.nodes_list;
   for (int n : counts)
     if (n < 1) throw InputError("--nodes", "node counts must be positive, found " + std::to_string(n));
-  std::vector<Evaluation> evs;
-  for (int n : counts) {
-    PlannerOptions one = o;
-    const Layout l = chosen_layout(s, one, n);
-    EvalOptions eo;
-    eo.straggler_baseline = true;
-    evs.push_back(evaluate(s, l, n, eo));
-  }
+  // Each size's layout first, in order (a layout that does not fit a size is refused naming the
+  // first such size), then their steps on the worker pool.
+  std::vector<Layout> layouts;
+  for (int n : counts) layouts.push_back(chosen_layout(s, o, n));
+  std::vector<Evaluation> evs(counts.size());
+  EvalOptions eo;
+  eo.straggler_baseline = true;
+  WorkerPool::shared().run_each(o.threads, counts.size(), [&](std::size_t i) { evs[i] = evaluate(s, layouts[i], counts[i], eo); });
   const double one_gpu = single_gpu_tokens_per_s(s, evs.front().layout.micro_batch);
   for (auto& ev : evs) add_scaling(ev, one_gpu);
   const double base_per_gpu = evs.front().tokens_per_s / evs.front().gpus;

@@ -90,6 +90,7 @@ int run_planner(int argc, char** argv, const Sharding& sharding) {
   sweep->add_option("scenario", opt.scenario, "scenario JSON file")->required();
   sweep->add_option("--nodes", opt.nodes_list, "comma-separated node counts")->delimiter(',')->check(kCount);
   sweep->add_option("--layout", opt.layout_overrides, "override layout keys");
+  sweep->add_option("--threads", opt.threads, "worker threads (default: all cores)")->check(kCount);
   sweep->add_flag("--json", opt.json, "print JSON");
 
   auto* search = app.add_subcommand("search", "rank layouts from the scenario's search space");

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <vector>
 
 namespace trainsim {
 
@@ -77,9 +78,18 @@ void WorkerPool::run_each(int threads, std::size_t n, const std::function<void(s
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   threads = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(threads), n));
   std::atomic<std::size_t> next{0};
+  std::vector<std::exception_ptr> errors(n);
   run(threads, [&] {
-    for (std::size_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) job(i);
+    for (std::size_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) {
+      try {
+        job(i);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    }
   });
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
 }
 
 }  // namespace trainsim

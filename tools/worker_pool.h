@@ -23,7 +23,8 @@ class WorkerPool {
   // different threads run one after the other.
   void run(int threads, const std::function<void()>& fn);
   // Runs job(i) once for every i in [0, n), on up to `threads` threads at once (0: one a core),
-  // each taking the next index left. The first exception thrown is rethrown here.
+  // each taking the next index left. Where jobs throw, every index still runs, and the exception
+  // of the lowest index that threw is rethrown here (the same one however many threads ran).
   void run_each(int threads, std::size_t n, const std::function<void(std::size_t)>& job);
 
  private:
