@@ -11,15 +11,23 @@
 #include "layout_search.h"
 #include "result_json.h"
 #include "text_report.h"
-#include "worker_pool.h"
 #include "trace_export.h"
 #include "what_if.h"
+#include "worker_pool.h"
 
 namespace trainsim {
 
 using nlohmann::json;
 
 namespace {
+
+// The network of a scenario that has more than one node at any of its sizes, else "one node".
+std::string network_or_one_node(const Scenario& s) {
+  int most = 0;
+  for (int n : s.cluster.nodes) most = std::max(most, n);
+  for (int n : s.search.nodes) most = std::max(most, n);
+  return most > 1 ? describe_network(s) : "one node";
+}
 
 Layout chosen_layout(const Scenario& s, const PlannerOptions& o, int nodes) {
   if (!s.has_layout && o.layout_overrides.empty())
@@ -90,10 +98,7 @@ int run_sweep(const PlannerOptions& o, std::ostream& out) {
     return 0;
   }
   char line[512];
-  int most_nodes = 0;
-  for (int n : s.cluster.nodes) most_nodes = std::max(most_nodes, n);
-  for (int n : s.search.nodes) most_nodes = std::max(most_nodes, n);
-  out << s.name << ": " << s.model.name << " on " << s.hardware.name << ", " << (most_nodes > 1 ? describe_network(s) : "one node") << "\n";
+  out << s.name << ": " << s.model.name << " on " << s.hardware.name << ", " << network_or_one_node(s) << "\n";
   std::snprintf(line, sizeof line, "%6s %6s  %-44s %10s %12s %6s %8s %8s  %s\n", "nodes", "GPUs", "layout", "step",
                 "tokens/s", "MFU", "eff/1GPU", "eff/min", "largest exposed overhead");
   out << line;
@@ -256,10 +261,7 @@ int run_search(const PlannerOptions& o, std::ostream& out, std::ostream& progres
     return 0;
   }
   char line[320];
-  int most_nodes = 0;
-  for (int n : s.cluster.nodes) most_nodes = std::max(most_nodes, n);
-  for (int n : s.search.nodes) most_nodes = std::max(most_nodes, n);
-  out << s.name << ": " << s.model.name << " on " << s.hardware.name << ", " << (most_nodes > 1 ? describe_network(s) : "one node") << "\n";
+  out << s.name << ": " << s.model.name << " on " << s.hardware.name << ", " << network_or_one_node(s) << "\n";
   std::snprintf(line, sizeof line, "%zu layouts, %zu pruned by memory, %zu simulated in %.2f s (objective %s)\n", r.evaluated, r.pruned_oom, r.evaluated - r.pruned_oom - r.pruned_bound, r.wall_s, s.search.objective.c_str());
   out << line;
   if (r.pruned_bound > 0) {

@@ -7,8 +7,8 @@
 
 #include "input_error.h"
 #include "layout_search.h"
-#include "worker_pool.h"
 #include "text_report.h"
+#include "worker_pool.h"
 
 namespace trainsim {
 
