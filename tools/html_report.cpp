@@ -488,9 +488,11 @@ std::string what_if_table(const Scenario& s, const Evaluation& best) {
   const NetworkSpec& net = s.cluster.network;
   const int per_leaf = network_for(s, w.base.nodes).shape.nodes_per_leaf();
   const bool rails = net.fabric == "rail-optimized";
-  if (net.fabric != "single-switch" && w.base.nodes > 1 && w.base.nodes <= per_leaf)
-    o << "<p class='note'>The " << w.base.nodes << " nodes fit under one " << (rails ? "group of rail switches" : "leaf switch")
-      << ": its uplinks to the spine carry none of this step's traffic, however oversubscribed.</p>";
+  std::string one_leaf = one_leaf_note(s, w.base.nodes);
+  if (!one_leaf.empty()) {
+    one_leaf[0] = 'T';
+    o << "<p class='note'>" << esc(one_leaf) << ", however oversubscribed.</p>";
+  }
   if (!w.fabric.empty() || !w.fabric_left_out.empty()) {
     o << "<p class='note'>The same hardware with the " << (rails ? "rail" : "leaf") << " switches' uplinks to the spine "
       << "oversubscribed otherwise (the scenario's <code>cluster.network.oversubscription</code>, now " << fmt("%g", net.oversubscription)

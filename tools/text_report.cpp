@@ -54,6 +54,13 @@ std::string describe_network(const Scenario& s) {
   return nics + describe_fabric(s);
 }
 
+std::string one_leaf_note(const Scenario& s, int nodes) {
+  if (nodes <= 1 || !under_one_leaf(s, nodes)) return "";
+  const bool rails = s.cluster.network.fabric == "rail-optimized";
+  return "the " + std::to_string(nodes) + " nodes fit under one " + (rails ? "group of rail switches: their" : "leaf switch: its") +
+         " uplinks to the spine carry none of this step's traffic";
+}
+
 std::string memory_need(const MemoryResult& m) {
   return "stage " + std::to_string(m.peak_stage) + " needs " + format_bytes(m.peak().peak_bytes) + " of " + format_bytes(m.device_bytes);
 }
@@ -340,12 +347,8 @@ void print_what_if(std::ostream& os, const Scenario& s, const WhatIf& w) {
   setting_table("an NCCL setting, the hardware as profiled", w.settings);
   const int per_leaf = network_for(s, w.base.nodes).shape.nodes_per_leaf();
   const bool rails = s.cluster.network.fabric == "rail-optimized";
-  // (One node sends nothing over the network: nothing to say of its fabric.)
-  if (s.cluster.network.fabric != "single-switch" && w.base.nodes > 1 && w.base.nodes <= per_leaf) {
-    std::snprintf(line, sizeof line, "\n  the %d nodes fit under one %s: %s uplinks to the spine carry none of this step's traffic.\n",
-                  w.base.nodes, rails ? "group of rail switches" : "leaf switch", rails ? "their" : "its");
-    os << line;
-  }
+  const std::string one_leaf = one_leaf_note(s, w.base.nodes);
+  if (!one_leaf.empty()) os << "\n  " << one_leaf << ".\n";
   char heading[96];
   std::snprintf(heading, sizeof heading, "%s uplinks now %g:1 (%d nodes a %s)", rails ? "rail" : "leaf", s.cluster.network.oversubscription,
                 per_leaf, rails ? "rail group" : "leaf");

@@ -20,6 +20,10 @@ std::string format_nodes(int n);            // "1 node", "8 nodes"
 std::string describe_fabric(const Scenario& s);
 // Its network: "8 x 200 Gb/s NICs a node, " and the fabric.
 std::string describe_network(const Scenario& s);
+// Where `nodes` (more than one) sit under one leaf or rail group: "the 8 nodes fit under one group
+// of rail switches: their uplinks to the spine carry none of this step's traffic"; else empty (one
+// node sends nothing over the network: nothing to say of its fabric).
+std::string one_leaf_note(const Scenario& s, int nodes);
 // The stage with the highest memory peak against the device: "stage 0 needs 86.8 GiB of 79.6 GiB".
 std::string memory_need(const MemoryResult& m);
 // One line on the scenario's stragglers for `ev` (slowest GPU, and the step without them where simulated).

@@ -141,7 +141,7 @@ std::vector<std::pair<SettingRow, Scenario>> nccl_alternatives(const Scenario& s
 std::vector<std::pair<SettingRow, Scenario>> fabric_alternatives(const Scenario& s, int nodes) {
   std::vector<std::pair<SettingRow, Scenario>> out;
   const NetworkSpec& net = s.cluster.network;
-  if (net.fabric == "single-switch" || nodes <= network_for(s, nodes).shape.nodes_per_leaf()) return out;
+  if (net.fabric == "single-switch" || under_one_leaf(s, nodes)) return out;
   for (double ratio : {1.0, 2.0, 4.0}) {
     if (ratio == net.oversubscription) continue;
     char setting[48], description[96];
@@ -153,6 +153,10 @@ std::vector<std::pair<SettingRow, Scenario>> fabric_alternatives(const Scenario&
     out.push_back({SettingRow{setting, description, {}}, std::move(alt)});
   }
   return out;
+}
+
+bool under_one_leaf(const Scenario& s, int nodes) {
+  return s.cluster.network.fabric != "single-switch" && nodes <= network_for(s, nodes).shape.nodes_per_leaf();
 }
 
 WhatIf what_if(const Scenario& s, const Layout& l, int nodes, double factor, const std::string& where, FabricRows fabric,

@@ -58,6 +58,9 @@ std::vector<std::pair<SettingRow, Scenario>> nccl_alternatives(const Scenario& s
 // 4:1, but for its own ratio: what buying fewer spine switches costs. None on a single switch, nor
 // where `nodes` fit under one leaf (or one group of rail switches), whose uplinks carry nothing.
 std::vector<std::pair<SettingRow, Scenario>> fabric_alternatives(const Scenario& s, int nodes);
+// Whether `nodes` nodes of the scenario sit under one leaf switch (or one group of rail switches)
+// of a fabric that has leaves: then no traffic of theirs crosses its uplinks.
+bool under_one_leaf(const Scenario& s, int nodes);
 
 struct WhatIf {
   double factor = 2;
