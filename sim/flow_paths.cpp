@@ -24,6 +24,8 @@ SymmetricPaths::SymmetricPaths(Engine& e, const ClusterShape& s, const std::vect
   nic_share_ = s.nic_share_Bps();
   is_rep_.assign(s.gpus(), 0);
   for (int g : reps) is_rep_[g] = 1;
+  if (s.leaf_uplinks_bind())
+    for (int g : reps) ++reps_in_leaf_[leaf_of(g)];
   for (std::size_t i = 0; i < reps.size(); ++i) {
     Links l;
     l.nvl_out = e.add_link(s.nvlink_Bps);
@@ -54,18 +56,24 @@ void SymmetricPaths::path(int src, int dst, int group_nodes_per_leaf, std::vecto
   // GPU of a leaf does the same); a ring with L of its nodes in a leaf sends 1/L of its
   // node-crossing traffic between leaves, so its flow loads them as 1/L of a flow.
   const int L = ring_crosses ? group_nodes_per_leaf : 1;
-  out.push_back(spine_link(up_, src, L));
-  out.push_back(spine_link(down_, to, L));
+  out.push_back(spine_link(up_, leaf_of(src), L));
+  out.push_back(spine_link(down_, leaf_of(to), L));
 }
 
-LinkId SymmetricPaths::spine_link(std::map<std::pair<int, int>, LinkId>& links, int rep, int L) {
-  auto it = links.find({rep, L});
+LinkId SymmetricPaths::spine_link(std::map<std::pair<int, int>, LinkId>& links, int leaf, int L) {
+  auto it = links.find({leaf, L});
   if (it != links.end()) return it->second;
   LinkId base;
-  auto whole = links.find({rep, 1});
-  if (whole != links.end()) base = whole->second;
-  else base = links.emplace(std::make_pair(rep, 1), e_.add_link(nic_share_ / s_.oversubscription)).first->second;
-  return links.emplace(std::make_pair(rep, L), e_.add_fractional_link(base, L)).first->second;
+  auto whole = links.find({leaf, 1});
+  if (whole != links.end()) {
+    base = whole->second;
+  } else {
+    // A stage of whole leaves has its representative alone on its leaf; stages within a leaf share
+    // it, each representative standing for as many GPUs as the others.
+    const double share = reps_in_leaf_.at(leaf) * nic_share_ / s_.oversubscription;
+    base = links.emplace(std::make_pair(leaf, 1), e_.add_link(share)).first->second;
+  }
+  return links.emplace(std::make_pair(leaf, L), e_.add_fractional_link(base, L)).first->second;
 }
 
 }  // namespace trainsim::sim

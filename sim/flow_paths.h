@@ -37,7 +37,8 @@ class FullPaths : public PathProvider {
 // so each representative gets the per-GPU share of what it shares: its own NVLink port, 1/G of its
 // node's NIC capacity (G GPUs per node, all active), and over an oversubscribed fabric the per-GPU
 // share of its leaf's links to the spine, up for the traffic that leaves the leaf and down for
-// what enters it. With degraded NICs each representative's NIC share runs at `nic_speed` (by
+// what enters it; where several stages lie within one leaf, their representatives share those
+// links, each loading them for one GPU of its stage. With degraded NICs each representative's NIC share runs at `nic_speed` (by
 // position in `reps`): the slowest NIC among those of its stage's GPUs, in every replica or in
 // one (StepInput::speed_replica).
 class SymmetricPaths : public PathProvider {
@@ -53,11 +54,14 @@ class SymmetricPaths : public PathProvider {
   Engine& e_;
   ClusterShape s_;
   double nic_share_ = 0;
-  // The link between a representative's leaf and the spine, up (`up_`) or down (`down_`), by
-  // representative and the L of the rings on it (1: the link itself; else a fractional link of it).
-  LinkId spine_link(std::map<std::pair<int, int>, LinkId>& links, int rep, int L);
+  // The link between a leaf and the spine, up (`up_`) or down (`down_`), by leaf and the L of the
+  // rings on it (1: the link itself; else a fractional link of it). Its capacity is the per-GPU
+  // share of the leaf's uplinks times the representatives on the leaf.
+  LinkId spine_link(std::map<std::pair<int, int>, LinkId>& links, int leaf, int L);
+  int leaf_of(int gpu) const { return s_.node_of(gpu) / s_.nodes_per_leaf(); }
   std::map<int, Links> links_;
   std::vector<char> is_rep_;
+  std::map<int, int> reps_in_leaf_;
   std::map<std::pair<int, int>, LinkId> up_, down_;
 };
 

@@ -51,12 +51,14 @@ const char* symmetric_mode_misfit(const StepInput& in) {
   const ClusterShape& cs = in.net.shape;
   const int stage_gpus = in.layout.tp * in.layout.dp;
   if (cs.nodes > 1 && stage_gpus % cs.gpus_per_node != 0) return "a pipeline stage's GPUs do not fill whole nodes";
-  // Symmetric mode gives every leaf the same share of its uplinks: each leaf full, and each
-  // stage's traffic between leaves the only traffic there (stages of whole leaves).
+  // Symmetric mode gives every GPU of a leaf the same share of its uplinks: each leaf full, and
+  // each stage either whole leaves (its traffic between leaves the only traffic on their uplinks)
+  // or a whole part of one leaf (the leaf's stages sharing its uplinks, each for its own GPUs).
   if (cs.leaf_uplinks_bind()) {
     const int per_leaf = cs.nodes_per_leaf();
+    const int stage_nodes = stage_gpus / cs.gpus_per_node;
     if (cs.nodes % per_leaf != 0) return "the nodes do not fill whole leaf switches of the oversubscribed fabric";
-    if ((stage_gpus / cs.gpus_per_node) % per_leaf != 0) return "pipeline stages share leaf switches of the oversubscribed fabric";
+    if (stage_nodes % per_leaf != 0 && per_leaf % stage_nodes != 0) return "pipeline stages straddle leaf switches of the oversubscribed fabric";
   }
   return nullptr;
 }

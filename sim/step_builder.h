@@ -152,7 +152,8 @@ struct StepResult {
 // another stage, whose GPUs send at other times, or sits unevenly over its nodes, so that its
 // groups' members do not all see the same links. Where the leaf switches' uplinks are
 // oversubscribed (ClusterShape::leaf_uplinks_bind), each leaf must be full and each stage must
-// fill whole leaves, for the same reasons one level up. simulate_step runs such a step in full
+// fill whole leaves or a whole part of one (the leaf's stages then share its uplinks), for the
+// same reasons one level up. simulate_step runs such a step in full
 // mode, and also one whose all-reduce it finds NCCL would run as a tree across those uplinks
 // (Builder::cached_plan).
 const char* symmetric_mode_misfit(const StepInput& in);

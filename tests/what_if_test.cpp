@@ -16,8 +16,8 @@ namespace {
 
 const std::string kProfiles = TRAINSIM_PROFILES;
 
-Scenario scenario(int nodes, const std::string& layout, const std::string& network = "", int gpus_per_node = 8) {
-  const std::string text = R"({ "name": "t", "model": "gpt-1.3b", "training": { "global_batch": 64 },
+Scenario scenario(int nodes, const std::string& layout, const std::string& network = "", int gpus_per_node = 8, int global_batch = 64) {
+  const std::string text = R"({ "name": "t", "model": "gpt-1.3b", "training": { "global_batch": )" + std::to_string(global_batch) + R"( },
       "hardware": "h200-sxm", "cluster": { "nodes": )" + std::to_string(nodes) + R"(, "gpus_per_node": )" +
                            std::to_string(gpus_per_node) + network + R"( },
       "layout": )" + layout + "}";
@@ -282,31 +282,32 @@ TEST(WhatIf, TheNetworkLineNamesTheFabricItsRatioAndTheNodesUnderALeaf) {
 }
 
 TEST(WhatIf, FabricRowsThatNeedEveryGpuAreLeftOutPastTheirLimitAndNamed) {
-  // 8 nodes of 8 GPUs on a fat-tree of 32-port leaves (4 nodes a leaf), tp 8 · pp 4: a stage is 2
-  // nodes, so two stages share a leaf's uplinks once they are oversubscribed, and one GPU per stage
-  // cannot stand for the rest (symmetric_mode_misfit). The 2:1 and 4:1 rows then need every GPU:
-  // priced so by default, and left out, each named with the reason, when the caller allows every
-  // GPU only up to fewer GPUs than the 64 here (a report does, up to 512).
-  const Scenario s = scenario(8, R"({ "tp": 8, "pp": 4, "micro_batch": 1 })", R"(, "network": { "nics_per_node": 8, "fabric": "fat-tree" })");
-  const Layout l = resolve_layout(s, s.layout, false, 8);
-  const WhatIf all = what_if(s, l, 8, 2.0, "--factor");
+  // 12 nodes of 8 GPUs on a fat-tree of 32-port leaves (4 nodes a leaf), tp 8 · pp 4: a stage is 3
+  // nodes, so stages straddle leaves whose uplinks, once oversubscribed, carry two stages' traffic
+  // on some of their GPUs and one's on others, and one GPU per stage cannot stand for the rest
+  // (symmetric_mode_misfit). The 2:1 and 4:1 rows then need every GPU: priced so by default, and
+  // left out, each named with the reason, when the caller allows every GPU only up to fewer GPUs
+  // than the 96 here (a report does, up to 512).
+  const Scenario s = scenario(12, R"({ "tp": 8, "pp": 4, "micro_batch": 1 })", R"(, "network": { "nics_per_node": 8, "fabric": "fat-tree" })", 8, 96);
+  const Layout l = resolve_layout(s, s.layout, false, 12);
+  const WhatIf all = what_if(s, l, 12, 2.0, "--factor");
   ASSERT_EQ(all.fabric.size(), 2u);
   for (const SettingRow& r : all.fabric) {
     ASSERT_NE(r.eval.step.full_because, nullptr) << r.description;
-    EXPECT_STREQ(r.eval.step.full_because, "pipeline stages share leaf switches of the oversubscribed fabric");
+    EXPECT_STREQ(r.eval.step.full_because, "pipeline stages straddle leaf switches of the oversubscribed fabric");
   }
   EXPECT_TRUE(all.fabric_left_out.empty());
-  const WhatIf limited = what_if(s, l, 8, 2.0, "--factor", FabricRows{true, 32});
+  const WhatIf limited = what_if(s, l, 12, 2.0, "--factor", FabricRows{true, 64});
   EXPECT_TRUE(limited.fabric.empty());
   EXPECT_EQ(limited.fabric_left_out,
             (std::vector<std::string>{"uplinks to the spine oversubscribed 2:1", "uplinks to the spine oversubscribed 4:1"}));
   ASSERT_NE(limited.fabric_left_out_because, nullptr);
-  EXPECT_STREQ(limited.fabric_left_out_because, "pipeline stages share leaf switches of the oversubscribed fabric");
+  EXPECT_STREQ(limited.fabric_left_out_because, "pipeline stages straddle leaf switches of the oversubscribed fabric");
   // Within the limit they are priced as by default.
-  const WhatIf within = what_if(s, l, 8, 2.0, "--factor", FabricRows{true, 64});
+  const WhatIf within = what_if(s, l, 12, 2.0, "--factor", FabricRows{true, 96});
   ASSERT_EQ(within.fabric.size(), 2u);
   for (std::size_t i = 0; i < 2; ++i) EXPECT_EQ(within.fabric[i].eval.step.step_time_s, all.fabric[i].eval.step.step_time_s);
-  EXPECT_TRUE(what_if(s, l, 8, 2.0, "--factor", FabricRows{false}).fabric.empty());
+  EXPECT_TRUE(what_if(s, l, 12, 2.0, "--factor", FabricRows{false}).fabric.empty());
 }
 
 TEST(WhatIf, TheStepsDoNotDependOnHowManyThreadsRanThem) {
