@@ -70,7 +70,7 @@ LinkId SymmetricPaths::spine_link(std::map<std::pair<int, int>, LinkId>& links, 
   } else {
     // A stage of whole leaves has its representative alone on its leaf; stages within a leaf share
     // it, each representative standing for as many GPUs as the others.
-    const double share = reps_in_leaf_.at(leaf) * nic_share_ / s_.oversubscription;
+    const double share = reps_in_leaf_.at(leaf) * s_.leaf_uplink_share_Bps();
     base = links.emplace(std::make_pair(leaf, 1), e_.add_link(share)).first->second;
   }
   return links.emplace(std::make_pair(leaf, L), e_.add_fractional_link(base, L)).first->second;

@@ -60,6 +60,13 @@ struct ClusterShape {
   // with the GPUs on the same rail (a GPU uses its rail's NIC only, so with fewer GPUs than NICs
   // some NICs stay idle).
   double nic_share_Bps() const { return nic_Bps * nics_per_node / std::max(gpus_per_node, nics_per_node); }
+  // What one GPU gets of its leaf's uplinks when every GPU of the leaf sends across them at once: a
+  // fat-tree leaf's uplinks serve every NIC of its nodes, so with more NICs than GPUs a GPU's share
+  // exceeds its one NIC's over the ratio; a rail switch's serve one rail, shared by its GPUs.
+  double leaf_uplink_share_Bps() const {
+    const double down = fabric == Fabric::fat_tree ? nic_Bps * nics_per_node / gpus_per_node : nic_share_Bps();
+    return down / oversubscription;
+  }
 };
 
 class Topology {

@@ -349,6 +349,37 @@ TEST(Step, StagesWithinOneLeafShareItsUplinks) {
   EXPECT_GT(step_at[2], step_at[1] * (1 + 1e-6));
 }
 
+TEST(Step, WithMoreNicsThanGpusAGpuGetsMoreThanItsNicsShareOfAFatTreeLeafsUplinks) {
+  // 8 nodes of 4 GPUs and 8 NICs of rate B, 2 nodes to a fat-tree leaf (16 ports), a DP ring over
+  // all 32 GPUs. Each GPU sends by one NIC (its rail), but a leaf's uplinks serve all 16 of its
+  // NICs: 16 B / r each way, 2 B / r for each of its 8 GPUs. A ring with 2 of its nodes in a leaf
+  // sends half its node-crossing traffic between leaves, so it loads the uplinks at B / 2 a GPU
+  // while its NICs run at B: the uplinks do not bind up to r = 4, and the step at 4:1 is the step
+  // at 1:1; at 8:1 they give a GPU B / 4 and the ring slows. Symmetric mode, taking a GPU's share
+  // of its leaf's uplinks as a share of its own NIC (B / r), made the step at 4:1 60% longer than
+  // full mode's; with the leaf's every NIC counted, the modes agree at each ratio.
+  double step_at[3] = {};
+  const int ratios[3] = {1, 4, 8};
+  for (int i = 0; i < 3; ++i) {
+    char text[1024];
+    std::snprintf(text, sizeof text, R"({ "name": "nics", "model": "gpt-1.3b", "training": { "global_batch": 64 }, "hardware": "h100-sxm",
+      "cluster": { "nodes": 8, "gpus_per_node": 4, "network": { "nics_per_node": 8, "nic_Gbps": 100, "fabric": "fat-tree",
+                   "oversubscription": %d, "nics_per_leaf": 16, "allreduce_algorithm": "ring" } },
+      "layout": { "tp": 1, "pp": 1, "micro_batch": 1, "zero": 0, "recompute": "none" } })", ratios[i]);
+    const Scenario s = parse_scenario(text, "nics", kProfiles);
+    const Layout l = resolve_layout(s, s.layout, false, 8);
+    EvalOptions full;
+    full.mode = SimMode::full;
+    const StepResult sym = evaluate(s, l, 8, EvalOptions{}).step;
+    ASSERT_EQ(sym.full_because, nullptr) << ratios[i];
+    EXPECT_EQ(sym.simulated_gpus, 1);
+    EXPECT_NEAR(sym.step_time_s / evaluate(s, l, 8, full).step.step_time_s, 1.0, 1e-9) << ratios[i];
+    step_at[i] = sym.step_time_s;
+  }
+  EXPECT_NEAR(step_at[1] / step_at[0], 1.0, 1e-12);
+  EXPECT_GT(step_at[2], step_at[1] * 1.01);
+}
+
 TEST(Step, ATreeNodesFlowsToDifferentNodesStayApartBesideAPipelineTransfer) {
   // 6 nodes of 8 GPUs and 8 NICs, tp 8 · pp 2, DDP over NCCL's tree: on each rail a tree over a
   // stage's 3 nodes, and stage 1's last backward transfer overlaps a gradient bucket. The
