@@ -51,6 +51,10 @@ const char* symmetric_mode_misfit(const StepInput& in) {
   const ClusterShape& cs = in.net.shape;
   const int stage_gpus = in.layout.tp * in.layout.dp;
   if (cs.nodes > 1 && stage_gpus % cs.gpus_per_node != 0) return "a pipeline stage's GPUs do not fill whole nodes";
+  // A representative takes 1/G of its node's NIC capacity; where the node's GPUs do not divide
+  // evenly over its NICs, some share a NIC with more GPUs than others and pace their rings.
+  if (cs.nodes > 1 && cs.nics_per_node < cs.gpus_per_node && cs.gpus_per_node % cs.nics_per_node != 0)
+    return "the node's GPUs do not spread evenly over its NICs";
   // Symmetric mode gives every GPU of a leaf the same share of its uplinks: each leaf full, and
   // each stage either whole leaves (its traffic between leaves the only traffic on their uplinks)
   // or a whole part of one leaf (the leaf's stages sharing its uplinks, each for its own GPUs).

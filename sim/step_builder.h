@@ -148,12 +148,12 @@ struct StepResult {
 // step, or nullptr where it can. Symmetric mode gives a representative the per-GPU share of its
 // node's NICs, as if every GPU of the node did the same work at the same time, and takes the
 // representative's own flows of each collective for every member's; both hold when each stage's
-// tp x dp GPUs fill whole nodes. Across nodes, a stage that does not fill whole nodes shares them with
-// another stage, whose GPUs send at other times, or sits unevenly over its nodes, so that its
-// groups' members do not all see the same links. Where the leaf switches' uplinks are
-// oversubscribed (ClusterShape::leaf_uplinks_bind), each leaf must be full and each stage must
-// fill whole leaves or a whole part of one (the leaf's stages then share its uplinks), for the
-// same reasons one level up. simulate_step runs such a step in full
+// tp x dp GPUs fill whole nodes and the node's GPUs share its NICs evenly. Across nodes, a stage
+// that does not fill whole nodes shares them with another stage, whose GPUs send at other times,
+// or sits unevenly over its nodes, so that its groups' members do not all see the same links.
+// Where the leaf switches' uplinks are oversubscribed (ClusterShape::leaf_uplinks_bind), each leaf
+// must be full and each stage must fill whole leaves or a whole part of one (the leaf's stages then
+// share its uplinks), for the same reasons one level up. simulate_step runs such a step in full
 // mode, and also one whose all-reduce it finds NCCL would run as a tree across those uplinks
 // (Builder::cached_plan).
 const char* symmetric_mode_misfit(const StepInput& in);
