@@ -91,6 +91,55 @@ TEST(Cli, SimulateJsonFollowsTheResultContract) {
   EXPECT_EQ(j["memory"]["per_stage_peak_bytes"].size(), 2u);
 }
 
+TEST(Cli, EveryJsonResultNamesTheHardwareAndNetworkItRanOn) {
+  // The GPT-3 scenario's network as its file gives it (8 x 200 Gb/s, a non-blocking fat-tree whose
+  // leaves take 32 NIC ports: 4 nodes of 8 NICs), and the 25 GbE scenario's single switch, which has
+  // no leaves; every command's JSON carries the same block.
+  struct Expect {
+    const char* scenario;
+    const char* hardware;
+    int nics;
+    double gbps;
+    const char* fabric;
+    int nodes_per_leaf;  // 0: no leaves
+    const char* description;
+  };
+  const Expect cases[] = {
+      {"gpt3-175b-1024-gpus", "a100-80g-sxm", 8, 200, "fat-tree", 4, "8 x 200 Gb/s NICs a node, fat-tree (non-blocking)"},
+      {"slow-network-25gbe", nullptr, 1, 25, "single-switch", 0, "1 x 25 Gb/s NICs a node, one switch"},
+  };
+  for (const Expect& e : cases) {
+    const std::string f = kScenarios + "/" + e.scenario + ".json";
+    std::ifstream in(f);
+    const auto file = nlohmann::json::parse(in);
+    std::vector<nlohmann::json> clusters;
+    for (const char* cmd : {"simulate", "sweep", "search", "what-if"}) {
+      const Outcome r = run(std::string(cmd) + " " + f + " --json");
+      ASSERT_EQ(r.status, 0) << cmd << ": " << r.err;
+      const auto doc = nlohmann::json::parse(r.out);
+      ASSERT_TRUE(doc.contains("cluster")) << cmd;
+      clusters.push_back(doc["cluster"]);
+    }
+    const auto& c = clusters.front();
+    for (const auto& other : clusters) EXPECT_EQ(other, c) << e.scenario;
+    EXPECT_EQ(c["hardware"], file["hardware"]) << e.scenario;
+    if (e.hardware) {
+      EXPECT_EQ(c["hardware"], e.hardware);
+    }
+    EXPECT_EQ(c["gpus_per_node"], 8);
+    const auto& n = c["network"];
+    EXPECT_EQ(n["nics_per_node"], e.nics);
+    EXPECT_EQ(n["nic_Gbps"].get<double>(), e.gbps);
+    EXPECT_EQ(n["fabric"], e.fabric);
+    EXPECT_EQ(n["oversubscription"].get<double>(), 1.0);
+    EXPECT_EQ(n.contains("nodes_per_leaf"), e.nodes_per_leaf > 0) << e.scenario;
+    if (e.nodes_per_leaf > 0) {
+      EXPECT_EQ(n["nodes_per_leaf"], e.nodes_per_leaf);
+    }
+    EXPECT_EQ(n["description"], e.description);
+  }
+}
+
 TEST(Cli, SimulateTextShowsBreakdownAndMemory) {
   const Outcome r = run("--profiles " + kData + " simulate " + kData + "/test-scenario.json");
   ASSERT_EQ(r.status, 0) << r.err;

@@ -63,6 +63,7 @@ int run_simulate(const PlannerOptions& o, std::ostream& out) {
   if (o.json) {
     json r = result_to_json(s, ev);
     r["scenario"] = s.name;
+    r["cluster"] = cluster_to_json(s);
     r["mode"] = ev.step.full_because ? "full" : o.mode;
     out << r.dump(2) << "\n";
   } else {
@@ -94,7 +95,7 @@ int run_sweep(const PlannerOptions& o, std::ostream& out) {
       r["scaling_efficiency_vs_smallest"] = ev.tokens_per_s / ev.gpus / base_per_gpu;
       arr.push_back(r);
     }
-    out << json{{"scenario", s.name}, {"sweep", arr}}.dump(2) << "\n";
+    out << json{{"scenario", s.name}, {"cluster", cluster_to_json(s)}, {"sweep", arr}}.dump(2) << "\n";
     return 0;
   }
   char line[512];
@@ -246,7 +247,7 @@ int run_search(const PlannerOptions& o, std::ostream& out, std::ostream& progres
       if (i > 0) j["why_not_first"] = why_lost(s, r.ranked.front(), r.ranked[i]);
       arr.push_back(j);
     }
-    json doc{{"scenario", s.name}, {"objective", s.search.objective}, {"candidates", arr},
+    json doc{{"scenario", s.name}, {"cluster", cluster_to_json(s)}, {"objective", s.search.objective}, {"candidates", arr},
              {"evaluated", r.evaluated}, {"pruned_oom", r.pruned_oom}, {"pruned_bound", r.pruned_bound}, {"wall_s", r.wall_s}};
     if (sizes) {
       json best = json::array();

@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "text_report.h"
+
 namespace trainsim {
 
 using nlohmann::json;
@@ -13,6 +15,19 @@ json breakdown_json(const Evaluation& ev) {
   return b;
 }
 }  // namespace
+
+json cluster_to_json(const Scenario& s) {
+  const NetworkSpec& n = s.cluster.network;
+  json net{{"nics_per_node", n.nics_per_node}, {"nic_Gbps", n.nic_Gbps}, {"fabric", n.fabric}, {"oversubscription", n.oversubscription}};
+  if (n.fabric != "single-switch") {
+    net["nics_per_leaf"] = n.nics_per_leaf;
+    net["nodes_per_leaf"] = network_for(s, s.cluster.nodes.front()).shape.nodes_per_leaf();
+  }
+  net["allreduce_algorithm"] = n.allreduce_algorithm;
+  net["nvls"] = n.nvls;
+  net["description"] = describe_network(s);
+  return json{{"hardware", s.hardware.name}, {"gpus_per_node", s.cluster.gpus_per_node}, {"network", net}};
+}
 
 json layout_to_json(const Layout& l) {
   return json{{"tp", l.tp}, {"pp", l.pp}, {"dp", l.dp}, {"vpp", l.vpp}, {"micro_batch", l.micro_batch},
@@ -111,6 +126,7 @@ json what_if_to_json(const Scenario& s, const WhatIf& w) {
     return out;
   };
   return json{{"scenario", s.name},
+              {"cluster", cluster_to_json(s)},
               {"factor", w.factor},
               {"base", result_to_json(s, w.base)},
               {"parts", parts},
@@ -133,7 +149,7 @@ json what_if_search_to_json(const Scenario& s, const WhatIfSearch& w) {
     parts.push_back({{"part", part_name(r.part)}, {"description", part_description(r.part)}, {"faster", side(r.faster, kept.faster)},
                      {"slower", side(r.slower, kept.slower)}});
   }
-  return json{{"scenario", s.name},        {"factor", w.kept.factor}, {"nodes", w.nodes},   {"layouts", w.layouts},
+  return json{{"scenario", s.name},        {"cluster", cluster_to_json(s)}, {"factor", w.kept.factor}, {"nodes", w.nodes}, {"layouts", w.layouts},
               {"fit_in_memory", w.fit},    {"objective", s.search.objective},
               {"base", result_to_json(s, w.kept.base)}, {"parts", parts}};
 }
