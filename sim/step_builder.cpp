@@ -55,14 +55,16 @@ const char* symmetric_mode_misfit(const StepInput& in) {
   // evenly over its NICs, some share a NIC with more GPUs than others and pace their rings.
   if (cs.nodes > 1 && cs.nics_per_node < cs.gpus_per_node && cs.gpus_per_node % cs.nics_per_node != 0)
     return "the node's GPUs do not spread evenly over its NICs";
-  // Symmetric mode gives every GPU of a leaf the same share of its uplinks: each leaf full, and
-  // each stage either whole leaves (its traffic between leaves the only traffic on their uplinks)
-  // or a whole part of one leaf (the leaf's stages sharing its uplinks, each for its own GPUs).
+  // Symmetric mode gives every GPU of a leaf the same share of its uplinks. That holds where each
+  // stage is whole leaves (its traffic between leaves the only traffic on their uplinks; the
+  // leaves then all full) or a whole part of one leaf (the leaf's stages share its uplinks, each
+  // for its own GPUs; a last leaf part full holds fewer stages and has uplinks for fewer nodes).
   if (cs.leaf_uplinks_bind()) {
     const int per_leaf = cs.nodes_per_leaf();
     const int stage_nodes = stage_gpus / cs.gpus_per_node;
-    if (cs.nodes % per_leaf != 0) return "the nodes do not fill whole leaf switches of the oversubscribed fabric";
-    if (stage_nodes % per_leaf != 0 && per_leaf % stage_nodes != 0) return "pipeline stages straddle leaf switches of the oversubscribed fabric";
+    if (stage_nodes % per_leaf != 0 && per_leaf % stage_nodes != 0)
+      return cs.nodes % per_leaf != 0 ? "the nodes do not fill whole leaf switches of the oversubscribed fabric"
+                                      : "pipeline stages straddle leaf switches of the oversubscribed fabric";
   }
   return nullptr;
 }

@@ -266,12 +266,13 @@ TEST(Step, OnAnOversubscribedFabricOneGpuPerStageNeedsStagesThatDoNotStraddleLea
   // Nodes of 8 GPUs and 8 NICs, 4 nodes to a leaf switch, uplinks 4:1 oversubscribed. Symmetric
   // mode gives a representative its leaf's uplink share as if every leaf were alike and each
   // stage's traffic between leaves were all there is, or, where stages lie within one leaf, as if
-  // the leaf's stages shared its uplinks GPU for GPU. Before these steps ran in full mode, through
-  // planner simulate on random layouts of 5-64 nodes: with a leaf half full, or stages straddling
-  // leaves, the representative's step came out up to 41% off one way or the other; with NCCL's tree
-  // all-reduce across leaves (whose edges load the uplinks unlike a ring's), 13-53% short on 8 and
-  // 32 nodes. Such steps now run on every GPU and say why; with the uplinks not oversubscribed, or
-  // stages of whole leaves or within one, and rings, one GPU per stage still stands for the rest.
+  // the leaf's stages shared its uplinks GPU for GPU (a last leaf half full holding fewer stages).
+  // Before these steps ran in full mode, through planner simulate on random layouts of 5-64 nodes:
+  // with stages straddling leaves, or a leaf half full under them, the representative's step came
+  // out up to 41% off one way or the other; with NCCL's tree all-reduce across leaves (whose edges
+  // load the uplinks unlike a ring's), 13-53% short on 8 and 32 nodes. Such steps now run on every
+  // GPU and say why; with the uplinks not oversubscribed, or stages of whole leaves or within one,
+  // and rings, one GPU per stage still stands for the rest.
   const char* tight = R"(, "network": { "fabric": "fat-tree", "oversubscription": 4, "allreduce_algorithm": "%s" })";
   const char* loose = R"(, "network": { "fabric": "fat-tree", "oversubscription": 1, "allreduce_algorithm": "%s" })";
   struct Case {
@@ -284,6 +285,7 @@ TEST(Step, OnAnOversubscribedFabricOneGpuPerStageNeedsStagesThatDoNotStraddleLea
       {12, 8, 4, 1, "ring", "pipeline stages straddle leaf switches of the oversubscribed fabric"},  // stages of 3 nodes
       {8, 8, 4, 1, "ring", nullptr},   // two stages a leaf, which share its uplinks
       {8, 8, 8, 1, "ring", nullptr},   // four stages a leaf: only the transfers between leaves cross its uplinks
+      {6, 8, 3, 1, "ring", nullptr},   // stages of 2 nodes, the last leaf half full with one of them
       {8, 1, 1, 0, "tree", "NCCL's tree all-reduce crosses the leaf switches of the oversubscribed fabric"},
       {8, 1, 1, 0, "ring", nullptr},
       {8, 8, 2, 1, "ring", nullptr},  // a stage a leaf: only the pipeline crosses the uplinks
