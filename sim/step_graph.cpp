@@ -204,6 +204,29 @@ void Builder::build() {
     }
   }
 
+  // Tied word embedding over a pipeline: the last stage keeps a copy of the embedding for the
+  // logits, and the two copies' fp32 gradients are summed, an all-reduce between the first and the
+  // last stage's GPUs of the same TP rank and replica, once both stages' data-parallel reductions
+  // are done and before either updates them (Megatron-LM's finalize_model_grads; the step runner
+  // does the same). Two ranks: a ring and NCCL's tree both send each rank's bytes once each way,
+  // so a ring is taken unless the scenario forces trees.
+  if (L_.pp > 1 && m_.tied_embeddings) {
+    const double bytes = 4.0 * static_cast<double>(m_.vocab) * m_.hidden / L_.tp;
+    const int last = (L_.pp - 1) * L_.tp * L_.dp;
+    const Algorithm algo = in_.net.allreduce_algorithm == Algorithm::tree ? Algorithm::tree : Algorithm::ring;
+    static const std::string name = "tied embedding grad all_reduce";
+    for (int g : sim_gpus_) {
+      if (g >= L_.tp * L_.dp || !paths_->simulated(g + last)) continue;
+      const std::vector<int> pair{g, g + last};
+      // After each stage's last backward (its compute queue's tail) and its gradients' collectives
+      // (its communication queue's, which the collective waits for itself).
+      const std::vector<TaskId> backwards{q_[g].compute, q_[g + last].compute};
+      double sent = 0;
+      collective(pair, CollectiveKind::all_reduce, algo, bytes, 1, 0.0, kDpComm, false, backwards, name, g == 0 ? &sent : nullptr);
+      dp_bytes_gpu0_ += sent;
+    }
+  }
+
   // Optimizer: Adam over this rank's (possibly sharded) parameters once its gradients are reduced,
   // then ZeRO-1/2 gather the updated bf16 parameters once every member has updated its shard. The
   // gather is issued after the group's last simulated member's update, so that no member's update

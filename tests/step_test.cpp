@@ -410,6 +410,53 @@ TEST(Step, NodesWhoseGpusDoNotSpreadEvenlyOverTheirNicsRunOnEveryGpu) {
   }
 }
 
+TEST(Step, TiedEmbeddingGradientsAreSummedAcrossThePipelineBeforeTheOptimizer) {
+  // GPT 350M (tied embeddings) over 2 nodes of one GPU, pp 2, dp 1, one 25 Gb/s NIC each at
+  // efficiency 1 and 10 us latency (not the profile's network, so no measured curve rescales it).
+  // The last stage keeps a copy of the V x h word embedding for the logits, and the two copies'
+  // fp32 gradients, S = 4 V h bytes, are all-reduced between the two GPUs, as Megatron-LM and the
+  // step runner do: a ring of 2 on an idle link takes 2(n-1)/n S/B + 2(n-1) alpha = S/B + 2 alpha,
+  // and each GPU sends 2(n-1)/n S = S. It starts once both stages' last backward is done (there is
+  // no data-parallel traffic to wait for), and both optimizers start when it ends. Untied, there
+  // is none.
+  auto scenario = [](bool tied) {
+    char text[1024];
+    std::snprintf(text, sizeof text, R"({ "name": "tied", "model": { "preset": "gpt-350m", "tied_embeddings": %s },
+      "training": { "global_batch": 8 }, "hardware": "h100-sxm",
+      "cluster": { "nodes": 2, "gpus_per_node": 1, "network": { "nics_per_node": 1, "nic_Gbps": 25, "efficiency": 1.0,
+                   "latency_us": 10, "fabric": "single-switch" } },
+      "layout": { "tp": 1, "pp": 2, "micro_batch": 1, "zero": 0, "recompute": "none" } })", tied ? "true" : "false");
+    return parse_scenario(text, "tied", kProfiles);
+  };
+  EvalOptions traced;
+  traced.record_timeline = true;
+  const char* name = "tied embedding grad all_reduce";
+  const Scenario s = scenario(true);
+  const Layout l = resolve_layout(s, s.layout, false, 2);
+  const StepResult r = evaluate(s, l, 2, traced).step;
+  const ModelConfig m = with_padded_vocab(s.model, 1);
+  const double S = 4.0 * m.vocab * m.hidden, B = 25e9 / 8, alpha = 10e-6;
+  double start = 1e300, end = 0, busy = 0, last_backward = 0;
+  for (const sim::TimelineEntry& e : r.timeline)
+    if (e.name == name) start = std::min(start, e.start_s), end = std::max(end, e.end_s), busy += e.end_s - e.start_s;
+    else if (e.name.rfind("B mb", 0) == 0) last_backward = std::max(last_backward, e.end_s);
+  ASSERT_GT(busy, 0);
+  EXPECT_NEAR(busy, S / B + 2 * alpha, 1e-9 * busy);
+  EXPECT_NEAR(start, last_backward, 1e-12);
+  int optimizers = 0;
+  for (const sim::TimelineEntry& e : r.timeline)
+    if (e.name == "optimizer") {
+      EXPECT_GE(e.start_s, end - 1e-12);
+      ++optimizers;
+    }
+  EXPECT_EQ(optimizers, 2);
+  EXPECT_NEAR(r.dp_bytes_per_gpu, S, 1e-9 * S);
+  const Scenario u = scenario(false);
+  const StepResult ru = evaluate(u, resolve_layout(u, u.layout, false, 2), 2, traced).step;
+  for (const sim::TimelineEntry& e : ru.timeline) EXPECT_NE(e.name, name);
+  EXPECT_EQ(ru.dp_bytes_per_gpu, 0.0);
+}
+
 TEST(Step, ATreeNodesFlowsToDifferentNodesStayApartBesideAPipelineTransfer) {
   // 6 nodes of 8 GPUs and 8 NICs, tp 8 · pp 2, DDP over NCCL's tree: on each rail a tree over a
   // stage's 3 nodes, and stage 1's last backward transfer overlaps a gradient bucket. The
@@ -1122,9 +1169,13 @@ TEST(Step, AStragglerStagePacesAGpipePipeline) {
   // (m - 1) times the bottleneck's. With stage j at speed 1/k, when its time k a_j (a_j = f_j + b_j)
   // is the largest in both directions:
   //     W(m) = W(1) + (m - 1) k a_j,   a_j = (W_k(1) - W_1(1)) / (k - 1),
-  // W being the step less the optimizer, W(1) the one-micro-batch step with the straggler.
+  // W being the step less the optimizer, W(1) the one-micro-batch step with the straggler. Untied
+  // embeddings: tied, the last stage's update (at the straggler's speed when it is the last) would
+  // wait for the first stage's last backward, through the embedding's gradient all-reduce, and
+  // could end the step after the first stage's.
   Fixture f;
-  const ModelConfig m = equal_stage_model(16);
+  ModelConfig m = equal_stage_model(16);
+  m.tied_embeddings = false;
   const int p = 4;
   const double k = 2.0;
   auto work = [&](int mb, int slow_stage) {
