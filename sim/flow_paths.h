@@ -38,9 +38,9 @@ class FullPaths : public PathProvider {
 // node's NIC capacity (G GPUs per node, all active), and over an oversubscribed fabric the per-GPU
 // share of its leaf's links to the spine, up for the traffic that leaves the leaf and down for
 // what enters it; where several stages lie within one leaf, their representatives share those
-// links, each loading them for one GPU of its stage. With degraded NICs each representative's NIC share runs at `nic_speed` (by
-// position in `reps`): the slowest NIC among those of its stage's GPUs, in every replica or in
-// one (StepInput::speed_replica).
+// links, each loading them for one GPU of its stage. With degraded NICs each representative's NIC
+// share runs at `nic_speed` (by position in `reps`): the slowest NIC among those of its stage's
+// GPUs, in every replica or in one (StepInput::speed_replica).
 class SymmetricPaths : public PathProvider {
  public:
   SymmetricPaths(Engine& e, const ClusterShape& s, const std::vector<int>& reps, const std::vector<double>& nic_speed);
