@@ -410,6 +410,26 @@ TEST(Step, NodesWhoseGpusDoNotSpreadEvenlyOverTheirNicsRunOnEveryGpu) {
   }
 }
 
+TEST(Step, ATreeOfTwoRanksAcrossOversubscribedLeavesIsOneEdgeEachWayAsARing) {
+  // 4 nodes of 8 GPUs and 8 NICs, a fat-tree leaf of 8 ports to each node, uplinks 4:1, NCCL's
+  // tree forced for every all-reduce. tp 8 · pp 2 makes data-parallel groups of 2 GPUs on two
+  // leaves, and the tied embedding's gradient all-reduce pairs GPUs of the first and the last
+  // stage, on other leaves again: a tree of two ranks sends one edge each way across the uplinks,
+  // as a ring of two does, so one GPU per stage stands for the rest and the modes agree. A data-
+  // parallel tree of 4 ranks over the 4 leaves (tp 8 alone) loads them unlike a ring and runs on
+  // every GPU.
+  const char* network = R"(, "network": { "nics_per_node": 8, "nics_per_leaf": 8, "fabric": "fat-tree", "oversubscription": 4, "allreduce_algorithm": "tree" })";
+  const BothModes two = both_modes({.model = "gpt-350m", .hardware = "h100-sxm", .nodes = 4, .tp = 8, .pp = 2, .zero = 0,
+                                    .network = network, .global_batch = 16});
+  EXPECT_EQ(two.sym.step.full_because, nullptr);
+  EXPECT_EQ(two.sym.step.simulated_gpus, 2);
+  EXPECT_NEAR(two.sym.step.step_time_s / two.full.step.step_time_s, 1.0, 1e-9);
+  const BothModes four = both_modes({.model = "gpt-350m", .hardware = "h100-sxm", .nodes = 4, .tp = 8, .pp = 1, .zero = 0,
+                                     .network = network, .global_batch = 16});
+  ASSERT_NE(four.sym.step.full_because, nullptr);
+  EXPECT_STREQ(four.sym.step.full_because, "NCCL's tree all-reduce crosses the leaf switches of the oversubscribed fabric");
+}
+
 TEST(Step, TiedEmbeddingGradientsAreSummedAcrossThePipelineBeforeTheOptimizer) {
   // GPT 350M (tied embeddings) over 2 nodes of one GPU, pp 2, dp 1, one 25 Gb/s NIC each at
   // efficiency 1 and 10 us latency (not the profile's network, so no measured curve rescales it).
