@@ -159,7 +159,8 @@ StepResult simulate_in_mode(const StepInput& in) {
     out.per = b.periodicity();
     return out;
   };
-  if (in.mode == SimMode::symmetric && !in.record_timeline && in.steady_state && in.layout.schedule != Schedule::gpipe) {
+  const bool read_steady_state = in.mode == SimMode::symmetric ? in.steady_state : in.steady_state_in_full_mode;
+  if (read_steady_state && !in.record_timeline && in.layout.schedule != Schedule::gpipe) {
     // The run of M micro-batches gives the step at m when it shows its schedule repeating with
     // period P: its step plus (m - M) / P periods. `drift`: a slow drift is accepted (above).
     auto read_off = [&](StepResult& r, const Builder::Periodicity& per, int M, int P, bool drift) {
@@ -247,6 +248,7 @@ StepResult simulate_step(const StepInput& in) {
   StepInput full = in;
   full.mode = SimMode::full;
   full.speed_replica = -1;
+  full.steady_state_in_full_mode = in.steady_state;
   StepResult r = simulate_in_mode(full);
   r.full_because = why;
   return r;

@@ -86,6 +86,9 @@ struct StepInput {
   // Symmetric mode only: read long schedules off their steady state (see simulate_step) instead
   // of simulating every micro-batch.
   bool steady_state = true;
+  // The same in full mode (as simulate_step runs a step symmetric mode cannot stand for); off,
+  // full mode simulates every micro-batch, the reference the reading is checked against.
+  bool steady_state_in_full_mode = false;
   // Plans to reuse across calls (see PlanShapeCache); nullptr: one per call.
   PlanShapeCache* plan_cache = nullptr;
   // Each GPU's sustained speed as a fraction of the profile's (by global GPU index); nullptr: all 1.
