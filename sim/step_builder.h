@@ -83,11 +83,12 @@ struct StepInput {
   NetworkParams net;
   SimMode mode = SimMode::symmetric;
   bool record_timeline = false;
-  // Symmetric mode only: read long schedules off their steady state (see simulate_step) instead
-  // of simulating every micro-batch.
+  // Symmetric mode: read long schedules off their steady state (see simulate_step) instead of
+  // simulating every micro-batch.
   bool steady_state = true;
-  // The same in full mode (as simulate_step runs a step symmetric mode cannot stand for); off,
-  // full mode simulates every micro-batch, the reference the reading is checked against.
+  // The same in full mode; simulate_step passes steady_state on where it runs a step on every GPU
+  // that symmetric mode cannot stand for. Off, full mode simulates every micro-batch, the
+  // reference the reading is checked against.
   bool steady_state_in_full_mode = false;
   // Plans to reuse across calls (see PlanShapeCache); nullptr: one per call.
   PlanShapeCache* plan_cache = nullptr;
