@@ -26,12 +26,26 @@ struct Outcome {
   std::string out, err;
 };
 
+// A path named `name` in this process's own directory under the system's temporary one. ctest runs
+// tests in parallel processes, so each has its own directory, which it removes as it exits: a test
+// run leaves nothing behind, whether its tests pass or fail.
+std::string scratch(const std::string& name) {
+  struct Directory {
+    std::filesystem::path path = std::filesystem::temp_directory_path() / ("trainsim_cli_test_" + std::to_string(getpid()));
+    Directory() { std::filesystem::create_directories(path); }
+    ~Directory() {
+      std::error_code ignored;
+      std::filesystem::remove_all(path, ignored);
+    }
+  };
+  static const Directory dir;
+  return (dir.path / name).string();
+}
+
 Outcome run(const std::string& args, const std::string& exe = kPlanner) {
-  // ctest runs tests in parallel processes: every call gets its own files.
   static int calls = 0;
-  const auto dir = std::filesystem::temp_directory_path();
-  const std::string tag = std::to_string(getpid()) + "_" + std::to_string(++calls);
-  const std::string o = (dir / ("trainsim_cli_out_" + tag)).string(), e = (dir / ("trainsim_cli_err_" + tag)).string();
+  const std::string tag = std::to_string(++calls);
+  const std::string o = scratch("out_" + tag), e = scratch("err_" + tag);
   const int rc = std::system((exe + " " + args + " >" + o + " 2>" + e).c_str());
   Outcome r;
   r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
@@ -49,9 +63,9 @@ Outcome run(const std::string& args, const std::string& exe = kPlanner) {
 }
 
 std::string write_temp(const std::string& name, const std::string& text) {
-  const auto p = std::filesystem::temp_directory_path() / (std::to_string(getpid()) + "_" + name);
+  const std::string p = scratch(name);
   std::ofstream(p) << text;
-  return p.string();
+  return p;
 }
 
 // The page `planner report` writes for the scenario at `path` ("" when it fails).
@@ -149,7 +163,7 @@ TEST(Cli, SimulateTextShowsBreakdownAndMemory) {
 }
 
 TEST(Cli, TraceIsChromeTraceJson) {
-  const std::string trace = (std::filesystem::temp_directory_path() / (std::to_string(getpid()) + "_trace.json")).string();
+  const std::string trace = scratch("trace.json");
   std::filesystem::remove(trace);
   const Outcome r = run("--profiles " + kData + " simulate " + kData + "/test-scenario.json --trace " + trace);
   ASSERT_EQ(r.status, 0) << r.err;
@@ -163,7 +177,7 @@ TEST(Cli, TraceIsChromeTraceJson) {
 TEST(Cli, BadScenarioExitsTwoNamingThePathAndWritesNothing) {
   const std::string bad = write_temp("trainsim_bad.json", R"({ "name": "t", "model": "gpt-125m", "training": { "global_batch": 8 },
       "hardware": "test-gpu", "cluster": { "nodes": 1 }, "layout": { "tp": 2, "zeroo": 1 } })");
-  const std::string trace = (std::filesystem::temp_directory_path() / (std::to_string(getpid()) + "_never.json")).string();
+  const std::string trace = scratch("never.json");
   std::filesystem::remove(trace);
   const Outcome r = run("--profiles " + kData + " simulate " + bad + " --trace " + trace);
   EXPECT_EQ(r.status, 2);
@@ -535,7 +549,7 @@ TEST(Cli, CalibrateKernelMixRefusesBadFlagsBeforeMeasuring) {
 }
 
 TEST(Cli, CalibrateImportsNcclTestsLogs) {
-  const std::string out = (std::filesystem::temp_directory_path() / (std::to_string(getpid()) + "_links.json")).string();
+  const std::string out = scratch("links.json");
   std::filesystem::remove(out);
   const Outcome r = run("import-nccl-tests " + std::string(TRAINSIM_SOURCE_DIR) + "/calibrate/records/imported/dgx-h100-8gpu-all-reduce-nvls.txt " + kData +
                         "/nccl-tests-allreduce-a100.json --out " + out, kCalibrate);
@@ -564,7 +578,7 @@ TEST(Cli, CalibrateRefitReproducesTheCommittedFits) {
   // The committed profile's fits were made by this code from its raw record: refitting a copy gives
   // the same segments; a profile without a multi-GPU record, or a missing file, is an input error
   // that leaves the file as it was.
-  const std::string copy = (std::filesystem::temp_directory_path() / ("refit-" + std::to_string(::getpid()) + ".json")).string();
+  const std::string copy = scratch("refit.json");
   std::filesystem::copy_file(std::string(TRAINSIM_PROFILES) + "/h200-sxm.json", copy, std::filesystem::copy_options::overwrite_existing);
   const Outcome r = run("refit " + copy, kCalibrate);
   ASSERT_EQ(r.status, 0) << r.err;
@@ -590,7 +604,7 @@ TEST(Cli, CalibrateMergeOfTheRecordedRunsIsTheCommittedProfile) {
   // gives the committed profile field for field but for the command line in its provenance. A
   // --runtime-memory-from profile without the block is an input error that writes nothing.
   const std::string runs = TRAINSIM_RUNS, committed = std::string(TRAINSIM_PROFILES) + "/h200-sxm.json";
-  const std::string out = (std::filesystem::temp_directory_path() / ("merge-" + std::to_string(::getpid()) + ".json")).string();
+  const std::string out = scratch("merge.json");
   std::filesystem::remove(out);
   std::string args = "merge";
   for (const char* f : {"2026-11-29-run1.json", "2026-11-29-run2-gqa.json", "2026-11-29-run3-attention-mb2.json",
@@ -745,7 +759,7 @@ TEST(Cli, SimulateAndExportWarnOfALayoutPredictedOutOfMemory) {
 }
 
 TEST(Cli, ReportIsOneSelfContainedPage) {
-  const std::string html = (std::filesystem::temp_directory_path() / (std::to_string(getpid()) + "_review.html")).string();
+  const std::string html = scratch("review.html");
   std::filesystem::remove(html);
   const Outcome r = run("report " + kScenarios + "/slow-network-25gbe.json -o " + html);
   ASSERT_EQ(r.status, 0) << r.err;
@@ -791,9 +805,8 @@ TEST(Cli, ReportPricesTheFabricWhereItCanAndSaysWhereNot) {
   // winner on 576 B200 nodes under rail groups of 32, pp 16: a stage's 36 nodes share a rail group
   // with the next once oversubscribed, every GPU would be simulated (4,608 of them, past the
   // report's 512), so the rows are named, not priced.
-  const std::string dir = std::filesystem::temp_directory_path().string() + "/" + std::to_string(getpid());
   auto page = [&](const std::string& scenario) {
-    const std::string html = dir + "_" + scenario + ".html";
+    const std::string html = scratch(scenario + ".html");
     const Outcome r = run("report " + kScenarios + "/" + scenario + ".json -o " + html);
     EXPECT_EQ(r.status, 0) << r.err;
     std::ifstream in(html);
@@ -915,11 +928,10 @@ TEST(Cli, ValidateGetsItsArgumentsWhereverItRuns) {
 
 TEST(Cli, ReportRendersInHeadlessChromium) {
   if (!std::filesystem::exists("/usr/bin/chromium")) GTEST_SKIP() << "chromium is not installed";
-  const auto dir = std::filesystem::temp_directory_path();
-  const std::string html = (dir / (std::to_string(getpid()) + "_render.html")).string();
+  const std::string html = scratch("render.html");
   ASSERT_EQ(run("report " + kScenarios + "/llama2-7b-one-node.json -o " + html).status, 0);
   // The DOM after layout, as the browser built it: not blank, the charts are there.
-  const std::string profile = (dir / (std::to_string(getpid()) + "_chromium")).string();
+  const std::string profile = scratch("chromium");
   const Outcome r = run("--headless --no-sandbox --disable-gpu --disable-quic --no-first-run --disable-background-networking "
                         "--disable-component-update --disable-sync --user-data-dir=" + profile + " --dump-dom file://" + html,
                         "timeout 60 /usr/bin/chromium");
