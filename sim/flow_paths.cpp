@@ -48,9 +48,12 @@ void SymmetricPaths::path(int src, int dst, int group_nodes_per_leaf, std::vecto
   }
   out = {a.nic_out, b.nic_in};
   if (!s_.leaf_uplinks_bind()) return;
+  // A flow to a simulated GPU crosses the leaves where it does (a pipeline transfer, a ring or tree
+  // edge between representatives); one to a GPU that is not simulated stands for its ring's edges.
   const int per_leaf = s_.nodes_per_leaf();
-  const bool p2p_crosses = group_nodes_per_leaf == 0 && s_.node_of(src) / per_leaf != s_.node_of(dst) / per_leaf;
-  const bool ring_crosses = group_nodes_per_leaf > 0;
+  const bool own_edge = group_nodes_per_leaf == 0 || to == dst;
+  const bool p2p_crosses = own_edge && s_.node_of(src) / per_leaf != s_.node_of(dst) / per_leaf;
+  const bool ring_crosses = !own_edge;
   if (!p2p_crosses && !ring_crosses) return;
   // Up the sender's leaf and down the receiver's, each the per-GPU share of its leaf's uplink (every
   // GPU of a leaf does the same); a ring with L of its nodes in a leaf sends 1/L of its

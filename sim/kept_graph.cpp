@@ -96,7 +96,7 @@ void graph_key(const StepInput& in, int M, int P, bool cut, std::vector<std::uin
                          static_cast<std::int64_t>(L.zero), static_cast<std::int64_t>(L.compression.kind),
                          static_cast<std::int64_t>(L.compression.powersgd_rank), static_cast<std::int64_t>(L.schedule),
                          static_cast<std::int64_t>(in.precision), static_cast<std::int64_t>(M), static_cast<std::int64_t>(P), static_cast<std::int64_t>(cut),
-                         static_cast<std::int64_t>(in.mode), static_cast<std::int64_t>(sh.nodes), static_cast<std::int64_t>(sh.gpus_per_node),
+                         static_cast<std::int64_t>(in.mode), static_cast<std::int64_t>(in.every_replica), static_cast<std::int64_t>(sh.nodes), static_cast<std::int64_t>(sh.gpus_per_node),
                          static_cast<std::int64_t>(sh.nics_per_node), static_cast<std::int64_t>(sh.fabric),
                          static_cast<std::int64_t>(sh.nics_per_leaf), static_cast<std::int64_t>(in.net.allreduce_algorithm),
                          // a recompute of its own (Builder::split_recompute_) adds a task to every backward

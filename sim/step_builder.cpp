@@ -21,9 +21,10 @@ const char* category_name(int c) {
 }
 
 struct PlanShapeCache::RoutedStore {
-  // TP, DP, PP, nodes, GPUs per node, NICs per node, fabric, NICs per leaf; NVLink and NIC rate,
-  // oversubscription, alpha inside and across nodes, per-GPU rate inside and across nodes.
-  using Key = std::pair<std::array<int, 8>, std::array<double, 7>>;
+  // TP, DP, PP, nodes, GPUs per node, NICs per node, fabric, NICs per leaf, one representative per
+  // TP group or per stage; NVLink and NIC rate, oversubscription, alpha inside and across nodes,
+  // per-GPU rate inside and across nodes.
+  using Key = std::pair<std::array<int, 9>, std::array<double, 7>>;
   std::map<Key, Builder::RoutedPlans> by_context;
 };
 
@@ -65,6 +66,32 @@ const char* symmetric_mode_misfit(const StepInput& in) {
     if (stage_nodes % per_leaf != 0 && per_leaf % stage_nodes != 0)
       return cs.nodes % per_leaf != 0 ? "the nodes do not fill whole leaf switches of the oversubscribed fabric"
                                       : "pipeline stages straddle leaf switches of the oversubscribed fabric";
+  }
+  return nullptr;
+}
+
+const char* replica_mode_misfit(const StepInput& in) {
+  const ClusterShape& cs = in.net.shape;
+  const int tp = in.layout.tp, gpn = cs.gpus_per_node;
+  if (cs.nodes == 1) return nullptr;
+  if (tp > gpn || gpn % tp != 0) return "a tensor-parallel group spans nodes";
+  // A rail switch carries one rail of each node; with groups smaller than a node, a data-parallel
+  // group's members sit on different rails, whose traffic NCCL hands over inside the node (PXN),
+  // through another GPU's NIC than the sender's.
+  if (cs.fabric == Fabric::rail_optimized && tp != gpn)
+    return "tensor-parallel groups smaller than a node leave its rails to different replicas";
+  // A representative's flows all run at its group's slowest NIC; the group's other GPUs send at
+  // their own NICs' rates, and their rings then finish at different times.
+  if (!cs.nic_speed.empty())
+    for (int g = 0; g < cs.gpus(); g += tp)
+      for (int t = 1; t < tp; ++t)
+        if (cs.nic_speed_of(cs.nic_of(g + t)) != cs.nic_speed_of(cs.nic_of(g)))
+          return "a tensor-parallel group's NICs run at different speeds";
+  if (cs.nics_per_node < gpn) {
+    if (gpn % cs.nics_per_node != 0) return "the node's GPUs do not spread evenly over its NICs";
+    // The GPUs sharing a NIC (gpn / nics contiguous ones) do the same work at once where they are
+    // of one TP group, or of one stage's replicas, which lie alike over the nodes and leaves.
+    if (tp % (gpn / cs.nics_per_node) != 0 && (tp * in.layout.dp) % gpn != 0) return "a pipeline stage's GPUs do not fill whole nodes";
   }
   return nullptr;
 }
@@ -120,7 +147,7 @@ StepResult simulate_in_mode(const StepInput& in) {
   if (share_plans && in.mode == SimMode::symmetric) {
     const Layout& L = in.layout;
     const PlanShapeCache::RoutedStore::Key key{
-        {L.tp, L.dp, L.pp, cs.nodes, cs.gpus_per_node, cs.nics_per_node, static_cast<int>(cs.fabric), cs.nics_per_leaf},
+        {L.tp, L.dp, L.pp, cs.nodes, cs.gpus_per_node, cs.nics_per_node, static_cast<int>(cs.fabric), cs.nics_per_leaf, in.every_replica},
         {cs.nvlink_Bps, cs.nic_Bps, cs.oversubscription, in.net.intra_alpha_s, in.net.inter_alpha_s, cs.nvlink_Bps, cs.nic_share_Bps()}};
     if (!shapes.routed) shapes.routed = std::make_shared<PlanShapeCache::RoutedStore>();
     auto& store = shapes.routed->by_context;
@@ -235,7 +262,7 @@ StepResult simulate_in_mode(const StepInput& in) {
 
 StepResult simulate_step(const StepInput& in) {
   if (!in.model || !in.cost) throw std::invalid_argument("simulate_step needs a model and a cost model");
-  if (in.mode != SimMode::symmetric) return simulate_in_mode(in);
+  if (in.mode != SimMode::symmetric || in.every_replica) return simulate_in_mode(in);
   const char* why = symmetric_mode_misfit(in);
   if (!why) {
     try {
@@ -243,6 +270,14 @@ StepResult simulate_step(const StepInput& in) {
     } catch (const detail::SymmetricMisfit& misfit) {
       why = misfit.why;
     }
+  }
+  if (!replica_mode_misfit(in)) {
+    StepInput each = in;
+    each.every_replica = true;
+    each.speed_replica = -1;  // every replica at its own speeds
+    StepResult r = simulate_in_mode(each);
+    r.every_replica_because = why;
+    return r;
   }
   if (!in.every_gpu_if_needed) throw NeedsEveryGpu(why);
   StepInput full = in;

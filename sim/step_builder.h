@@ -102,9 +102,13 @@ struct StepInput {
   // pipeline, as if every replica were like it: a lower bound on the step, where the default, the
   // slowest of all replicas per stage, is an upper bound).
   int speed_replica = -1;
-  // Symmetric mode where one GPU per stage cannot stand for the rest (StepResult::full_because):
-  // simulate every GPU instead (true), or throw NeedsEveryGpu (false), for a caller that would
-  // rather leave the step out than wait for it.
+  // Symmetric mode with one representative per tensor-parallel group (every replica of every
+  // stage) rather than one per stage: what simulate_step falls back to where one GPU per stage
+  // cannot stand for its stage but one per TP group can stand for its group (replica_mode_misfit).
+  bool every_replica = false;
+  // Symmetric mode where neither one GPU per stage nor one per TP group can stand for the rest
+  // (StepResult::full_because): simulate every GPU instead (true), or throw NeedsEveryGpu (false),
+  // for a caller that would rather leave the step out than wait for it.
   bool every_gpu_if_needed = true;
 };
 
@@ -146,6 +150,10 @@ struct StepResult {
   // tree all-reduce found while building it): why,
   // and every GPU was simulated instead. nullptr otherwise.
   const char* full_because = nullptr;
+  // Symmetric mode was asked for, one GPU per stage could not stand for the rest (why), and one GPU
+  // per tensor-parallel group was simulated instead: every replica of every stage, each at its own
+  // GPUs' and NICs' speeds. nullptr otherwise.
+  const char* every_replica_because = nullptr;
 };
 
 // Why one representative GPU per pipeline stage cannot stand for the others of its stage in this
@@ -161,6 +169,20 @@ struct StepResult {
 // mode, and also one whose all-reduce it finds NCCL would run as a tree across those uplinks
 // (Builder::cached_plan).
 const char* symmetric_mode_misfit(const StepInput& in);
+
+// Why one representative GPU per tensor-parallel group cannot stand for the other GPUs of its group
+// where one per stage cannot stand for its stage, or nullptr where it can. Every replica of every
+// stage is simulated, each flow between them on its own links, so a ring's edges cross leaf
+// switches where they do and a pipeline replica runs at its own pace; each representative stands
+// for its group's GPUs, which do the same work at the same time over NICs of their own (the
+// per-GPU share of the node's NICs and of the leaf's uplinks, each flow loading them for every GPU
+// of its group). That holds where the group lies within one node, each GPU of a node has the same
+// share of its NICs whatever the other GPUs of the node do (each its own NIC, or a NIC shared
+// within a group, or a stage filling whole nodes over NICs shared evenly), and on a rail-optimized fabric where a group fills whole
+// nodes, so that every rail carries one GPU of each group and no traffic changes rails. A
+// representative runs at its group's slowest GPU (every member waits for it at each TP
+// collective) and NIC, so the group's NICs must all run at one speed.
+const char* replica_mode_misfit(const StepInput& in);
 
 StepResult simulate_step(const StepInput& in);
 int microbatches_per_step(const StepInput& in);

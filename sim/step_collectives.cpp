@@ -11,9 +11,10 @@ const Builder::CachedPlan& Builder::cached_plan(const std::vector<int>& group, C
   // NCCL's tree sends a different number of its edges up each leaf's uplinks than a ring does
   // (SymmetricPaths gives the ring's share), and its slowest edge paces every member: where those
   // uplinks bind, one GPU per stage cannot stand for the rest. A tree of two ranks is one edge each
-  // way, as a ring of two.
+  // way, as a ring of two; a tree whose members are all simulated has each edge on its own links.
   auto tree_fits = [&]() {
-    if (in_.mode == SimMode::symmetric && in_.net.shape.leaf_uplinks_bind() && group.size() > 2 && group_nodes_per_leaf(group) > 0)
+    if (in_.mode == SimMode::symmetric && in_.net.shape.leaf_uplinks_bind() && group.size() > 2 && group_nodes_per_leaf(group) > 0 &&
+        sim_members(group).size() < group.size())
       throw SymmetricMisfit{"NCCL's tree all-reduce crosses the leaf switches of the oversubscribed fabric"};
   };
   if (algo != Algorithm::automatic || kind != CollectiveKind::all_reduce || group.size() < 2) {

@@ -72,13 +72,20 @@ void Builder::build() {
     for (int g = 0; g < sh.gpus(); ++g) sim_gpus_.push_back(g);
     paths_ = std::make_unique<FullPaths>(e_, sh);
   } else {
-    for (int s = 0; s < L_.pp; ++s) sim_gpus_.push_back(gpu_of(0, 0, s));
-    std::vector<double> nic_speed(L_.pp, 1.0);
+    // One representative per stage (replica 0's first TP rank), or per TP group of every replica.
+    // Each runs at the slowest NIC among the GPUs it stands for: its stage's (every replica's, or
+    // those of speed_replica only) or its group's.
+    const int replicas = in_.every_replica ? L_.dp : 1;
+    for (int s = 0; s < L_.pp; ++s)
+      for (int d = 0; d < replicas; ++d) sim_gpus_.push_back(gpu_of(0, d, s));
+    std::vector<double> nic_speed(sim_gpus_.size(), 1.0);
     if (!sh.nic_speed.empty())
       for (int s = 0; s < L_.pp; ++s)
         for (int d = 0; d < L_.dp; ++d)
-          if (in_.speed_replica < 0 || d == in_.speed_replica)
-            for (int t = 0; t < L_.tp; ++t) nic_speed[s] = std::min(nic_speed[s], sh.nic_speed_of(sh.nic_of(gpu_of(t, d, s))));
+          if (in_.every_replica || in_.speed_replica < 0 || d == in_.speed_replica) {
+            double& slowest = nic_speed[s * replicas + (in_.every_replica ? d : 0)];
+            for (int t = 0; t < L_.tp; ++t) slowest = std::min(slowest, sh.nic_speed_of(sh.nic_of(gpu_of(t, d, s))));
+          }
     paths_ = std::make_unique<SymmetricPaths>(e_, sh, sim_gpus_, nic_speed);
   }
   q_.assign(sh.gpus(), RankQueues{});
@@ -95,13 +102,14 @@ void Builder::build() {
       speed_ = given;
     } else {
       if (in_.speed_replica >= L_.dp) throw std::invalid_argument("speed_replica is not a replica of the layout");
-      for (int s = 0; s < L_.pp; ++s) {
-        double slowest = 1e300;
+      // A representative's compute runs at the slowest of the GPUs it stands for (as its NIC above).
+      for (int g : sim_gpus_) speed_[g] = 1e300;
+      for (int s = 0; s < L_.pp; ++s)
         for (int d = 0; d < L_.dp; ++d)
-          if (in_.speed_replica < 0 || d == in_.speed_replica)
+          if (in_.every_replica || in_.speed_replica < 0 || d == in_.speed_replica) {
+            double& slowest = speed_[gpu_of(0, in_.every_replica ? d : 0, s)];
             for (int t = 0; t < L_.tp; ++t) slowest = std::min(slowest, given[gpu_of(t, d, s)]);
-        speed_[gpu_of(0, 0, s)] = slowest;
-      }
+          }
     }
   }
   sim_index_.assign(sh.gpus(), -1);

@@ -232,30 +232,42 @@ TEST(Cli, WhatIfSaysWhenTheUplinksCarryNothing) {
   EXPECT_EQ(rows[1]["setting"], "oversubscription=4");
 }
 
-TEST(Cli, TablesSayWhichRowsRanOnEveryGpu) {
-  // The 25 GbE scenario on 4-12 nodes of 8 NICs over a 2:1 fat-tree of 4-node leaves: 6 nodes
-  // leave a leaf half full, so that step runs on every GPU, and the sweep's and the search's tables
-  // say so under them; 4, 8 and 12 fill their leaves and the sweep's layout there uses rings.
-  nlohmann::json doc = nlohmann::json::parse(std::ifstream(kScenarios + "/slow-network-25gbe.json"));
-  doc["cluster"]["nodes"] = {4, 6, 8, 12};
-  doc["cluster"]["network"]["fabric"] = "fat-tree";
-  doc["cluster"]["network"]["oversubscription"] = 2;
-  doc["cluster"]["network"]["nics_per_node"] = 8;
-  doc["training"]["global_batch"] = 384;
-  doc["search"]["nodes"] = {4, 6, 8, 12};
-  const std::string f = write_temp("leaves.json", doc.dump());
-  const Outcome sw = run("sweep " + f);
-  ASSERT_EQ(sw.status, 0) << sw.err;
-  const std::string half_leaf = "every GPU simulated for 6 nodes (the nodes do not fill whole leaf switches of the oversubscribed fabric";
-  EXPECT_NE(sw.out.find("note: " + half_leaf), std::string::npos) << sw.out;
-  EXPECT_EQ(sw.out.find("for 4 nodes"), std::string::npos) << sw.out;
-  const Outcome se = run("search " + f + " --top 3");
-  ASSERT_EQ(se.status, 0) << se.err;
-  EXPECT_NE(se.out.find("note: " + half_leaf), std::string::npos) << se.out;
-  const Outcome js = run("simulate " + f + " --nodes 6 --json");
-  ASSERT_EQ(js.status, 0) << js.err;
-  EXPECT_EQ(nlohmann::json::parse(js.out)["mode"], "full");
-  std::filesystem::remove(f);
+TEST(Cli, TablesSayWhichRowsRanOnMoreThanOneGpuPerStage) {
+  // The 25 GbE scenario on 4-12 nodes of 8 NICs over a 2:1 fabric of 4 nodes to a leaf (or to a
+  // group of rail switches): 6 nodes leave a leaf half full, so one GPU per stage cannot stand for
+  // the rest there, and the sweep's and the search's tables say so under them; 4, 8 and 12 fill
+  // their leaves and the sweep's layout there uses rings. On the fat-tree that step runs one GPU
+  // per TP group of every replica (tp 1: each GPU, over the per-GPU shares of NICs and uplinks);
+  // on rails, where the replicas of a data-parallel group sit on different rails, on every GPU.
+  for (const char* fabric : {"fat-tree", "rail-optimized"}) {
+    const bool rails = std::string(fabric) == "rail-optimized";
+    nlohmann::json doc = nlohmann::json::parse(std::ifstream(kScenarios + "/slow-network-25gbe.json"));
+    doc["cluster"]["nodes"] = {4, 6, 8, 12};
+    doc["cluster"]["network"]["fabric"] = fabric;
+    doc["cluster"]["network"]["oversubscription"] = 2;
+    doc["cluster"]["network"]["nics_per_node"] = 8;
+    if (rails) doc["cluster"]["network"]["nics_per_leaf"] = 4;
+    doc["training"]["global_batch"] = 384;
+    doc["search"]["nodes"] = {4, 6, 8, 12};
+    const std::string f = write_temp("leaves.json", doc.dump());
+    const Outcome sw = run("sweep " + f);
+    ASSERT_EQ(sw.status, 0) << sw.err;
+    const std::string half_leaf =
+        std::string(rails ? "every GPU simulated for 6 nodes (" : "one GPU per tensor-parallel group simulated for 6 nodes (every replica of every stage: ") +
+        "the nodes do not fill whole leaf switches of the oversubscribed fabric, so one GPU per stage cannot stand for the rest)";
+    EXPECT_NE(sw.out.find("note: " + half_leaf), std::string::npos) << sw.out;
+    EXPECT_EQ(sw.out.find("for 4 nodes"), std::string::npos) << sw.out;
+    const Outcome se = run("search " + f + " --top 3");
+    ASSERT_EQ(se.status, 0) << se.err;
+    EXPECT_NE(se.out.find("note: " + half_leaf), std::string::npos) << se.out;
+    const Outcome js = run("simulate " + f + " --nodes 6 --json");
+    ASSERT_EQ(js.status, 0) << js.err;
+    const auto j = nlohmann::json::parse(js.out);
+    EXPECT_EQ(j["mode"], rails ? "full" : "symmetric");
+    EXPECT_EQ(j.contains("every_gpu_simulated_because"), rails);
+    EXPECT_EQ(j.contains("every_replica_simulated_because"), !rails);
+    std::filesystem::remove(f);
+  }
 }
 
 TEST(Cli, SweepCountsFailuresWhereTheScenarioGivesThem) {
@@ -802,12 +814,14 @@ TEST(Cli, ReportIsOneSelfContainedPage) {
 TEST(Cli, ReportPricesTheFabricWhereItCanAndSaysWhereNot) {
   // GPT-3 on 128 nodes of a fat-tree of 4-node leaves: the winner's step with the leaves' uplinks
   // at 2:1 and 4:1, each in symmetric mode (stages of 16 nodes fill whole leaves). Llama 3 405B's
-  // winner on 576 B200 nodes under rail groups of 32, pp 16: a stage's 36 nodes share a rail group
-  // with the next once oversubscribed, every GPU would be simulated (4,608 of them, past the
-  // report's 512), so the rows are named, not priced.
+  // winner on 576 B200 nodes under rail groups of 32, pp 16, tp 8: a stage's 36 nodes share a rail
+  // group with the next, so once oversubscribed one GPU per TP group is simulated (576 of 4,608)
+  // and the rows are priced too. GPT-3 with TP groups of half a node under rail groups of 12
+  // nodes: every GPU would be simulated (1,024 of them, past the report's 512), so the rows are
+  // named, not priced.
   auto page = [&](const std::string& scenario) {
     const std::string html = scratch(scenario + ".html");
-    const Outcome r = run("report " + kScenarios + "/" + scenario + ".json -o " + html);
+    const Outcome r = run("report " + (scenario.find('/') == std::string::npos ? kScenarios + "/" + scenario + ".json" : scenario) + " -o " + html);
     EXPECT_EQ(r.status, 0) << r.err;
     std::ifstream in(html);
     std::stringstream ss;
@@ -821,8 +835,16 @@ TEST(Cli, ReportPricesTheFabricWhereItCanAndSaysWhereNot) {
   EXPECT_NE(gpt3.find("<td class='l'>uplinks to the spine oversubscribed 4:1</td>"), std::string::npos);
   EXPECT_EQ(gpt3.find("Not priced here"), std::string::npos);
   const std::string b200 = page("llama3-405b-b200-vs-gb200-nvl72");
-  EXPECT_EQ(b200.find("<td class='l'>uplinks to the spine oversubscribed"), std::string::npos);
-  EXPECT_NE(b200.find("Not priced here: uplinks to the spine oversubscribed 2:1; uplinks to the spine oversubscribed 4:1 ("),
+  EXPECT_NE(b200.find("<td class='l'>uplinks to the spine oversubscribed 2:1</td>"), std::string::npos);
+  EXPECT_NE(b200.find("<td class='l'>uplinks to the spine oversubscribed 4:1</td>"), std::string::npos);
+  EXPECT_EQ(b200.find("Not priced here"), std::string::npos);
+  nlohmann::json doc = nlohmann::json::parse(std::ifstream(kScenarios + "/gpt3-175b-1024-gpus.json"));
+  doc["cluster"]["network"]["fabric"] = "rail-optimized";
+  doc["cluster"]["network"]["nics_per_leaf"] = 12;
+  doc["search"]["tp"] = {4};
+  const std::string halves = page(write_temp("gpt3-tp4-rails.json", doc.dump()));
+  EXPECT_EQ(halves.find("<td class='l'>uplinks to the spine oversubscribed"), std::string::npos);
+  EXPECT_NE(halves.find("Not priced here: uplinks to the spine oversubscribed 2:1; uplinks to the spine oversubscribed 4:1 ("),
             std::string::npos);
 }
 

@@ -232,13 +232,17 @@ TEST(Step, ZeroGatherWaitsForEveryUpdateAndDelaysNone) {
   }
 }
 
-TEST(Step, AStageThatDoesNotFillItsNodesRunsOnEveryGpu) {
+TEST(Step, AStageThatDoesNotFillItsNodesRunsEveryReplicaOrEveryGpu) {
   // tp 2, pp 2 on 3 nodes of 8: a stage is 12 GPUs, a node and a half, so a node holds GPUs of
   // both stages and stage 0's data-parallel rings cross nodes at some members and not at others.
   // One GPU per stage cannot stand for the rest (its own ring hop is NVLink while others cross the
-  // network): the step is simulated on every GPU, as --mode full does, and says why. On 6 nodes a
-  // stage fills 3 nodes and one representative per stage stands for them (within the modes' 1%);
-  // on one node, where no NIC is used, too.
+  // network). With a NIC for every GPU (DGX A100: 8), one GPU per TP group still stands for its
+  // group: every replica of every stage is simulated (12 of the 24 GPUs), each ring hop on its own
+  // links, and the step is full mode's to rounding. With 2 NICs a node, the 4 GPUs sharing a NIC
+  // belong to two TP groups of different stages, which send at different times: the step is
+  // simulated on every GPU, as --mode full does. Both say why. On 6 nodes a stage fills 3 nodes
+  // and one representative per stage stands for them (within the modes' 1%); on one node, where
+  // no NIC is used, too.
   LayoutCase c{.model = "gpt-1.3b", .hardware = "a100-80g-sxm", .tp = 2, .pp = 2, .zero = 0};
   for (int nodes : {3, 6, 1}) {
     c.nodes = nodes;
@@ -247,13 +251,25 @@ TEST(Step, AStageThatDoesNotFillItsNodesRunsOnEveryGpu) {
     const Scenario& s = m.s;
     const Evaluation &a = m.sym, &b = m.full;
     if (nodes == 3) {
-      ASSERT_NE(a.step.full_because, nullptr);
-      EXPECT_EQ(a.step.simulated_gpus, 24);
-      nlohmann::json ja = result_to_json(s, a);
-      EXPECT_EQ(ja["every_gpu_simulated_because"], a.step.full_because);
+      ASSERT_EQ(s.cluster.network.nics_per_node, 8);
+      EXPECT_EQ(a.step.full_because, nullptr);
+      ASSERT_NE(a.step.every_replica_because, nullptr);
+      EXPECT_STREQ(a.step.every_replica_because, "a pipeline stage's GPUs do not fill whole nodes");
+      EXPECT_EQ(a.step.simulated_gpus, 12);
+      EXPECT_NEAR(a.step.step_time_s / b.step.step_time_s, 1.0, 1e-9);
+      EXPECT_EQ(result_to_json(s, a)["every_replica_simulated_because"], a.step.every_replica_because);
+      // Two NICs a node.
+      LayoutCase shared = c;
+      shared.network = R"(, "network": { "nics_per_node": 2 })";
+      const BothModes two = both_modes(shared);
+      ASSERT_NE(two.sym.step.full_because, nullptr);
+      EXPECT_EQ(two.sym.step.every_replica_because, nullptr);
+      EXPECT_EQ(two.sym.step.simulated_gpus, 24);
+      nlohmann::json ja = result_to_json(two.s, two.sym);
+      EXPECT_EQ(ja["every_gpu_simulated_because"], two.sym.step.full_because);
       ja.erase("every_gpu_simulated_because");
-      EXPECT_EQ(ja.dump(), result_to_json(s, b).dump());
-      EXPECT_EQ(a.step.step_time_s, b.step.step_time_s);
+      EXPECT_EQ(ja.dump(), result_to_json(two.s, two.full).dump());
+      EXPECT_EQ(two.sym.step.step_time_s, two.full.step.step_time_s);
     } else {
       EXPECT_EQ(a.step.full_because, nullptr) << nodes;
       EXPECT_EQ(a.step.simulated_gpus, 2) << nodes;
@@ -262,17 +278,21 @@ TEST(Step, AStageThatDoesNotFillItsNodesRunsOnEveryGpu) {
   }
 }
 
-TEST(Step, OnAnOversubscribedFabricOneGpuPerStageNeedsStagesThatDoNotStraddleLeaves) {
+TEST(Step, OnAnOversubscribedFabricStagesThatStraddleLeavesRunOneGpuPerTensorParallelGroup) {
   // Nodes of 8 GPUs and 8 NICs, 4 nodes to a leaf switch, uplinks 4:1 oversubscribed. Symmetric
   // mode gives a representative its leaf's uplink share as if every leaf were alike and each
   // stage's traffic between leaves were all there is, or, where stages lie within one leaf, as if
   // the leaf's stages shared its uplinks GPU for GPU (a last leaf half full holding fewer stages).
-  // Before these steps ran in full mode, through planner simulate on random layouts of 5-64 nodes:
-  // with stages straddling leaves, or a leaf half full under them, the representative's step came
-  // out up to 41% off one way or the other; with NCCL's tree all-reduce across leaves (whose edges
-  // load the uplinks unlike a ring's), 13-53% short on 8 and 32 nodes. Such steps now run on every
-  // GPU and say why; with the uplinks not oversubscribed, or stages of whole leaves or within one,
-  // and rings, one GPU per stage still stands for the rest.
+  // Through planner simulate on random layouts of 5-64 nodes, one GPU per stage came out up to 41%
+  // off one way or the other where stages straddle leaves or a leaf is half full under them, and
+  // 13-53% short with NCCL's tree all-reduce across leaves (whose edges load the uplinks unlike a
+  // ring's). Such steps run one GPU per TP group instead, every replica of every stage, and say
+  // why: each ring, tree or pipeline edge crosses the leaves where it does, on a link of the leaf's
+  // uplinks sized for the GPUs of the groups in it (each flow stands for its group's tp flows, so
+  // a leaf's tp x R GPUs' share of uplinks carries R flows: C / tp). The step is full mode's to
+  // rounding. A caller that would rather leave out a step that needs every GPU gets these. With
+  // the uplinks not oversubscribed, or stages of whole leaves or within one, and rings, one GPU
+  // per stage still stands for the rest.
   const char* tight = R"(, "network": { "fabric": "fat-tree", "oversubscription": 4, "allreduce_algorithm": "%s" })";
   const char* loose = R"(, "network": { "fabric": "fat-tree", "oversubscription": 1, "allreduce_algorithm": "%s" })";
   struct Case {
@@ -306,39 +326,116 @@ TEST(Step, OnAnOversubscribedFabricOneGpuPerStageNeedsStagesThatDoNotStraddleLea
       EvalOptions symmetric_only;
       symmetric_only.every_gpu_if_needed = false;
       if (expected) {
-        ASSERT_NE(a.full_because, nullptr) << what;
-        EXPECT_STREQ(a.full_because, expected) << what;
-        EXPECT_EQ(a.simulated_gpus, 8 * k.nodes) << what;
-        // Full mode's step, read off its steady state where it repeats (so to rounding).
+        EXPECT_EQ(a.full_because, nullptr) << what;
+        ASSERT_NE(a.every_replica_because, nullptr) << what;
+        EXPECT_STREQ(a.every_replica_because, expected) << what;
+        EXPECT_EQ(a.simulated_gpus, 8 * k.nodes / k.tp) << what;
         EXPECT_NEAR(a.step_time_s / b.step_time_s, 1.0, 1e-9) << what;
-        try {
-          evaluate(m.s, m.sym.layout, k.nodes, symmetric_only);
-          ADD_FAILURE() << what << ": ran";
-        } catch (const sim::NeedsEveryGpu& e) {
-          EXPECT_STREQ(e.why, expected) << what;
-        }
+        EXPECT_EQ(evaluate(m.s, m.sym.layout, k.nodes, symmetric_only).step.step_time_s, a.step_time_s) << what;
       } else {
         EXPECT_EQ(a.full_because, nullptr) << what;
+        EXPECT_EQ(a.every_replica_because, nullptr) << what;
         EXPECT_EQ(a.simulated_gpus, k.pp) << what;
         EXPECT_NEAR(a.step_time_s / b.step_time_s, 1.0, 0.005) << what;
         EXPECT_EQ(evaluate(m.s, m.sym.layout, k.nodes, symmetric_only).step.step_time_s, a.step_time_s) << what;
       }
     }
+  // Rail-optimized, 4 nodes to a group of rail switches at 4:1, stages of 3 nodes. A rail switch
+  // carries one NIC index of each node: with tp 8 every TP group has one GPU on each rail, and one
+  // GPU per group stands for it as on the fat-tree. With tp 4, a data-parallel group's members sit
+  // on rails 0-3 in one replica and 4-7 in the next, and NCCL hands their traffic between rails
+  // inside the node: one GPU per group cannot stand for the rest either, so the step runs on every
+  // GPU, or throws for a caller that would rather leave it out.
+  const char* rails = R"(, "network": { "fabric": "rail-optimized", "nics_per_leaf": 4, "oversubscription": 4, "allreduce_algorithm": "ring" })";
+  for (int tp : {8, 4}) {
+    LayoutCase c{.model = "gpt-350m", .hardware = "h100-sxm", .nodes = 12, .tp = tp, .pp = 4, .zero = 1, .network = rails};
+    c.global_batch = 4 * 96 / (4 * tp);
+    const BothModes m = both_modes(c);
+    const StepResult &a = m.sym.step, &b = m.full.step;
+    EvalOptions symmetric_only;
+    symmetric_only.every_gpu_if_needed = false;
+    if (tp == 8) {
+      EXPECT_EQ(a.full_because, nullptr);
+      ASSERT_NE(a.every_replica_because, nullptr);
+      EXPECT_STREQ(a.every_replica_because, "pipeline stages straddle leaf switches of the oversubscribed fabric");
+      EXPECT_EQ(a.simulated_gpus, 12);
+      EXPECT_NEAR(a.step_time_s / b.step_time_s, 1.0, 1e-9);
+    } else {
+      EXPECT_EQ(a.every_replica_because, nullptr);
+      ASSERT_NE(a.full_because, nullptr);
+      EXPECT_STREQ(a.full_because, "pipeline stages straddle leaf switches of the oversubscribed fabric");
+      EXPECT_EQ(a.simulated_gpus, 96);
+      EXPECT_NEAR(a.step_time_s / b.step_time_s, 1.0, 1e-9);
+      try {
+        evaluate(m.s, m.sym.layout, 12, symmetric_only);
+        ADD_FAILURE() << "ran";
+      } catch (const sim::NeedsEveryGpu& e) {
+        EXPECT_STREQ(e.why, "pipeline stages straddle leaf switches of the oversubscribed fabric");
+      }
+    }
+  }
+}
+
+TEST(Step, OneGpuPerTensorParallelGroupNeedsTheGroupsNicsAtOneSpeed) {
+  // 12 nodes of 8 GPUs and 8 NICs under fat-tree leaves of 4 nodes at 4:1, tp 8 · pp 4: stages of
+  // 3 nodes straddle the leaves, so one GPU per TP group is simulated. A representative sends at
+  // its group's slowest NIC; with node 0's NIC 0 alone at half speed the group's other seven rings
+  // would run at full speed beside it, so the step runs on every GPU; with all eight of node 0's
+  // NICs at half speed the representative stands for its group again, and agrees with full mode.
+  for (const char* nics : {R"({ "node": 0, "nic": 0, "speed": 0.5 })",
+                           R"({ "node": 0, "nic": 0, "speed": 0.5 }, { "node": 0, "nic": 1, "speed": 0.5 }, { "node": 0, "nic": 2, "speed": 0.5 },
+                              { "node": 0, "nic": 3, "speed": 0.5 }, { "node": 0, "nic": 4, "speed": 0.5 }, { "node": 0, "nic": 5, "speed": 0.5 },
+                              { "node": 0, "nic": 6, "speed": 0.5 }, { "node": 0, "nic": 7, "speed": 0.5 })"}) {
+    const bool one = std::string(nics).find("\"nic\": 1") == std::string::npos;
+    const std::string text = R"({ "name": "t", "model": "gpt-350m", "training": { "global_batch": 96 }, "hardware": "h100-sxm",
+        "cluster": { "nodes": 12, "gpus_per_node": 8,
+                     "network": { "nics_per_node": 8, "fabric": "fat-tree", "oversubscription": 4, "allreduce_algorithm": "ring" } },
+        "layout": { "tp": 8, "pp": 4, "micro_batch": 1, "sequence_parallel": true, "zero": 1 },
+        "stragglers": { "nics": [ )" + std::string(nics) + " ] } }";
+    const Scenario s = parse_scenario(text, "t.json", kProfiles);
+    const Layout l = resolve_layout(s, s.layout, false, 12);
+    EvalOptions full;
+    full.mode = SimMode::full;
+    const StepResult a = evaluate(s, l, 12, EvalOptions{}).step, b = evaluate(s, l, 12, full).step;
+    if (one) {
+      ASSERT_NE(a.full_because, nullptr);
+      EXPECT_STREQ(a.full_because, "pipeline stages straddle leaf switches of the oversubscribed fabric");
+      EXPECT_EQ(a.simulated_gpus, 96);
+    } else {
+      EXPECT_EQ(a.full_because, nullptr);
+      ASSERT_NE(a.every_replica_because, nullptr);
+      EXPECT_EQ(a.simulated_gpus, 12);
+    }
+    EXPECT_NEAR(a.step_time_s / b.step_time_s, 1.0, 1e-9) << nics;
+  }
+  // The reason, as replica_mode_misfit gives it.
+  StepInput in;
+  in.layout.tp = 8;
+  in.net.shape.nodes = 2;
+  in.net.shape.gpus_per_node = 8;
+  in.net.shape.nics_per_node = 8;
+  in.net.shape.nic_speed.assign(16, 1.0);
+  EXPECT_EQ(replica_mode_misfit(in), nullptr);
+  in.net.shape.nic_speed[9] = 0.5;
+  ASSERT_NE(replica_mode_misfit(in), nullptr);
+  EXPECT_STREQ(replica_mode_misfit(in), "a tensor-parallel group's NICs run at different speeds");
 }
 
 TEST(Step, AStepRunOnEveryGpuBecauseSymmetricModeCannotIsReadOffItsSteadyStateToo) {
-  // 12 nodes of 8 GPUs and 8 NICs under fat-tree leaves of 4 nodes at 4:1, tp 8 · pp 4: stages of
-  // 3 nodes straddle the leaves, so the step runs on every GPU. There, as in symmetric mode, a long
+  // 12 nodes of 8 GPUs and 8 NICs under rail switches of 4 nodes at 4:1, tp 4 · pp 4: stages of 3
+  // nodes straddle the rail groups, and TP groups of half a node leave each replica's data-
+  // parallel group on rails of its own (OnAnOversubscribedFabricStagesThatStraddleLeaves...), so
+  // the step runs on every GPU. There, as in symmetric mode, a long
   // 1F1B or interleaved schedule is read off its steady state from fewer micro-batches where the
   // run shows it repeating (only a repeat it checks, or a drift under 1e-3 of the step; where none
   // shows, every micro-batch is simulated after all, as for this small interleaved pipeline in
   // either mode); full mode asked for (`--mode full`) simulates every micro-batch. The two agree
   // to 1e-9 here.
-  const char* network = R"(, "network": { "nics_per_node": 8, "fabric": "fat-tree", "oversubscription": 4, "allreduce_algorithm": "ring" })";
+  const char* network = R"(, "network": { "nics_per_node": 8, "fabric": "rail-optimized", "nics_per_leaf": 4, "oversubscription": 4, "allreduce_algorithm": "ring" })";
   for (const char* schedule : {"1f1b", "interleaved"}) {
-    const BothModes m = both_modes({.model = "gpt-350m", .hardware = "h100-sxm", .nodes = 12, .tp = 8, .pp = 4,
+    const BothModes m = both_modes({.model = "gpt-350m", .hardware = "h100-sxm", .nodes = 12, .tp = 4, .pp = 4,
                                     .vpp = std::string(schedule) == "interleaved" ? 2 : 1, .zero = 1, .schedule = schedule,
-                                    .network = network, .global_batch = 3 * 48});
+                                    .network = network, .global_batch = 6 * 48});
     const int microbatches = 48;
     ASSERT_NE(m.sym.step.full_because, nullptr) << schedule;
     EXPECT_EQ(m.sym.step.simulated_gpus, 96) << schedule;
@@ -444,8 +541,8 @@ TEST(Step, ATreeOfTwoRanksAcrossOversubscribedLeavesIsOneEdgeEachWayAsARing) {
   // leaves, and the tied embedding's gradient all-reduce pairs GPUs of the first and the last
   // stage, on other leaves again: a tree of two ranks sends one edge each way across the uplinks,
   // as a ring of two does, so one GPU per stage stands for the rest and the modes agree. A data-
-  // parallel tree of 4 ranks over the 4 leaves (tp 8 alone) loads them unlike a ring and runs on
-  // every GPU.
+  // parallel tree of 4 ranks over the 4 leaves (tp 8 alone) loads them unlike a ring: it runs one
+  // GPU per TP group, each tree edge on the links it crosses, and agrees with full mode too.
   const char* network = R"(, "network": { "nics_per_node": 8, "nics_per_leaf": 8, "fabric": "fat-tree", "oversubscription": 4, "allreduce_algorithm": "tree" })";
   const BothModes two = both_modes({.model = "gpt-350m", .hardware = "h100-sxm", .nodes = 4, .tp = 8, .pp = 2, .zero = 0,
                                     .network = network, .global_batch = 16});
@@ -454,8 +551,11 @@ TEST(Step, ATreeOfTwoRanksAcrossOversubscribedLeavesIsOneEdgeEachWayAsARing) {
   EXPECT_NEAR(two.sym.step.step_time_s / two.full.step.step_time_s, 1.0, 1e-9);
   const BothModes four = both_modes({.model = "gpt-350m", .hardware = "h100-sxm", .nodes = 4, .tp = 8, .pp = 1, .zero = 0,
                                      .network = network, .global_batch = 16});
-  ASSERT_NE(four.sym.step.full_because, nullptr);
-  EXPECT_STREQ(four.sym.step.full_because, "NCCL's tree all-reduce crosses the leaf switches of the oversubscribed fabric");
+  EXPECT_EQ(four.sym.step.full_because, nullptr);
+  ASSERT_NE(four.sym.step.every_replica_because, nullptr);
+  EXPECT_STREQ(four.sym.step.every_replica_because, "NCCL's tree all-reduce crosses the leaf switches of the oversubscribed fabric");
+  EXPECT_EQ(four.sym.step.simulated_gpus, 4);
+  EXPECT_NEAR(four.sym.step.step_time_s / four.full.step.step_time_s, 1.0, 1e-9);
 }
 
 TEST(Step, TiedEmbeddingGradientsAreSummedAcrossThePipelineBeforeTheOptimizer) {

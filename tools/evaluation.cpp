@@ -186,9 +186,9 @@ Evaluation evaluate(const Scenario& s, const Layout& l, int nodes, const EvalOpt
         one.speed_replica = r;
         one.record_timeline = false;
         sim::StepResult res = sim::simulate_step(one);
-        if (res.full_because) {
-          // Symmetric mode did not apply after all (a choice made while building the step): the
-          // step ran on every GPU, each at its own speed.
+        if (res.full_because || res.every_replica_because) {
+          // One GPU per stage did not stand for its stage after all (a choice made while building
+          // the step): every replica ran, each at its own speeds.
           st.replicas_simulated = 0;
           st.slowest_replica = 0;
           st.step_upper_s = 0;

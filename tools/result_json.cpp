@@ -49,6 +49,7 @@ json result_to_json(const Scenario& s, const Evaluation& ev) {
     r["comm_bytes_per_gpu"] = {{"tp", ev.step.tp_bytes_per_gpu}, {"dp", ev.step.dp_bytes_per_gpu}};
     if (ev.scaling_efficiency_vs_1gpu > 0) r["scaling_efficiency"] = ev.scaling_efficiency_vs_1gpu;
     if (ev.step.full_because) r["every_gpu_simulated_because"] = ev.step.full_because;
+    if (ev.step.every_replica_because) r["every_replica_simulated_because"] = ev.step.every_replica_because;
     if (s.data.given)
       r["data"] = {{"loading_nodes", ev.input.loading_nodes}, {"loader_s_per_step", ev.input.loader_s},
                    {"storage_s_per_step", ev.input.storage_s}, {"input_s_per_step", ev.input.per_step_s}};

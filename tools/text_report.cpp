@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <tuple>
 
 namespace trainsim {
 
@@ -81,6 +82,7 @@ double change_pct(double t, double base) {
 
 std::string every_gpu_reason(const char* why) { return std::string(why) + ", so one GPU per stage cannot stand for the rest"; }
 
+
 std::string format_energy(double kWh) {
   if (!std::isfinite(kWh)) return "-";
   if (kWh < 1e3) return three_figures(kWh, "kWh");
@@ -145,7 +147,7 @@ std::string straggler_summary(const Scenario& s, const Evaluation& ev) {
                   format_seconds(st.step_without_s).c_str(), 100 * (ev.step.step_time_s / st.step_without_s - 1));
     out += line;
   }
-  if (ev.simulated && ev.step.simulated_gpus < ev.gpus && ev.layout.dp > 1) {
+  if (ev.simulated && st.replicas_simulated > 0) {
     std::snprintf(line, sizeof line,
                   "\n  (symmetric mode: replica %d is the slowest of %d data-parallel replicas; the %d that no other is slower than "
                   "at every stage were each simulated on its own",
@@ -162,17 +164,22 @@ std::string straggler_summary(const Scenario& s, const Evaluation& ev) {
 }
 
 std::string every_gpu_note(const std::vector<std::pair<std::string, const Evaluation*>>& rows) {
-  std::vector<std::pair<const char*, std::string>> by_reason;  // in order of first appearance
+  // By how much was simulated and why, in order of first appearance.
+  std::vector<std::tuple<bool, const char*, std::string>> by_reason;
   for (const auto& [label, ev] : rows) {
-    const char* why = ev->step.full_because;
+    const bool every_gpu = ev->step.full_because != nullptr;
+    const char* why = every_gpu ? ev->step.full_because : ev->step.every_replica_because;
     if (!why) continue;
-    auto it = std::find_if(by_reason.begin(), by_reason.end(), [why](const auto& r) { return std::string(r.first) == why; });
-    if (it == by_reason.end()) by_reason.push_back({why, label});
-    else it->second += ", " + label;
+    auto it = std::find_if(by_reason.begin(), by_reason.end(),
+                           [&](const auto& r) { return std::get<0>(r) == every_gpu && std::string(std::get<1>(r)) == why; });
+    if (it == by_reason.end()) by_reason.push_back({every_gpu, why, label});
+    else std::get<2>(*it) += ", " + label;
   }
   std::string note;
-  for (const auto& [why, labels] : by_reason)
-    note += "note: every GPU simulated for " + labels + " (" + every_gpu_reason(why) + ")\n";
+  for (const auto& [every_gpu, why, labels] : by_reason)
+    note += (every_gpu ? "note: every GPU simulated for " + labels + " ("
+                       : "note: one GPU per tensor-parallel group simulated for " + labels + " (every replica of every stage: ") +
+            every_gpu_reason(why) + ")\n";
   return note;
 }
 
@@ -210,6 +217,9 @@ void print_evaluation(std::ostream& os, const Scenario& s, const Evaluation& ev)
          << " simulated ones)\n";
     if (ev.step.full_because)
       os << "  (every GPU simulated: " << every_gpu_reason(ev.step.full_because) << ")\n";
+    if (ev.step.every_replica_because)
+      os << "  (" << ev.step.simulated_gpus << " GPUs simulated, one per tensor-parallel group of every replica of every stage: "
+         << every_gpu_reason(ev.step.every_replica_because) << ")\n";
     if (s.data.given) {
       std::snprintf(line, sizeof line, "\n  input pipeline: %s per step (loaders on %d node%s %s, storage %s)%s\n",
                     format_seconds(ev.input.per_step_s).c_str(), ev.input.loading_nodes, ev.input.loading_nodes == 1 ? "" : "s",

@@ -36,8 +36,8 @@ std::string why_slower(const Evaluation& fewer, const Evaluation& more);
 // stand for the rest".
 std::string every_gpu_reason(const char* why);
 // A note for a table: the rows (each named by its label, "#3" or "6 nodes") whose step was
-// simulated on every GPU because one GPU per stage could not stand for the rest, by reason; empty
-// when there are none.
+// simulated on every GPU, or on one GPU per tensor-parallel group, because one GPU per stage could
+// not stand for the rest, by reason; empty when there are none.
 std::string every_gpu_note(const std::vector<std::pair<std::string, const Evaluation*>>& rows);
 // A terminal summary of one evaluated layout: step time and its exposed breakdown, rates, memory.
 void print_evaluation(std::ostream& os, const Scenario& s, const Evaluation& ev);
