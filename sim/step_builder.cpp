@@ -90,8 +90,19 @@ const char* replica_mode_misfit(const StepInput& in) {
   if (cs.nics_per_node < gpn) {
     if (gpn % cs.nics_per_node != 0) return "the node's GPUs do not spread evenly over its NICs";
     // The GPUs sharing a NIC (gpn / nics contiguous ones) do the same work at once where they are
-    // of one TP group, or of one stage's replicas, which lie alike over the nodes and leaves.
-    if (tp % (gpn / cs.nics_per_node) != 0 && (tp * in.layout.dp) % gpn != 0) return "a pipeline stage's GPUs do not fill whole nodes";
+    // of one TP group, or of one stage's replicas, which lie alike over the nodes and leaves and
+    // then must run at one speed (each representative at its group's slowest GPU).
+    const int share = gpn / cs.nics_per_node;
+    if (tp % share != 0) {
+      if ((tp * in.layout.dp) % gpn != 0) return "a pipeline stage's GPUs do not fill whole nodes";
+      if (in.gpu_speed && static_cast<int>(in.gpu_speed->size()) == cs.gpus()) {
+        const std::vector<double>& speed = *in.gpu_speed;
+        auto group_speed = [&](int g) { return *std::min_element(speed.begin() + (g - g % tp), speed.begin() + (g - g % tp) + tp); };
+        for (int g = 0; g < cs.gpus(); g += share)
+          for (int k = tp; k < share; k += tp)
+            if (group_speed(g + k) != group_speed(g)) return "tensor-parallel groups sharing a NIC run at different speeds";
+      }
+    }
   }
   return nullptr;
 }
