@@ -228,8 +228,9 @@ StepResult simulate_in_mode(const StepInput& in) {
       // a pipeline's worth of forwards (pp v / 2): the later cut moves back until what precedes it
       // has ended before the cool-down starts, which on the layouts tried took up to that, and the
       // earlier one must find the schedule settled. Found, not derived: where it is too little,
-      // the check fails and the two-period reading runs. Tried where it takes fewer micro-batches
-      // than that reading.
+      // the check fails and the two-period reading runs. Tried where it takes no more micro-batches
+      // than that reading: it reads exact repeats that the two-period reading, under the
+      // comm/compute slowdown, can see as a drift (its last period set apart by the run's end).
       const int P = q, v = interleaved ? in.layout.vpp : 1;
       const PipelineKind kind = interleaved ? PipelineKind::interleaved : PipelineKind::one_f_one_b;
       const int warm = pipeline_warmup(kind, pp, v, std::max(m, pp + 1), 0);
@@ -239,7 +240,7 @@ StepResult simulate_in_mode(const StepInput& in) {
       M += ((m - M) % P + P) % P;
       int M_two = std::max(m0 + 2 * P - 1, 3 * P);
       M_two += ((m - M_two) % P + P) % P;
-      if (M < M_two && M < m) {
+      if (M <= M_two && M < m) {
         Ran ran = run(M, P, true);
         StepResult& r = ran.r;
         simulated += M;
