@@ -63,7 +63,8 @@ struct EvalOptions {
   sim::PlanShapeCache* plan_cache = nullptr;  // collective plans to reuse (one per thread)
   // With stragglers: also simulate the step with every GPU at nominal speed, to say what they cost.
   bool straggler_baseline = false;
-  // Where symmetric mode does not apply: simulate every GPU (true), or throw sim::NeedsEveryGpu.
+  // Where neither one GPU per stage nor one per TP group stands for the rest: simulate every GPU
+  // (true), or throw sim::NeedsEveryGpu.
   bool every_gpu_if_needed = true;
 };
 

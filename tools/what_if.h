@@ -68,8 +68,9 @@ struct WhatIf {
   std::vector<WhatIfRow> rows;  // in parts_of order
   std::vector<SettingRow> settings;  // the layout under nccl_alternatives, in their order
   std::vector<SettingRow> fabric;    // the layout under fabric_alternatives, in their order
-  // The fabric alternatives left out (FabricRows::every_gpu_up_to) because one GPU per stage could
-  // not stand for the rest there (their descriptions), and why (sim::StepResult::full_because).
+  // The fabric alternatives left out (FabricRows::every_gpu_up_to) because neither one GPU per stage
+  // nor one per TP group could stand for the rest there (their descriptions), and why (one GPU per
+  // stage could not: sim::StepResult::full_because).
   std::vector<std::string> fabric_left_out;
   const char* fabric_left_out_because = nullptr;
   // The part whose speed-up shortens the step most (ties: the first), and the one whose slow-down
@@ -80,8 +81,10 @@ struct WhatIf {
 
 // Whether `what_if` prices the fabric alternatives. An oversubscribed fabric can break symmetric
 // mode's premise (pipeline stages sharing a leaf's uplinks, or a leaf left part-empty: the stages'
-// GPUs no longer alike), and then its step needs every GPU simulated, seconds at thousands of GPUs:
-// above `every_gpu_up_to` GPUs such rows are left out and named (WhatIf::fabric_left_out).
+// GPUs no longer alike); one GPU per TP group of every replica then stands for the rest where it
+// can (sim::replica_mode_misfit), and otherwise the step needs every GPU simulated, seconds at
+// thousands of GPUs: above `every_gpu_up_to` GPUs such rows are left out and named
+// (WhatIf::fabric_left_out).
 struct FabricRows {
   bool price = true;
   int every_gpu_up_to = std::numeric_limits<int>::max();
