@@ -287,9 +287,13 @@ StepResult simulate_step(const StepInput& in) {
     StepInput each = in;
     each.every_replica = true;
     each.speed_replica = -1;  // every replica at its own speeds
-    StepResult r = simulate_in_mode(each);
-    r.every_replica_because = why;
-    return r;
+    try {
+      StepResult r = simulate_in_mode(each);
+      r.every_replica_because = why;
+      return r;
+    } catch (const detail::SymmetricMisfit&) {
+      // A choice made while building the step breaks this premise too: every GPU, below.
+    }
   }
   if (!in.every_gpu_if_needed) throw NeedsEveryGpu(why);
   StepInput full = in;

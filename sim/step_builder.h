@@ -179,10 +179,10 @@ const char* symmetric_mode_misfit(const StepInput& in);
 // of its group). That holds where the group lies within one node, each GPU of a node has the same
 // share of its NICs whatever the other GPUs of the node do (each its own NIC, or a NIC shared
 // within a group, or a stage filling whole nodes over NICs shared evenly by groups running at one
-// speed), and on a rail-optimized fabric where a group fills whole
-// nodes, so that every rail carries one GPU of each group and no traffic changes rails. A
-// representative runs at its group's slowest GPU (every member waits for it at each TP
-// collective) and NIC, so the group's NICs must all run at one speed.
+// speed), and on a rail-optimized fabric where a group fills whole nodes, so that every rail
+// carries one GPU of each group and no traffic changes rails. A representative runs at its
+// group's slowest GPU (every member waits for it at each TP collective) and NIC, so the group's
+// NICs must all run at one speed.
 const char* replica_mode_misfit(const StepInput& in);
 
 StepResult simulate_step(const StepInput& in);
