@@ -238,9 +238,10 @@ TEST(Step, AStageThatDoesNotFillItsNodesRunsEveryReplicaOrEveryGpu) {
   // One GPU per stage cannot stand for the rest (its own ring hop is NVLink while others cross the
   // network). With a NIC for every GPU (DGX A100: 8), one GPU per TP group still stands for its
   // group: every replica of every stage is simulated (12 of the 24 GPUs), each ring hop on its own
-  // links, and the step is full mode's to rounding. With 2 NICs a node, the 4 GPUs sharing a NIC
-  // belong to two TP groups of different stages, which send at different times: the step is
-  // simulated on every GPU, as --mode full does. Both say why. On 6 nodes a stage fills 3 nodes
+  // links, and the step is full mode's to rounding. With 2 NICs a node, 4 GPUs share a NIC: on
+  // node 1, replicas 4 and 5 of stage 0, whose ring hops differ (one enters the node, the other
+  // leaves it; their other hops stay on NVLink), so half a NIC each is not what they get: the step
+  // is simulated on every GPU, as --mode full does. Both say why. On 6 nodes a stage fills 3 nodes
   // and one representative per stage stands for them (within the modes' 1%); on one node, where
   // no NIC is used, too.
   LayoutCase c{.model = "gpt-1.3b", .hardware = "a100-80g-sxm", .tp = 2, .pp = 2, .zero = 0};

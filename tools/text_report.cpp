@@ -82,7 +82,6 @@ double change_pct(double t, double base) {
 
 std::string every_gpu_reason(const char* why) { return std::string(why) + ", so one GPU per stage cannot stand for the rest"; }
 
-
 std::string format_energy(double kWh) {
   if (!std::isfinite(kWh)) return "-";
   if (kWh < 1e3) return three_figures(kWh, "kWh");
