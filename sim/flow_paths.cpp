@@ -1,5 +1,7 @@
 #include "flow_paths.h"
 
+#include <algorithm>
+
 namespace trainsim::sim {
 
 void FullPaths::path(int src, int dst, int, std::vector<LinkId>& out) {
@@ -19,7 +21,8 @@ void FullPaths::path(int src, int dst, int, std::vector<LinkId>& out) {
   out.assign(r.begin(), r.end());
 }
 
-SymmetricPaths::SymmetricPaths(Engine& e, const ClusterShape& s, const std::vector<int>& reps, const std::vector<double>& nic_speed)
+SymmetricPaths::SymmetricPaths(Engine& e, const ClusterShape& s, const std::vector<int>& reps, const std::vector<double>& nic_speed,
+                               const std::vector<double>& ring_nic_speed)
     : e_(e), s_(s) {
   nic_share_ = s.nic_share_Bps();
   is_rep_.assign(s.gpus(), 0);
@@ -32,6 +35,9 @@ SymmetricPaths::SymmetricPaths(Engine& e, const ClusterShape& s, const std::vect
     l.nvl_in = e.add_link(s.nvlink_Bps);
     l.nic_out = e.add_link(nic_share_ * nic_speed[i]);
     l.nic_in = e.add_link(nic_share_ * nic_speed[i]);
+    // Every representative gets one, so that the links' order does not depend on the speeds (routed
+    // plans are kept across steps by the layout and the cluster's shape).
+    if (!ring_nic_speed.empty()) l.ring_cap = e.add_link(nic_share_ * std::min(ring_nic_speed[i], nic_speed[i]));
     links_[reps[i]] = l;
   }
 }
@@ -47,6 +53,7 @@ void SymmetricPaths::path(int src, int dst, int group_nodes_per_leaf, std::vecto
     return;
   }
   out = {a.nic_out, b.nic_in};
+  if (to != dst && a.ring_cap >= 0) out.push_back(a.ring_cap);
   if (!s_.leaf_uplinks_bind()) return;
   // A flow to a simulated GPU crosses the leaves where it does (a pipeline transfer, a ring or tree
   // edge between representatives); one to a GPU that is not simulated stands for its ring's edges.

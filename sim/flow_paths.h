@@ -40,16 +40,22 @@ class FullPaths : public PathProvider {
 // what enters it; where several stages lie within one leaf, their representatives share those
 // links, each loading them for one GPU of its stage. With degraded NICs each representative's NIC
 // share runs at `nic_speed` (by position in `reps`): the slowest NIC among those of its stage's
-// GPUs, in every replica or in one (StepInput::speed_replica).
+// GPUs, in every replica or in one (StepInput::speed_replica). `ring_nic_speed`, where given, caps
+// the flows that stand for a collective's edges across nodes: a ring runs at its slowest hop, which
+// may lie in another replica than the representative's own (a tree across NICs of different speeds
+// is not simulated this way: Builder::cached_plan).
 class SymmetricPaths : public PathProvider {
  public:
-  SymmetricPaths(Engine& e, const ClusterShape& s, const std::vector<int>& reps, const std::vector<double>& nic_speed);
+  SymmetricPaths(Engine& e, const ClusterShape& s, const std::vector<int>& reps, const std::vector<double>& nic_speed,
+                 const std::vector<double>& ring_nic_speed = {});
   bool simulated(int gpu) const override { return gpu < static_cast<int>(is_rep_.size()) && is_rep_[gpu]; }
   void path(int src, int dst, int group_nodes_per_leaf, std::vector<LinkId>& out) override;
 
  private:
   struct Links {
     LinkId nvl_out = 0, nvl_in = 0, nic_out = 0, nic_in = 0;
+    // The collective's slowest hop (where ring_nic_speed is given; else -1).
+    LinkId ring_cap = -1;
   };
   Engine& e_;
   ClusterShape s_;

@@ -22,9 +22,10 @@ const char* category_name(int c) {
 
 struct PlanShapeCache::RoutedStore {
   // TP, DP, PP, nodes, GPUs per node, NICs per node, fabric, NICs per leaf, one representative per
-  // TP group or per stage; NVLink and NIC rate, oversubscription, alpha inside and across nodes,
-  // per-GPU rate inside and across nodes.
-  using Key = std::pair<std::array<int, 9>, std::array<double, 7>>;
+  // TP group or per stage, collectives capped at another replica's NICs (SymmetricPaths); NVLink
+  // and NIC rate, oversubscription, alpha inside and across nodes, per-GPU rate inside and across
+  // nodes.
+  using Key = std::pair<std::array<int, 10>, std::array<double, 7>>;
   std::map<Key, Builder::RoutedPlans> by_context;
 };
 
@@ -158,7 +159,8 @@ StepResult simulate_in_mode(const StepInput& in) {
   if (share_plans && in.mode == SimMode::symmetric) {
     const Layout& L = in.layout;
     const PlanShapeCache::RoutedStore::Key key{
-        {L.tp, L.dp, L.pp, cs.nodes, cs.gpus_per_node, cs.nics_per_node, static_cast<int>(cs.fabric), cs.nics_per_leaf, in.every_replica},
+        {L.tp, L.dp, L.pp, cs.nodes, cs.gpus_per_node, cs.nics_per_node, static_cast<int>(cs.fabric), cs.nics_per_leaf, in.every_replica,
+         !in.every_replica && in.speed_replica >= 0 && !cs.nic_speed.empty()},
         {cs.nvlink_Bps, cs.nic_Bps, cs.oversubscription, in.net.intra_alpha_s, in.net.inter_alpha_s, cs.nvlink_Bps, cs.nic_share_Bps()}};
     if (!shapes.routed) shapes.routed = std::make_shared<PlanShapeCache::RoutedStore>();
     auto& store = shapes.routed->by_context;

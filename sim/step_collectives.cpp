@@ -12,10 +12,16 @@ const Builder::CachedPlan& Builder::cached_plan(const std::vector<int>& group, C
   // (SymmetricPaths gives the ring's share), and its slowest edge paces every member: where those
   // uplinks bind, one GPU per stage cannot stand for the rest. A tree of two ranks is one edge each
   // way, as a ring of two; a tree whose members are all simulated has each edge on its own links.
+  // Nor where its members' NICs run at different speeds: a ring's members all carry the same load,
+  // so its slowest NIC paces it alike from any member (SymmetricPaths caps it there), but a tree's
+  // inner nodes carry three edges and its leaves one, so what a slow NIC costs depends on where it
+  // sits in the tree.
   auto tree_fits = [&]() {
-    if (in_.mode == SimMode::symmetric && in_.net.shape.leaf_uplinks_bind() && group.size() > 2 && group_nodes_per_leaf(group) > 0 &&
-        sim_members(group).size() < group.size())
+    if (in_.mode != SimMode::symmetric || group.size() <= 2 || sim_members(group).size() == group.size()) return;
+    if (in_.net.shape.leaf_uplinks_bind() && group_nodes_per_leaf(group) > 0)
       throw SymmetricMisfit{"NCCL's tree all-reduce crosses the leaf switches of the oversubscribed fabric"};
+    if (spans_nodes(group) && !stage_nics_at_one_speed(rank_coordinates(L_, group.front()).stage))
+      throw SymmetricMisfit{"NCCL's tree all-reduce crosses NICs of different speeds"};
   };
   if (algo != Algorithm::automatic || kind != CollectiveKind::all_reduce || group.size() < 2) {
     if (algo == Algorithm::tree && kind == CollectiveKind::all_reduce) tree_fits();
@@ -28,6 +34,16 @@ const Builder::CachedPlan& Builder::cached_plan(const std::vector<int>& group, C
       tuner_picks_tree(bytes, static_cast<int>(group.size()), ring.idle_latency_s, ring.idle_per_byte_s, tree.idle_latency_s);
   if (pick_tree) tree_fits();
   return pick_tree ? tree : ring;
+}
+
+bool Builder::stage_nics_at_one_speed(int stage) const {
+  const ClusterShape& sh = in_.net.shape;
+  if (sh.nic_speed.empty()) return true;
+  const double first = sh.nic_speed_of(sh.nic_of(gpu_of(0, 0, stage)));
+  for (int d = 0; d < L_.dp; ++d)
+    for (int t = 0; t < L_.tp; ++t)
+      if (sh.nic_speed_of(sh.nic_of(gpu_of(t, d, stage))) != first) return false;
+  return true;
 }
 
 bool Builder::spans_nodes(const std::vector<int>& group) const {

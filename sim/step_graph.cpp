@@ -78,15 +78,24 @@ void Builder::build() {
     const int replicas = in_.every_replica ? L_.dp : 1;
     for (int s = 0; s < L_.pp; ++s)
       for (int d = 0; d < replicas; ++d) sim_gpus_.push_back(gpu_of(0, d, s));
-    std::vector<double> nic_speed(sim_gpus_.size(), 1.0);
-    if (!sh.nic_speed.empty())
+    // With one replica's speeds, a data-parallel collective still crosses every replica's NICs and
+    // runs at the slowest of them (ring_speed, by stage).
+    std::vector<double> nic_speed(sim_gpus_.size(), 1.0), ring_speed;
+    if (!sh.nic_speed.empty()) {
+      const bool one_replica = !in_.every_replica && in_.speed_replica >= 0;
+      if (one_replica) ring_speed.assign(sim_gpus_.size(), 1.0);
       for (int s = 0; s < L_.pp; ++s)
         for (int d = 0; d < L_.dp; ++d)
-          if (in_.every_replica || in_.speed_replica < 0 || d == in_.speed_replica) {
-            double& slowest = nic_speed[s * replicas + (in_.every_replica ? d : 0)];
-            for (int t = 0; t < L_.tp; ++t) slowest = std::min(slowest, sh.nic_speed_of(sh.nic_of(gpu_of(t, d, s))));
+          for (int t = 0; t < L_.tp; ++t) {
+            const double speed = sh.nic_speed_of(sh.nic_of(gpu_of(t, d, s)));
+            if (in_.every_replica || in_.speed_replica < 0 || d == in_.speed_replica) {
+              double& slowest = nic_speed[s * replicas + (in_.every_replica ? d : 0)];
+              slowest = std::min(slowest, speed);
+            }
+            if (one_replica) ring_speed[s] = std::min(ring_speed[s], speed);
           }
-    paths_ = std::make_unique<SymmetricPaths>(e_, sh, sim_gpus_, nic_speed);
+    }
+    paths_ = std::make_unique<SymmetricPaths>(e_, sh, sim_gpus_, nic_speed, ring_speed);
   }
   q_.assign(sh.gpus(), RankQueues{});
   proc_.assign(sh.gpus(), -1);

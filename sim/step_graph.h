@@ -364,6 +364,8 @@ class Builder {
   bool one_per_node(const std::vector<int>& group) const;
   // Members on more than one node.
   bool spans_nodes(const std::vector<int>& group) const;
+  // Whether every NIC the stage's GPUs send through runs at one speed.
+  bool stage_nics_at_one_speed(int stage) const;
   RoutedPlans own_plans_;
   RoutedPlans& plan_cache_;
   PlanShapeCache* shapes_;

@@ -1449,6 +1449,44 @@ TEST(Step, ASlowNicInSymmetricAndFullModes) {
   EXPECT_EQ(ev.step.step_time_s, ev.stragglers.step_without_s);
 }
 
+TEST(Step, ASlowGpuAndASlowNicInDifferentReplicasBothPaceTheStep) {
+  // Data parallelism over 25 GbE on 4 nodes (tp 1, pp 1, dp 32): GPU 0 computes at 70% and node 1's
+  // NIC runs at half rate. The replicas meet at every gradient bucket, whose ring crosses node 1's
+  // NIC whichever replica waits on it: the step pays for the slow GPU's backward and the slow NIC's
+  // ring together. Symmetric mode simulates replica 0 (the slow GPU) with its collectives at the
+  // slowest NIC any replica's ring crosses, and agrees with full mode; it can be no shorter than
+  // the step with either part slow alone.
+  Scenario s = load_scenario(kScenarios + "/slow-network-25gbe.json", kProfiles);
+  s.stragglers.given = true;
+  const int nodes = 4;
+  const Layout l = resolve_layout(s, s.layout, false, nodes);
+  EvalOptions sym, full;
+  full.mode = SimMode::full;
+  s.stragglers.gpus = {{0, 0.7}};
+  const double gpu_alone = evaluate(s, l, nodes, sym).step.step_time_s;
+  s.stragglers.gpus.clear();
+  s.stragglers.nics = {{1, 0, 0.5}};
+  const double nic_alone = evaluate(s, l, nodes, sym).step.step_time_s;
+  s.stragglers.gpus = {{0, 0.7}};
+  const Evaluation a = evaluate(s, l, nodes, sym), b = evaluate(s, l, nodes, full);
+  EXPECT_EQ(a.stragglers.replicas_simulated, 2);  // replica 0 (slow GPU) and 8 (slow NIC)
+  EXPECT_GE(a.step.step_time_s, std::max(gpu_alone, nic_alone));
+  EXPECT_GE(b.step.step_time_s, std::max(gpu_alone, nic_alone) * (1 - 1e-3));
+  EXPECT_NEAR(a.step.step_time_s / b.step.step_time_s, 1.0, 1e-3);
+  // NCCL's tree instead, with the slow NIC alone: an inner node carries three edges and a leaf one,
+  // so the slow NIC costs what its place in the tree makes it cost, which no one GPU per stage can
+  // stand for; the step runs one GPU per tensor-parallel group of every replica (here every GPU,
+  // tp 1) and is full mode's. (With the slow GPU as well, its node's NIC would carry replicas of
+  // two speeds, and the step would run in full mode.)
+  s.cluster.network.allreduce_algorithm = "tree";
+  s.stragglers.gpus.clear();
+  const Evaluation t = evaluate(s, l, nodes, sym), u = evaluate(s, l, nodes, full);
+  ASSERT_NE(t.step.every_replica_because, nullptr);
+  EXPECT_STREQ(t.step.every_replica_because, "NCCL's tree all-reduce crosses NICs of different speeds");
+  EXPECT_EQ(t.stragglers.replicas_simulated, 0);
+  EXPECT_NEAR(t.step.step_time_s / u.step.step_time_s, 1.0, 1e-9);
+}
+
 TEST(Step, OnlyReplicasNoOtherIsSlowerThanEverywhereAreSimulated) {
   // tp 1, pp 2, dp 3 on 6 one-GPU nodes: GPU d + 3 s is replica d's stage s. Replica 1 is at least
   // as slow as replica 0 at both stages, so replica 0 cannot be the slowest; replicas 1 and 2 are
