@@ -29,12 +29,24 @@ SymmetricPaths::SymmetricPaths(Engine& e, const ClusterShape& s, const std::vect
   for (int g : reps) is_rep_[g] = 1;
   if (s.leaf_uplinks_bind())
     for (int g : reps) ++reps_in_leaf_[leaf_of(g)];
+  // Representatives that send through one NIC (one per TP group, groups smaller than the GPUs
+  // sharing a NIC) share its links: each stands for its group's GPUs, so the NIC's capacity is
+  // their per-GPU shares together, and a group gets more of it while the others are idle.
+  std::map<int, int> reps_on_nic;
+  for (int g : reps) ++reps_on_nic[s.nic_of(g)];
+  std::map<int, std::pair<LinkId, LinkId>> nic_links;
   for (std::size_t i = 0; i < reps.size(); ++i) {
     Links l;
     l.nvl_out = e.add_link(s.nvlink_Bps);
     l.nvl_in = e.add_link(s.nvlink_Bps);
-    l.nic_out = e.add_link(nic_share_ * nic_speed[i]);
-    l.nic_in = e.add_link(nic_share_ * nic_speed[i]);
+    const int nic = s.nic_of(reps[i]);
+    auto shared = nic_links.find(nic);
+    if (shared == nic_links.end()) {
+      const double capacity = nic_share_ * reps_on_nic[nic] * nic_speed[i];
+      shared = nic_links.emplace(nic, std::make_pair(e.add_link(capacity), e.add_link(capacity))).first;
+    }
+    l.nic_out = shared->second.first;
+    l.nic_in = shared->second.second;
     // Every representative gets one, so that the links' order does not depend on the speeds (routed
     // plans are kept across steps by the layout and the cluster's shape).
     if (!ring_nic_speed.empty()) l.ring_cap = e.add_link(nic_share_ * std::min(ring_nic_speed[i], nic_speed[i]));

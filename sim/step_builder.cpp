@@ -49,6 +49,22 @@ RankCoordinates rank_coordinates(const Layout& l, int gpu) {
   return c;
 }
 
+static bool tp_groups_sharing_a_nic_differ(const StepInput& in) {
+  const ClusterShape& cs = in.net.shape;
+  const int tp = in.layout.tp, gpn = cs.gpus_per_node;
+  if (!in.gpu_speed || static_cast<int>(in.gpu_speed->size()) != cs.gpus()) return false;
+  if (cs.nodes == 1 || cs.nics_per_node >= gpn || gpn % cs.nics_per_node != 0 || gpn % tp != 0) return false;
+  const int share = gpn / cs.nics_per_node;
+  if (tp >= share) return false;
+  // A group waits for its slowest GPU at every TP collective.
+  const std::vector<double>& speed = *in.gpu_speed;
+  auto group_speed = [&](int g) { return *std::min_element(speed.begin() + g, speed.begin() + g + tp); };
+  for (int g = 0; g < cs.gpus(); g += share)
+    for (int k = tp; k < share; k += tp)
+      if (group_speed(g + k) != group_speed(g)) return true;
+  return false;
+}
+
 const char* symmetric_mode_misfit(const StepInput& in) {
   const ClusterShape& cs = in.net.shape;
   const int stage_gpus = in.layout.tp * in.layout.dp;
@@ -68,6 +84,9 @@ const char* symmetric_mode_misfit(const StepInput& in) {
       return cs.nodes % per_leaf != 0 ? "the nodes do not fill whole leaf switches of the oversubscribed fabric"
                                       : "pipeline stages straddle leaf switches of the oversubscribed fabric";
   }
+  // TP groups smaller than the GPUs on a NIC share it; at one speed they send alike, each its 1/G.
+  // A slow group beside fast ones sends while they wait and gets more of the NIC than that.
+  if (in.gpu_speed && tp_groups_sharing_a_nic_differ(in)) return "tensor-parallel groups sharing a NIC run at different speeds";
   return nullptr;
 }
 
@@ -90,20 +109,13 @@ const char* replica_mode_misfit(const StepInput& in) {
           return "a tensor-parallel group's NICs run at different speeds";
   if (cs.nics_per_node < gpn) {
     if (gpn % cs.nics_per_node != 0) return "the node's GPUs do not spread evenly over its NICs";
-    // The GPUs sharing a NIC (gpn / nics contiguous ones) do the same work at once where they are
-    // of one TP group, or of one stage's replicas, which lie alike over the nodes and leaves and
-    // then must run at one speed (each representative at its group's slowest GPU).
+    // TP groups that share a NIC (groups smaller than the GPUs on it) share its links in this mode
+    // (SymmetricPaths), whenever each sends, so they may run at different speeds. Where stages
+    // share a node as well, a ring's hop leaves or enters the node at some members and stays on
+    // NVLink at others, and NCCL's tree within and across the node differs from member to member
+    // (0.2-0.6% off on random layouts): every GPU.
     const int share = gpn / cs.nics_per_node;
-    if (tp % share != 0) {
-      if ((tp * in.layout.dp) % gpn != 0) return "a pipeline stage's GPUs do not fill whole nodes";
-      if (in.gpu_speed && static_cast<int>(in.gpu_speed->size()) == cs.gpus()) {
-        const std::vector<double>& speed = *in.gpu_speed;
-        auto group_speed = [&](int g) { return *std::min_element(speed.begin() + (g - g % tp), speed.begin() + (g - g % tp) + tp); };
-        for (int g = 0; g < cs.gpus(); g += share)
-          for (int k = tp; k < share; k += tp)
-            if (group_speed(g + k) != group_speed(g)) return "tensor-parallel groups sharing a NIC run at different speeds";
-      }
-    }
+    if (tp % share != 0 && (tp * in.layout.dp) % gpn != 0) return "a pipeline stage's GPUs do not fill whole nodes";
   }
   return nullptr;
 }

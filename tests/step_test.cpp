@@ -420,23 +420,48 @@ TEST(Step, OneGpuPerTensorParallelGroupNeedsItsNicsAtOneSpeedAndASharedNicsGroup
   in.net.shape.nic_speed[9] = 0.5;
   ASSERT_NE(replica_mode_misfit(in), nullptr);
   EXPECT_STREQ(replica_mode_misfit(in), "a tensor-parallel group's NICs run at different speeds");
-  // Likewise GPUs of different TP groups that share a NIC (tp 1, 4 NICs for 8 GPUs: pairs) take
-  // half of it each only while they send alike: a slow GPU beside a fast one does not. On 20 nodes
-  // of Llama 2 13B, pp 4, its step came out 1% long that way against every GPU simulated.
+  // GPUs of different TP groups that share a NIC (tp 1, 4 NICs for 8 GPUs: pairs) take half of it
+  // each only while they send alike: a slow GPU beside a fast one does not, so one GPU per stage
+  // cannot stand for them. One per TP group can: the groups on a NIC share its links
+  // (SymmetricPaths), each getting more of it while the others wait.
   in.net.shape.nic_speed.clear();
   in.net.shape.nics_per_node = 4;
   in.layout.tp = 1;
   in.layout.dp = 16;
   const std::vector<double> alike(16, 0.8);
   in.gpu_speed = &alike;
-  EXPECT_EQ(replica_mode_misfit(in), nullptr);
+  EXPECT_EQ(symmetric_mode_misfit(in), nullptr);
   std::vector<double> unlike(16, 1.0);
   unlike[3] = 0.7;
   in.gpu_speed = &unlike;
-  ASSERT_NE(replica_mode_misfit(in), nullptr);
-  EXPECT_STREQ(replica_mode_misfit(in), "tensor-parallel groups sharing a NIC run at different speeds");
-  in.layout.tp = 2;  // each pair one group, which runs at its slower GPU
+  ASSERT_NE(symmetric_mode_misfit(in), nullptr);
+  EXPECT_STREQ(symmetric_mode_misfit(in), "tensor-parallel groups sharing a NIC run at different speeds");
   EXPECT_EQ(replica_mode_misfit(in), nullptr);
+  in.layout.tp = 2;  // each pair one group, which runs at its slower GPU
+  in.layout.dp = 8;
+  EXPECT_EQ(symmetric_mode_misfit(in), nullptr);
+  // End to end: Llama 2 7B on 4 nodes of 8 GPUs with one 200 Gb/s NIC each (4 TP pairs to a NIC),
+  // pp 2 interleaved, GPU 9 at 70%. Each replica simulated as if every replica were like the slow
+  // one had every pair on a NIC send at once at the slow one's pace: 2.1% long against full mode.
+  // One GPU per TP pair, the pairs of a NIC sharing it, is within what a pair's members waiting
+  // for each other at the group's slowest GPU leaves (the fast member of the slow pair starts its
+  // ring earlier in full mode): 1e-3.
+  const std::string text = R"({ "name": "t", "model": "llama2-7b", "training": { "global_batch": 32 }, "hardware": "h200-sxm",
+      "cluster": { "nodes": 4, "gpus_per_node": 8,
+                   "network": { "nics_per_node": 1, "nic_Gbps": 200, "fabric": "fat-tree", "oversubscription": 2, "nics_per_leaf": 8,
+                                "allreduce_algorithm": "ring" } },
+      "layout": { "tp": 2, "pp": 2, "vpp": 2, "schedule": "interleaved", "micro_batch": 1, "sequence_parallel": true, "zero": 1,
+                  "bucket_MB": 5 },
+      "stragglers": { "gpus": [ { "gpu": 9, "speed": 0.7 } ] } })";
+  const Scenario s = parse_scenario(text, "t.json", kProfiles);
+  const Layout l = resolve_layout(s, s.layout, false, 4);
+  EvalOptions full;
+  full.mode = SimMode::full;
+  const Evaluation a = evaluate(s, l, 4, EvalOptions{}), b = evaluate(s, l, 4, full);
+  ASSERT_NE(a.step.every_replica_because, nullptr);
+  EXPECT_STREQ(a.step.every_replica_because, "tensor-parallel groups sharing a NIC run at different speeds");
+  EXPECT_EQ(a.step.simulated_gpus, 16);
+  EXPECT_NEAR(a.step.step_time_s / b.step.step_time_s, 1.0, 1e-3);
 }
 
 TEST(Step, AStepRunOnEveryGpuBecauseSymmetricModeCannotIsReadOffItsSteadyStateToo) {
@@ -1450,16 +1475,17 @@ TEST(Step, ASlowNicInSymmetricAndFullModes) {
 }
 
 TEST(Step, ASlowGpuAndASlowNicInDifferentReplicasBothPaceTheStep) {
-  // Data parallelism over 25 GbE on 4 nodes (tp 1, pp 1, dp 32): GPU 0 computes at 70% and node 1's
-  // NIC runs at half rate. The replicas meet at every gradient bucket, whose ring crosses node 1's
-  // NIC whichever replica waits on it: the step pays for the slow GPU's backward and the slow NIC's
+  // Over 25 GbE on 4 nodes, tp 8 (a node each), dp 4: GPU 0 computes at 70% and node 1's NIC runs
+  // at half rate. The replicas meet at every gradient bucket, whose ring crosses node 1's NIC
+  // whichever replica waits on it: the step pays for the slow GPU's backward and the slow NIC's
   // ring together. Symmetric mode simulates replica 0 (the slow GPU) with its collectives at the
   // slowest NIC any replica's ring crosses, and agrees with full mode; it can be no shorter than
   // the step with either part slow alone.
   Scenario s = load_scenario(kScenarios + "/slow-network-25gbe.json", kProfiles);
   s.stragglers.given = true;
   const int nodes = 4;
-  const Layout l = resolve_layout(s, s.layout, false, nodes);
+  bool dp = false;
+  const Layout l = resolve_layout(s, apply_layout_overrides(s.layout, "tp=8", &dp), dp, nodes);
   EvalOptions sym, full;
   full.mode = SimMode::full;
   s.stragglers.gpus = {{0, 0.7}};
@@ -1469,20 +1495,18 @@ TEST(Step, ASlowGpuAndASlowNicInDifferentReplicasBothPaceTheStep) {
   const double nic_alone = evaluate(s, l, nodes, sym).step.step_time_s;
   s.stragglers.gpus = {{0, 0.7}};
   const Evaluation a = evaluate(s, l, nodes, sym), b = evaluate(s, l, nodes, full);
-  EXPECT_EQ(a.stragglers.replicas_simulated, 2);  // replica 0 (slow GPU) and 8 (slow NIC)
+  EXPECT_EQ(a.stragglers.replicas_simulated, 2);  // replica 0 (slow GPU) and 1 (slow NIC)
   EXPECT_GE(a.step.step_time_s, std::max(gpu_alone, nic_alone));
   EXPECT_GE(b.step.step_time_s, std::max(gpu_alone, nic_alone) * (1 - 1e-3));
   EXPECT_NEAR(a.step.step_time_s / b.step.step_time_s, 1.0, 1e-3);
-  // NCCL's tree instead, with the slow NIC alone: an inner node carries three edges and a leaf one,
-  // so the slow NIC costs what its place in the tree makes it cost, which no one GPU per stage can
-  // stand for; the step runs one GPU per tensor-parallel group of every replica (here every GPU,
-  // tp 1) and is full mode's. (With the slow GPU as well, its node's NIC would carry replicas of
-  // two speeds, and the step would run in full mode.)
+  // NCCL's tree instead: an inner node carries three edges and a leaf one, so the slow NIC costs
+  // what its place in the tree makes it cost, which no one GPU per stage can stand for; the step
+  // runs one GPU per tensor-parallel group of every replica (a GPU a node) and is full mode's.
   s.cluster.network.allreduce_algorithm = "tree";
-  s.stragglers.gpus.clear();
   const Evaluation t = evaluate(s, l, nodes, sym), u = evaluate(s, l, nodes, full);
   ASSERT_NE(t.step.every_replica_because, nullptr);
   EXPECT_STREQ(t.step.every_replica_because, "NCCL's tree all-reduce crosses NICs of different speeds");
+  EXPECT_EQ(t.step.simulated_gpus, 4);
   EXPECT_EQ(t.stragglers.replicas_simulated, 0);
   EXPECT_NEAR(t.step.step_time_s / u.step.step_time_s, 1.0, 1e-9);
 }
