@@ -1,6 +1,7 @@
 #include "flow_paths.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace trainsim::sim {
 
@@ -28,7 +29,7 @@ SymmetricPaths::SymmetricPaths(Engine& e, const ClusterShape& s, const std::vect
   is_rep_.assign(s.gpus(), 0);
   for (int g : reps) is_rep_[g] = 1;
   if (s.leaf_uplinks_bind())
-    for (int g : reps) ++reps_in_leaf_[leaf_of(g)];
+    for (int g : reps) ++reps_in_leaf_[{leaf_of(g), rail_key(g)}];
   // Representatives that send through one NIC (one per TP group, groups smaller than the GPUs
   // sharing a NIC) share its links: each stands for its group's GPUs, so the NIC's capacity is
   // their per-GPU shares together, and a group gets more of it while the others are idle.
@@ -64,7 +65,18 @@ void SymmetricPaths::path(int src, int dst, int group_nodes_per_leaf, std::vecto
     out = {a.nvl_out, b.nvl_in};
     return;
   }
-  out = {a.nic_out, b.nic_in};
+  // Between representatives on different rails of a rail-optimized fabric the sender hands its data
+  // over NVLink to the GPU of its node on the receiver's rail, whose NIC sends it (as FullPaths):
+  // with one representative per TP group, that GPU is another group's representative.
+  int sender = src;
+  if (s_.fabric == Fabric::rail_optimized && to == dst && s_.rail_of(src) != s_.rail_of(dst)) {
+    sender = s_.node_of(src) * s_.gpus_per_node + dst % s_.gpus_per_node;
+    auto relay = links_.find(sender);
+    if (relay == links_.end()) throw std::logic_error("no representative on the receiver's rail to send through");
+    out = {a.nvl_out, relay->second.nvl_in, relay->second.nic_out, b.nic_in};
+  } else {
+    out = {a.nic_out, b.nic_in};
+  }
   if (to != dst && a.ring_cap >= 0) out.push_back(a.ring_cap);
   if (!s_.leaf_uplinks_bind()) return;
   // A flow to a simulated GPU crosses the leaves where it does (a pipeline transfer, a ring or tree
@@ -78,24 +90,24 @@ void SymmetricPaths::path(int src, int dst, int group_nodes_per_leaf, std::vecto
   // GPU of a leaf does the same); a ring with L of its nodes in a leaf sends 1/L of its
   // node-crossing traffic between leaves, so its flow loads them as 1/L of a flow.
   const int L = ring_crosses ? group_nodes_per_leaf : 1;
-  out.push_back(spine_link(up_, leaf_of(src), L));
-  out.push_back(spine_link(down_, leaf_of(to), L));
+  out.push_back(spine_link(up_, leaf_of(sender), rail_key(sender), L));
+  out.push_back(spine_link(down_, leaf_of(to), rail_key(to), L));
 }
 
-LinkId SymmetricPaths::spine_link(std::map<std::pair<int, int>, LinkId>& links, int leaf, int L) {
-  auto it = links.find({leaf, L});
+LinkId SymmetricPaths::spine_link(std::map<std::array<int, 3>, LinkId>& links, int leaf, int rail, int L) {
+  auto it = links.find({leaf, rail, L});
   if (it != links.end()) return it->second;
   LinkId base;
-  auto whole = links.find({leaf, 1});
+  auto whole = links.find({leaf, rail, 1});
   if (whole != links.end()) {
     base = whole->second;
   } else {
     // A stage of whole leaves has its representative alone on its leaf; stages within a leaf share
     // it, each representative standing for as many GPUs as the others.
-    const double share = reps_in_leaf_.at(leaf) * s_.leaf_uplink_share_Bps();
-    base = links.emplace(std::make_pair(leaf, 1), e_.add_link(share)).first->second;
+    const double share = reps_in_leaf_.at({leaf, rail}) * s_.leaf_uplink_share_Bps();
+    base = links.emplace(std::array<int, 3>{leaf, rail, 1}, e_.add_link(share)).first->second;
   }
-  return links.emplace(std::make_pair(leaf, L), e_.add_fractional_link(base, L)).first->second;
+  return links.emplace(std::array<int, 3>{leaf, rail, L}, e_.add_fractional_link(base, L)).first->second;
 }
 
 }  // namespace trainsim::sim

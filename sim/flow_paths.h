@@ -1,6 +1,7 @@
 #pragma once
 // Where a step's flows run: the engine links a flow between two GPUs crosses, for the full
 // cluster (every GPU simulated) or for one representative GPU per pipeline stage.
+#include <array>
 #include <map>
 #include <utility>
 #include <vector>
@@ -60,15 +61,17 @@ class SymmetricPaths : public PathProvider {
   Engine& e_;
   ClusterShape s_;
   double nic_share_ = 0;
-  // The link between a leaf and the spine, up (`up_`) or down (`down_`), by leaf and the L of the
-  // rings on it (1: the link itself; else a fractional link of it). Its capacity is the per-GPU
-  // share of the leaf's uplinks times the representatives on the leaf.
-  LinkId spine_link(std::map<std::pair<int, int>, LinkId>& links, int leaf, int L);
+  // The link between a leaf and the spine, up (`up_`) or down (`down_`), by leaf, rail and the L of
+  // the rings on it (1: the link itself; else a fractional link of it). Its capacity is the per-GPU
+  // share of the leaf's uplinks times the representatives on the leaf (on a rail-optimized fabric,
+  // those on the rail: each rail switch has uplinks of its own).
+  LinkId spine_link(std::map<std::array<int, 3>, LinkId>& links, int leaf, int rail, int L);
   int leaf_of(int gpu) const { return s_.node_of(gpu) / s_.nodes_per_leaf(); }
+  int rail_key(int gpu) const { return s_.fabric == Fabric::rail_optimized ? s_.rail_of(gpu) : 0; }
   std::map<int, Links> links_;
   std::vector<char> is_rep_;
-  std::map<int, int> reps_in_leaf_;
-  std::map<std::pair<int, int>, LinkId> up_, down_;
+  std::map<std::pair<int, int>, int> reps_in_leaf_;  // by leaf and rail_key
+  std::map<std::array<int, 3>, LinkId> up_, down_;
 };
 
 }  // namespace trainsim::sim

@@ -95,11 +95,6 @@ const char* replica_mode_misfit(const StepInput& in) {
   const int tp = in.layout.tp, gpn = cs.gpus_per_node;
   if (cs.nodes == 1) return nullptr;
   if (tp > gpn || gpn % tp != 0) return "a tensor-parallel group spans nodes";
-  // A rail switch carries one rail of each node; with groups smaller than a node, a data-parallel
-  // group's members sit on different rails, whose traffic NCCL hands over inside the node (PXN),
-  // through another GPU's NIC than the sender's.
-  if (cs.fabric == Fabric::rail_optimized && tp != gpn)
-    return "tensor-parallel groups smaller than a node leave its rails to different replicas";
   // A representative's flows all run at its group's slowest NIC; the group's other GPUs send at
   // their own NICs' rates, and their rings then finish at different times.
   if (!cs.nic_speed.empty())

@@ -236,25 +236,27 @@ TEST(Cli, TablesSayWhichRowsRanOnMoreThanOneGpuPerStage) {
   // The 25 GbE scenario on 4-12 nodes of 8 NICs over a 2:1 fabric of 4 nodes to a leaf (or to a
   // group of rail switches): 6 nodes leave a leaf half full, so one GPU per stage cannot stand for
   // the rest there, and the sweep's and the search's tables say so under them; 4, 8 and 12 fill
-  // their leaves and the sweep's layout there uses rings. On the fat-tree that step runs one GPU
-  // per TP group of every replica (tp 1: each GPU, over the per-GPU shares of NICs and uplinks);
-  // on rails, where the replicas of a data-parallel group sit on different rails, on every GPU.
-  for (const char* fabric : {"fat-tree", "rail-optimized"}) {
-    const bool rails = std::string(fabric) == "rail-optimized";
+  // their leaves and the sweep's layout there uses rings. That step runs one GPU per TP group of
+  // every replica (tp 1: each GPU, over the per-GPU shares of NICs and uplinks). With tp 2 and one
+  // of node 0's NICs at half rate, a TP pair's NICs run at different speeds, so that step runs on
+  // every GPU, and says so.
+  auto leaves = [&](const char* fabric) {
     nlohmann::json doc = nlohmann::json::parse(std::ifstream(kScenarios + "/slow-network-25gbe.json"));
     doc["cluster"]["nodes"] = {4, 6, 8, 12};
     doc["cluster"]["network"]["fabric"] = fabric;
     doc["cluster"]["network"]["oversubscription"] = 2;
     doc["cluster"]["network"]["nics_per_node"] = 8;
-    if (rails) doc["cluster"]["network"]["nics_per_leaf"] = 4;
+    if (std::string(fabric) == "rail-optimized") doc["cluster"]["network"]["nics_per_leaf"] = 4;
     doc["training"]["global_batch"] = 384;
     doc["search"]["nodes"] = {4, 6, 8, 12};
-    const std::string f = write_temp("leaves.json", doc.dump());
+    return doc;
+  };
+  const std::string why = "the nodes do not fill whole leaf switches of the oversubscribed fabric, so one GPU per stage cannot stand for the rest)";
+  for (const char* fabric : {"fat-tree", "rail-optimized"}) {
+    const std::string f = write_temp("leaves.json", leaves(fabric).dump());
     const Outcome sw = run("sweep " + f);
     ASSERT_EQ(sw.status, 0) << sw.err;
-    const std::string half_leaf =
-        std::string(rails ? "every GPU simulated for 6 nodes (" : "one GPU per tensor-parallel group simulated for 6 nodes (every replica of every stage: ") +
-        "the nodes do not fill whole leaf switches of the oversubscribed fabric, so one GPU per stage cannot stand for the rest)";
+    const std::string half_leaf = "one GPU per tensor-parallel group simulated for 6 nodes (every replica of every stage: " + why;
     EXPECT_NE(sw.out.find("note: " + half_leaf), std::string::npos) << sw.out;
     EXPECT_EQ(sw.out.find("for 4 nodes"), std::string::npos) << sw.out;
     const Outcome se = run("search " + f + " --top 3");
@@ -263,11 +265,25 @@ TEST(Cli, TablesSayWhichRowsRanOnMoreThanOneGpuPerStage) {
     const Outcome js = run("simulate " + f + " --nodes 6 --json");
     ASSERT_EQ(js.status, 0) << js.err;
     const auto j = nlohmann::json::parse(js.out);
-    EXPECT_EQ(j["mode"], rails ? "full" : "symmetric");
-    EXPECT_EQ(j.contains("every_gpu_simulated_because"), rails);
-    EXPECT_EQ(j.contains("every_replica_simulated_because"), !rails);
+    EXPECT_EQ(j["mode"], "symmetric");
+    EXPECT_FALSE(j.contains("every_gpu_simulated_because"));
+    EXPECT_TRUE(j.contains("every_replica_simulated_because"));
     std::filesystem::remove(f);
   }
+  nlohmann::json doc = leaves("rail-optimized");
+  doc["layout"]["tp"] = 2;
+  doc["stragglers"] = {{"nics", {{{"node", 0}, {"nic", 0}, {"speed", 0.5}}}}};
+  const std::string f = write_temp("leaves.json", doc.dump());
+  const Outcome sw = run("sweep " + f);
+  ASSERT_EQ(sw.status, 0) << sw.err;
+  EXPECT_NE(sw.out.find("note: every GPU simulated for 6 nodes (" + why), std::string::npos) << sw.out;
+  EXPECT_EQ(sw.out.find("for 4 nodes"), std::string::npos) << sw.out;
+  const Outcome js = run("simulate " + f + " --nodes 6 --json");
+  ASSERT_EQ(js.status, 0) << js.err;
+  const auto j = nlohmann::json::parse(js.out);
+  EXPECT_EQ(j["mode"], "full");
+  EXPECT_TRUE(j.contains("every_gpu_simulated_because"));
+  std::filesystem::remove(f);
 }
 
 TEST(Cli, SweepCountsFailuresWhereTheScenarioGivesThem) {
@@ -816,8 +832,10 @@ TEST(Cli, ReportPricesTheFabricWhereItCanAndSaysWhereNot) {
   // at 2:1 and 4:1, each in symmetric mode (stages of 16 nodes fill whole leaves). Llama 3 405B's
   // winner on 576 B200 nodes under rail groups of 32, pp 16, tp 8: a stage's 36 nodes share a rail
   // group with the next, so once oversubscribed one GPU per TP group is simulated (576 of 4,608)
-  // and the rows are priced too. GPT-3 with TP groups of half a node under rail groups of 12
-  // nodes: every GPU would be simulated (1,024 of them, past the report's 512), so the rows are
+  // and the rows are priced too, as they are for GPT-3 with TP groups of half a node under rail
+  // groups of 12 nodes (256 of 1,024 GPUs, the rails' hand-over through another group's NIC
+  // included). With one of node 0's NICs at half rate as well, a TP group's NICs run at different
+  // speeds, so every GPU would be simulated (1,024 of them, past the report's 512): the rows are
   // named, not priced.
   auto page = [&](const std::string& scenario) {
     const std::string html = scratch(scenario + ".html");
@@ -843,8 +861,14 @@ TEST(Cli, ReportPricesTheFabricWhereItCanAndSaysWhereNot) {
   doc["cluster"]["network"]["nics_per_leaf"] = 12;
   doc["search"]["tp"] = {4};
   const std::string halves = page(write_temp("gpt3-tp4-rails.json", doc.dump()));
-  EXPECT_EQ(halves.find("<td class='l'>uplinks to the spine oversubscribed"), std::string::npos);
-  EXPECT_NE(halves.find("Not priced here: uplinks to the spine oversubscribed 2:1; uplinks to the spine oversubscribed 4:1 ("),
+  EXPECT_NE(halves.find("<td class='l'>uplinks to the spine oversubscribed 2:1</td>"), std::string::npos);
+  EXPECT_NE(halves.find("<td class='l'>uplinks to the spine oversubscribed 4:1</td>"), std::string::npos);
+  EXPECT_EQ(halves.find("Not priced here"), std::string::npos);
+  doc["search"]["tp"] = {8};
+  doc["stragglers"] = {{"nics", {{{"node", 0}, {"nic", 0}, {"speed", 0.5}}}}};
+  const std::string slow = page(write_temp("gpt3-slow-nic-rails.json", doc.dump()));
+  EXPECT_EQ(slow.find("<td class='l'>uplinks to the spine oversubscribed"), std::string::npos);
+  EXPECT_NE(slow.find("Not priced here: uplinks to the spine oversubscribed 2:1; uplinks to the spine oversubscribed 4:1 ("),
             std::string::npos);
 }
 

@@ -271,6 +271,16 @@ TEST(Step, AStageThatDoesNotFillItsNodesRunsEveryReplicaOrEveryGpu) {
       ja.erase("every_gpu_simulated_because");
       EXPECT_EQ(ja.dump(), result_to_json(two.s, two.full).dump());
       EXPECT_EQ(two.sym.step.step_time_s, two.full.step.step_time_s);
+      // A caller that would rather leave such a step out than wait for it (what-if's fabric rows)
+      // gets the reason instead.
+      EvalOptions symmetric_only;
+      symmetric_only.every_gpu_if_needed = false;
+      try {
+        evaluate(two.s, two.sym.layout, 3, symmetric_only);
+        ADD_FAILURE() << "ran";
+      } catch (const sim::NeedsEveryGpu& e) {
+        EXPECT_STREQ(e.why, "a pipeline stage's GPUs do not fill whole nodes");
+      }
     } else {
       EXPECT_EQ(a.step.full_because, nullptr) << nodes;
       EXPECT_EQ(a.step.simulated_gpus, 2) << nodes;
@@ -342,38 +352,23 @@ TEST(Step, OnAnOversubscribedFabricStagesThatStraddleLeavesRunOneGpuPerTensorPar
       }
     }
   // Rail-optimized, 4 nodes to a group of rail switches at 4:1, stages of 3 nodes. A rail switch
-  // carries one NIC index of each node: with tp 8 every TP group has one GPU on each rail, and one
-  // GPU per group stands for it as on the fat-tree. With tp 4, a data-parallel group's members sit
-  // on rails 0-3 in one replica and 4-7 in the next, and NCCL hands their traffic between rails
-  // inside the node: one GPU per group cannot stand for the rest either, so the step runs on every
-  // GPU, or throws for a caller that would rather leave it out.
+  // carries one NIC index of each node, with uplinks of its own: with tp 8 every TP group has one
+  // GPU on each rail. With tp 4 or 2 a data-parallel group's members sit on rails 0-3 in one
+  // replica and 4-7 in the next (or pairs of rails), and NCCL hands their traffic between rails
+  // inside the node, through the NIC of the GPU on the receiver's rail (PXN), which is another
+  // group's representative: one GPU per group stands for its group on either fabric, with the
+  // hand-over and each rail's uplinks as full mode has them.
   const char* rails = R"(, "network": { "fabric": "rail-optimized", "nics_per_leaf": 4, "oversubscription": 4, "allreduce_algorithm": "ring" })";
-  for (int tp : {8, 4}) {
+  for (int tp : {8, 4, 2}) {
     LayoutCase c{.model = "gpt-350m", .hardware = "h100-sxm", .nodes = 12, .tp = tp, .pp = 4, .zero = 1, .network = rails};
     c.global_batch = 4 * 96 / (4 * tp);
     const BothModes m = both_modes(c);
     const StepResult &a = m.sym.step, &b = m.full.step;
-    EvalOptions symmetric_only;
-    symmetric_only.every_gpu_if_needed = false;
-    if (tp == 8) {
-      EXPECT_EQ(a.full_because, nullptr);
-      ASSERT_NE(a.every_replica_because, nullptr);
-      EXPECT_STREQ(a.every_replica_because, "pipeline stages straddle leaf switches of the oversubscribed fabric");
-      EXPECT_EQ(a.simulated_gpus, 12);
-      EXPECT_NEAR(a.step_time_s / b.step_time_s, 1.0, 1e-9);
-    } else {
-      EXPECT_EQ(a.every_replica_because, nullptr);
-      ASSERT_NE(a.full_because, nullptr);
-      EXPECT_STREQ(a.full_because, "pipeline stages straddle leaf switches of the oversubscribed fabric");
-      EXPECT_EQ(a.simulated_gpus, 96);
-      EXPECT_NEAR(a.step_time_s / b.step_time_s, 1.0, 1e-9);
-      try {
-        evaluate(m.s, m.sym.layout, 12, symmetric_only);
-        ADD_FAILURE() << "ran";
-      } catch (const sim::NeedsEveryGpu& e) {
-        EXPECT_STREQ(e.why, "pipeline stages straddle leaf switches of the oversubscribed fabric");
-      }
-    }
+    EXPECT_EQ(a.full_because, nullptr) << tp;
+    ASSERT_NE(a.every_replica_because, nullptr) << tp;
+    EXPECT_STREQ(a.every_replica_because, "pipeline stages straddle leaf switches of the oversubscribed fabric");
+    EXPECT_EQ(a.simulated_gpus, 96 / tp) << tp;
+    EXPECT_NEAR(a.step_time_s / b.step_time_s, 1.0, 1e-9) << tp;
   }
 }
 
@@ -465,23 +460,24 @@ TEST(Step, OneGpuPerTensorParallelGroupNeedsItsNicsAtOneSpeedAndASharedNicsGroup
 }
 
 TEST(Step, AStepRunOnEveryGpuBecauseSymmetricModeCannotIsReadOffItsSteadyStateToo) {
-  // 12 nodes of 8 GPUs and 8 NICs under rail switches of 4 nodes at 4:1, tp 4 · pp 4: stages of 3
-  // nodes straddle the rail groups, and TP groups of half a node leave each replica's data-
-  // parallel group on rails of its own (OnAnOversubscribedFabricStagesThatStraddleLeaves...), so
-  // the step runs on every GPU. There, as in symmetric mode, a long
+  // 6 nodes of 8 GPUs and 2 NICs, tp 2 · pp 4: stages of a node and a half, whose TP pairs share
+  // NICs with another stage's and whose rings leave the node at some members only
+  // (AStageThatDoesNotFillItsNodesRunsEveryReplicaOrEveryGpu), so the step runs on every GPU.
+  // There, as in symmetric mode, a long
   // 1F1B or interleaved schedule is read off its steady state from fewer micro-batches where the
   // run shows it repeating (only a repeat it checks, or a drift under 1e-3 of the step; where none
   // shows, every micro-batch is simulated after all, as for this small interleaved pipeline in
   // either mode); full mode asked for (`--mode full`) simulates every micro-batch. The two agree
   // to 1e-9 here.
-  const char* network = R"(, "network": { "nics_per_node": 8, "fabric": "rail-optimized", "nics_per_leaf": 4, "oversubscription": 4, "allreduce_algorithm": "ring" })";
+  const char* network = R"(, "network": { "nics_per_node": 2, "fabric": "fat-tree", "allreduce_algorithm": "ring" })";
   for (const char* schedule : {"1f1b", "interleaved"}) {
-    const BothModes m = both_modes({.model = "gpt-350m", .hardware = "h100-sxm", .nodes = 12, .tp = 4, .pp = 4,
+    const BothModes m = both_modes({.model = "gpt-350m", .hardware = "h100-sxm", .nodes = 6, .tp = 2, .pp = 4,
                                     .vpp = std::string(schedule) == "interleaved" ? 2 : 1, .zero = 1, .schedule = schedule,
                                     .network = network, .global_batch = 6 * 48});
     const int microbatches = 48;
     ASSERT_NE(m.sym.step.full_because, nullptr) << schedule;
-    EXPECT_EQ(m.sym.step.simulated_gpus, 96) << schedule;
+    EXPECT_STREQ(m.sym.step.full_because, "a pipeline stage's GPUs do not fill whole nodes");
+    EXPECT_EQ(m.sym.step.simulated_gpus, 48) << schedule;
     if (std::string(schedule) == "1f1b") {
       EXPECT_GT(m.sym.step.simulated_microbatches, 0);
       EXPECT_LT(m.sym.step.simulated_microbatches, microbatches);

@@ -282,15 +282,15 @@ TEST(WhatIf, TheNetworkLineNamesTheFabricItsRatioAndTheNodesUnderALeaf) {
 }
 
 TEST(WhatIf, FabricRowsThatNeedEveryGpuAreLeftOutPastTheirLimitAndNamed) {
-  // 12 nodes of 8 GPUs under rail switches of 32 ports (4 nodes a group), tp 4 · pp 4: a stage is 3
+  // 12 nodes of 8 GPUs under rail switches of 32 ports (4 nodes a group), tp 8 · pp 4: a stage is 3
   // nodes, so stages straddle groups whose uplinks, once oversubscribed, carry two stages' traffic
   // on some of their GPUs and one's on others, and one GPU per stage cannot stand for the rest
-  // (symmetric_mode_misfit); TP groups of half a node put a replica's data-parallel group on
-  // rails of its own, so one GPU per TP group cannot either (replica_mode_misfit). The 2:1 and
-  // 4:1 rows then need every GPU: priced so by default, and left out, each named with the reason,
-  // when the caller allows every GPU only up to fewer GPUs than the 96 here (a report does, up to
-  // 512). With tp 8 on the same fabric one GPU per TP group stands for the rest: those rows are
-  // priced whatever the limit.
+  // (symmetric_mode_misfit). One GPU per TP group stands for the rest: those rows are priced
+  // whatever the limit. With one of node 0's NICs at half rate a TP group's NICs run at different
+  // speeds, and one GPU per TP group cannot stand for it either (replica_mode_misfit). The 2:1
+  // and 4:1 rows then need every GPU: priced so by default, and left out, each named with the
+  // reason, when the caller allows every GPU only up to fewer GPUs than the 96 here (a report
+  // does, up to 512).
   const char* rails = R"(, "network": { "nics_per_node": 8, "fabric": "rail-optimized", "nics_per_leaf": 4 })";
   const Scenario eight = scenario(12, R"({ "tp": 8, "pp": 4, "micro_batch": 1 })", rails, 8, 96);
   const WhatIf replicas = what_if(eight, resolve_layout(eight, eight.layout, false, 12), 12, 2.0, "--factor", FabricRows{true, 64});
@@ -300,7 +300,9 @@ TEST(WhatIf, FabricRowsThatNeedEveryGpuAreLeftOutPastTheirLimitAndNamed) {
     ASSERT_NE(r.eval.step.every_replica_because, nullptr) << r.description;
     EXPECT_EQ(r.eval.step.simulated_gpus, 12) << r.description;
   }
-  const Scenario s = scenario(12, R"({ "tp": 4, "pp": 4, "micro_batch": 1 })", rails, 8, 192);
+  Scenario s = scenario(12, R"({ "tp": 8, "pp": 4, "micro_batch": 1 })", rails, 8, 96);
+  s.stragglers.given = true;
+  s.stragglers.nics.push_back({0, 0, 0.5});
   const Layout l = resolve_layout(s, s.layout, false, 12);
   const WhatIf all = what_if(s, l, 12, 2.0, "--factor");
   ASSERT_EQ(all.fabric.size(), 2u);
