@@ -34,9 +34,11 @@ class FullPaths : public PathProvider {
   Topology topo_;
 };
 
-// One representative GPU per pipeline stage. Every other GPU does the same work at the same time,
-// so each representative gets the per-GPU share of what it shares: its own NVLink port, 1/G of its
-// node's NIC capacity (G GPUs per node, all active), and over an oversubscribed fabric the per-GPU
+// One representative GPU per pipeline stage, or per TP group of every replica. Every GPU it stands
+// for does the same work at the same time, so each representative gets the per-GPU share of what
+// it shares: its own NVLink port, 1/G of its node's NIC capacity (G GPUs per node, all active;
+// representatives on one NIC share one link of their shares together, so an idle group's share
+// goes to the others), and over an oversubscribed fabric the per-GPU
 // share of its leaf's links to the spine, up for the traffic that leaves the leaf and down for
 // what enters it; where several stages lie within one leaf, their representatives share those
 // links, each loading them for one GPU of its stage. With degraded NICs each representative's NIC
@@ -44,7 +46,9 @@ class FullPaths : public PathProvider {
 // GPUs, in every replica or in one (StepInput::speed_replica). `ring_nic_speed`, where given, caps
 // the flows that stand for a collective's edges across nodes: a ring runs at its slowest hop, which
 // may lie in another replica than the representative's own (a tree across NICs of different speeds
-// is not simulated this way: Builder::cached_plan).
+// is not simulated this way: Builder::cached_plan). On a rail-optimized fabric an edge between
+// representatives on different rails is handed over NVLink to the representative on the
+// receiver's rail, whose NIC sends it, as FullPaths routes it.
 class SymmetricPaths : public PathProvider {
  public:
   SymmetricPaths(Engine& e, const ClusterShape& s, const std::vector<int>& reps, const std::vector<double>& nic_speed,

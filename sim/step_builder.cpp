@@ -49,6 +49,8 @@ RankCoordinates rank_coordinates(const Layout& l, int gpu) {
   return c;
 }
 
+// Whether TP groups that share a NIC (groups smaller than the GPUs on one NIC) run at different
+// speeds (given per-GPU speeds).
 static bool tp_groups_sharing_a_nic_differ(const StepInput& in) {
   const ClusterShape& cs = in.net.shape;
   const int tp = in.layout.tp, gpn = cs.gpus_per_node;
@@ -86,7 +88,7 @@ const char* symmetric_mode_misfit(const StepInput& in) {
   }
   // TP groups smaller than the GPUs on a NIC share it; at one speed they send alike, each its 1/G.
   // A slow group beside fast ones sends while they wait and gets more of the NIC than that.
-  if (in.gpu_speed && tp_groups_sharing_a_nic_differ(in)) return "tensor-parallel groups sharing a NIC run at different speeds";
+  if (tp_groups_sharing_a_nic_differ(in)) return "tensor-parallel groups sharing a NIC run at different speeds";
   return nullptr;
 }
 

@@ -177,12 +177,12 @@ const char* symmetric_mode_misfit(const StepInput& in);
 // for its group's GPUs, which do the same work at the same time over NICs of their own (the
 // per-GPU share of the node's NICs and of the leaf's uplinks, each flow loading them for every GPU
 // of its group). That holds where the group lies within one node, each GPU of a node has the same
-// share of its NICs whatever the other GPUs of the node do (each its own NIC, or a NIC shared
-// within a group, or a stage filling whole nodes over NICs shared evenly by groups running at one
-// speed), and on a rail-optimized fabric where a group fills whole nodes, so that every rail
-// carries one GPU of each group and no traffic changes rails. A representative runs at its
-// group's slowest GPU (every member waits for it at each TP collective) and NIC, so the group's
-// NICs must all run at one speed.
+// share of its NICs whatever the other GPUs of the node do (each its own NIC, a NIC shared within
+// a group, or a NIC shared by groups of stages that fill whole nodes, whose representatives then
+// share its links at any speeds). On a rail-optimized fabric an edge between representatives on
+// different rails goes through the representative on the receiver's rail (PXN), as in full mode.
+// A representative runs at its group's slowest GPU (every member waits for it at each TP
+// collective) and NIC, so the group's NICs must all run at one speed.
 const char* replica_mode_misfit(const StepInput& in);
 
 StepResult simulate_step(const StepInput& in);
