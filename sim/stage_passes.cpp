@@ -359,6 +359,11 @@ void Builder::build_stage(int stage, const std::vector<int>& gpus) {
     // A recompute of its own first (split_recompute_): the pass starts with it.
     std::vector<TaskId>& recomputed = ws_.recompute_first;
     recomputed.assign(gpus.size(), -1);
+    // ZeRO-3's gather of the second layer waits for the compute queued before the first layer's
+    // work, the recompute being part of it: queued ahead of a recompute of its own.
+    Gathers second;
+    const bool second_first = zero3 && split_recompute_ && units > 1;
+    if (second_first) second = gather_layer(1, false);
     if (split_recompute_) {
       PassParts pp;
       pass_parts(kRecomputePass, w, pp);
@@ -370,7 +375,7 @@ void Builder::build_stage(int stage, const std::vector<int>& gpus) {
     if ((last_mb || reduce_every_microbatch) && L_.dp > 1) {
       // Layer by layer, so that full buckets start while the rest of backward runs.
       for (int l = 0; l < units; ++l) {
-        const Gathers next = zero3 && l + 1 < units ? gather_layer(l + 1, false) : Gathers{};
+        const Gathers next = l == 0 && second_first ? second : zero3 && l + 1 < units ? gather_layer(l + 1, false) : Gathers{};
         const int kind = l == 0 ? kFirstLayerBackward : kLaterLayerBackward;
         PassParts pp;
         pass_parts(kind, w, pp);
