@@ -67,6 +67,32 @@ static bool tp_groups_sharing_a_nic_differ(const StepInput& in) {
   return false;
 }
 
+// Whether TP groups whose pipeline transfers cross the uplinks of one leaf switch run at different
+// speeds (given per-GPU speeds, on a fabric whose uplinks are oversubscribed). Replicas at one
+// speed send their transfers together and split the uplinks; a slow one's transfers come when
+// the fast ones have sent theirs and get more of them.
+static bool tp_groups_sharing_uplinks_differ(const StepInput& in) {
+  const ClusterShape& cs = in.net.shape;
+  const int tp = in.layout.tp, dp = in.layout.dp, pp = in.layout.pp;
+  if (!in.gpu_speed || static_cast<int>(in.gpu_speed->size()) != cs.gpus()) return false;
+  if (cs.nodes == 1 || pp == 1 || !cs.leaf_uplinks_bind()) return false;
+  const std::vector<double>& speed = *in.gpu_speed;
+  const int per_leaf = cs.nodes_per_leaf(), stage_gpus = tp * dp;
+  auto leaf = [&](int gpu) { return cs.node_of(gpu) / per_leaf; };
+  std::vector<double> leaf_speed(static_cast<std::size_t>((cs.nodes + per_leaf - 1) / per_leaf), -1.0);
+  for (int s = 0; s < pp; ++s)
+    for (int d = 0; d < dp; ++d) {
+      const int g = tp * d + stage_gpus * s;
+      const bool crosses = (s + 1 < pp && leaf(g) != leaf(g + stage_gpus)) || (s > 0 && leaf(g) != leaf(g - stage_gpus));
+      if (!crosses) continue;
+      const double v = *std::min_element(speed.begin() + g, speed.begin() + g + tp);
+      double& seen = leaf_speed[static_cast<std::size_t>(leaf(g))];
+      if (seen < 0) seen = v;
+      else if (seen != v) return true;
+    }
+  return false;
+}
+
 const char* symmetric_mode_misfit(const StepInput& in) {
   const ClusterShape& cs = in.net.shape;
   const int stage_gpus = in.layout.tp * in.layout.dp;
@@ -89,6 +115,8 @@ const char* symmetric_mode_misfit(const StepInput& in) {
   // TP groups smaller than the GPUs on a NIC share it; at one speed they send alike, each its 1/G.
   // A slow group beside fast ones sends while they wait and gets more of the NIC than that.
   if (tp_groups_sharing_a_nic_differ(in)) return "tensor-parallel groups sharing a NIC run at different speeds";
+  if (tp_groups_sharing_uplinks_differ(in))
+    return "tensor-parallel groups whose pipeline transfers share a leaf's uplinks run at different speeds";
   return nullptr;
 }
 
