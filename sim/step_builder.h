@@ -165,9 +165,11 @@ struct StepResult {
 // or sits unevenly over its nodes, so that its groups' members do not all see the same links.
 // Where the leaf switches' uplinks are oversubscribed (ClusterShape::leaf_uplinks_bind), each leaf
 // must be full and each stage must fill whole leaves or a whole part of one (the leaf's stages then
-// share its uplinks), for the same reasons one level up. simulate_step runs such a step in full
-// mode, and also one whose all-reduce it finds NCCL would run as a tree across those uplinks
-// (Builder::cached_plan).
+// share its uplinks), for the same reasons one level up. With per-GPU speeds, TP groups that share
+// a NIC, or whose pipeline transfers share a leaf's oversubscribed uplinks, must run at one speed:
+// a slow one sends while the fast ones wait. simulate_step runs such a step one GPU per TP group
+// or in full mode (replica_mode_misfit), and also one whose all-reduce it finds NCCL would run as
+// a tree across those uplinks (Builder::cached_plan).
 const char* symmetric_mode_misfit(const StepInput& in);
 
 // Why one representative GPU per tensor-parallel group cannot stand for the other GPUs of its group
