@@ -155,6 +155,28 @@ BothModes both_modes(const LayoutCase& c) {
   return r;
 }
 
+// Llama 2 7B on 4 nodes of 8 GPUs over `network` (a JSON member), tp 2 · pp 2 interleaved with
+// `recompute`, GPU `slow` at 70%: symmetric mode runs one GPU per TP group (16) because of `why`,
+// and its step is full mode's within 1e-3.
+void expect_one_gpu_per_tp_group(const char* network, const char* recompute, int slow, const char* why) {
+  char text[1024];
+  std::snprintf(text, sizeof text, R"({ "name": "t", "model": "llama2-7b", "training": { "global_batch": 32 }, "hardware": "h200-sxm",
+      "cluster": { "nodes": 4, "gpus_per_node": 8, "network": %s },
+      "layout": { "tp": 2, "pp": 2, "vpp": 2, "schedule": "interleaved", "micro_batch": 1, "sequence_parallel": true, "zero": 1,
+                  "recompute": "%s", "bucket_MB": 5 },
+      "stragglers": { "gpus": [ { "gpu": %d, "speed": 0.7 } ] } })",
+                network, recompute, slow);
+  const Scenario s = parse_scenario(text, "t.json", kProfiles);
+  const Layout l = resolve_layout(s, s.layout, false, 4);
+  EvalOptions full;
+  full.mode = SimMode::full;
+  const Evaluation a = evaluate(s, l, 4, EvalOptions{}), b = evaluate(s, l, 4, full);
+  ASSERT_NE(a.step.every_replica_because, nullptr);
+  EXPECT_STREQ(a.step.every_replica_because, why);
+  EXPECT_EQ(a.step.simulated_gpus, 16);
+  EXPECT_NEAR(a.step.step_time_s / b.step.step_time_s, 1.0, 1e-3);
+}
+
 }  // namespace
 
 TEST(PipelineSchedule, OrdersAreCompleteAndInflightMatchesMemoryModel) {
@@ -441,22 +463,9 @@ TEST(Step, OneGpuPerTensorParallelGroupNeedsItsNicsAtOneSpeedAndASharedNicsGroup
   // One GPU per TP pair, the pairs of a NIC sharing it, is within what a pair's members waiting
   // for each other at the group's slowest GPU leaves (the fast member of the slow pair starts its
   // ring earlier in full mode): 7e-4 here, held to 1e-3.
-  const std::string text = R"({ "name": "t", "model": "llama2-7b", "training": { "global_batch": 32 }, "hardware": "h200-sxm",
-      "cluster": { "nodes": 4, "gpus_per_node": 8,
-                   "network": { "nics_per_node": 1, "nic_Gbps": 200, "fabric": "fat-tree", "oversubscription": 2, "nics_per_leaf": 8,
-                                "allreduce_algorithm": "ring" } },
-      "layout": { "tp": 2, "pp": 2, "vpp": 2, "schedule": "interleaved", "micro_batch": 1, "sequence_parallel": true, "zero": 1,
-                  "bucket_MB": 5 },
-      "stragglers": { "gpus": [ { "gpu": 9, "speed": 0.7 } ] } })";
-  const Scenario s = parse_scenario(text, "t.json", kProfiles);
-  const Layout l = resolve_layout(s, s.layout, false, 4);
-  EvalOptions full;
-  full.mode = SimMode::full;
-  const Evaluation a = evaluate(s, l, 4, EvalOptions{}), b = evaluate(s, l, 4, full);
-  ASSERT_NE(a.step.every_replica_because, nullptr);
-  EXPECT_STREQ(a.step.every_replica_because, "tensor-parallel groups sharing a NIC run at different speeds");
-  EXPECT_EQ(a.step.simulated_gpus, 16);
-  EXPECT_NEAR(a.step.step_time_s / b.step.step_time_s, 1.0, 1e-3);
+  expect_one_gpu_per_tp_group(R"({ "nics_per_node": 1, "nic_Gbps": 200, "fabric": "fat-tree", "oversubscription": 2,
+                                  "nics_per_leaf": 8, "allreduce_algorithm": "ring" })",
+                              "none", 9, "tensor-parallel groups sharing a NIC run at different speeds");
 }
 
 TEST(Step, TpGroupsSharingALeafsUplinksAtDifferentSpeedsRunOneGpuPerGroup) {
@@ -495,22 +504,9 @@ TEST(Step, TpGroupsSharingALeafsUplinksAtDifferentSpeedsRunOneGpuPerGroup) {
   // 4:1 uplinks, tp 2 · pp 2 interleaved, GPU 5 at 70%. Each replica as if every replica were like
   // the slow one: 1.9% long against full mode (1.2-1.8% with the other schedules, with selective
   // recompute and at 2:1). One GPU per TP group: 4e-4 (rounding with ZeRO-0), held to 1e-3.
-  const std::string text = R"({ "name": "t", "model": "llama2-7b", "training": { "global_batch": 32 }, "hardware": "h200-sxm",
-      "cluster": { "nodes": 4, "gpus_per_node": 8,
-                   "network": { "nics_per_node": 4, "nic_Gbps": 100, "fabric": "fat-tree", "oversubscription": 4, "nics_per_leaf": 4,
-                                "allreduce_algorithm": "ring" } },
-      "layout": { "tp": 2, "pp": 2, "vpp": 2, "schedule": "interleaved", "micro_batch": 1, "sequence_parallel": true, "zero": 1,
-                  "recompute": "full", "bucket_MB": 5 },
-      "stragglers": { "gpus": [ { "gpu": 5, "speed": 0.7 } ] } })";
-  const Scenario s = parse_scenario(text, "t.json", kProfiles);
-  const Layout l = resolve_layout(s, s.layout, false, 4);
-  EvalOptions full;
-  full.mode = SimMode::full;
-  const Evaluation a = evaluate(s, l, 4, EvalOptions{}), b = evaluate(s, l, 4, full);
-  ASSERT_NE(a.step.every_replica_because, nullptr);
-  EXPECT_STREQ(a.step.every_replica_because, "tensor-parallel groups whose pipeline transfers share a leaf's uplinks run at different speeds");
-  EXPECT_EQ(a.step.simulated_gpus, 16);
-  EXPECT_NEAR(a.step.step_time_s / b.step.step_time_s, 1.0, 1e-3);
+  expect_one_gpu_per_tp_group(R"({ "nics_per_node": 4, "nic_Gbps": 100, "fabric": "fat-tree", "oversubscription": 4,
+                                  "nics_per_leaf": 4, "allreduce_algorithm": "ring" })",
+                              "full", 5, "tensor-parallel groups whose pipeline transfers share a leaf's uplinks run at different speeds");
 }
 
 TEST(Step, AStepRunOnEveryGpuBecauseSymmetricModeCannotIsReadOffItsSteadyStateToo) {
