@@ -40,6 +40,38 @@ bool same_layout(const Evaluation& a, const Evaluation& b) { return a.nodes == b
 
 }  // namespace
 
+TEST(LayoutSearch, WhyNotFirstNamesCommunicationSlowingTheSameCompute) {
+  // Llama 3 8B on 8 nodes of H200 (8 x 400 Gb/s, 2:1 fat-tree), tp 2, INT8: ZeRO-2 reduce-scatters
+  // every micro-batch beside the backward, where ZeRO-1 reduces once, so the same GEMMs run longer
+  // under the measured comm/compute slowdown. Its step's extra time is in the compute category;
+  // the phrase says why. A layout with other compute per step (tp 4) keeps the plain phrase.
+  const Scenario s = parse_scenario(R"({ "name": "w", "model": "llama3-8b", "training": { "global_batch": 256 }, "hardware": "h200-sxm",
+      "cluster": { "nodes": 8, "gpus_per_node": 8, "network": { "nics_per_node": 8, "nic_Gbps": 400, "fabric": "fat-tree", "oversubscription": 2 } },
+      "layout": { "tp": 2, "micro_batch": 1, "sequence_parallel": true, "recompute": "none", "zero": 1, "bucket_MB": 100, "compression": "int8" },
+      "search": { "tp": [2, 4], "pp": [1], "micro_batch": [1], "recompute": ["none"], "zero": [1, 2], "bucket_MB": [100],
+                  "compression": ["int8"], "sequence_parallel": [true] } })",
+                                    "w.json", TRAINSIM_PROFILES);
+  SearchOptions so;
+  so.threads = 1;
+  so.keep = 0;
+  const SearchResult r = search_layouts(s, enumerate_layouts(s), so);
+  const Evaluation* z1 = nullptr;
+  const Evaluation* z2 = nullptr;
+  const Evaluation* tp4 = nullptr;
+  for (const Evaluation& ev : r.ranked) {
+    if (ev.layout.tp == 2) (ev.layout.zero == 1 ? z1 : z2) = &ev;
+    if (ev.layout.tp == 4 && ev.layout.zero == 1) tp4 = &ev;
+  }
+  ASSERT_TRUE(z1 && z2 && tp4);
+  ASSERT_GT(z1->tokens_per_s, 1.005 * z2->tokens_per_s);
+  ASSERT_GT(z2->step.breakdown_s[sim::kCompute], z1->step.breakdown_s[sim::kCompute]);
+  const std::string why = why_lost(s, *z1, *z2);
+  EXPECT_EQ(why.rfind("compute slowed by communication beside it, ", 0), 0u) << why;
+  ASSERT_GT(z1->tokens_per_s, 1.005 * tp4->tokens_per_s);
+  std::printf("[ info ] ZeRO-2: %s; tp 4: %s\n", why.c_str(), why_lost(s, *z1, *tp4).c_str());
+  EXPECT_EQ(why_lost(s, *z1, *tp4).find("communication beside"), std::string::npos);
+}
+
 TEST(LayoutSearch, TheBoundSkipsOnlyLayoutsThatCouldNotRank) {
   // A search told how many layouts its caller reads (keep) skips the layouts whose step's lower
   // bound already ranks them below those and below the best of their node count. What it returns

@@ -134,7 +134,15 @@ std::string why_lost(const Scenario& s, const Evaluation& w, const Evaluation& l
     if (gap > worst_gap) { worst_gap = gap; worst = c; }
   }
   if (worst < 0 || worst == sim::kCompute) {
-    std::snprintf(buf, sizeof buf, "compute %.0f%% slower per token", 100.0 * slower);
+    // The same compute per step (ZeRO stage, buckets and compression change none of it): the GEMMs
+    // ran slower, under the communication beside them.
+    const Layout &a = w.layout, &b = l.layout;
+    const bool same_work = w.nodes == l.nodes && a.tp == b.tp && a.pp == b.pp && a.vpp == b.vpp && a.micro_batch == b.micro_batch &&
+                           a.sequence_parallel == b.sequence_parallel && a.recompute == b.recompute;
+    if (worst == sim::kCompute && same_work)
+      std::snprintf(buf, sizeof buf, "compute slowed by communication beside it, %.0f%% slower per token", 100.0 * slower);
+    else
+      std::snprintf(buf, sizeof buf, "compute %.0f%% slower per token", 100.0 * slower);
     return buf;
   }
   static const char* phrase[sim::kCategories] = {"compute", "recompute", "TP comm exposed", "PP send/recv exposed",
