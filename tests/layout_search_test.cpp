@@ -44,7 +44,8 @@ TEST(LayoutSearch, WhyNotFirstNamesCommunicationSlowingTheSameCompute) {
   // Llama 3 8B on 8 nodes of H200 (8 x 400 Gb/s, 2:1 fat-tree), tp 2, INT8: ZeRO-2 reduce-scatters
   // every micro-batch beside the backward, where ZeRO-1 reduces once, so the same GEMMs run longer
   // under the measured comm/compute slowdown. Its step's extra time is in the compute category;
-  // the phrase says why. A layout with other compute per step (tp 4) keeps the plain phrase.
+  // the phrase says why. The same loss with other compute per step (the loser at another
+  // micro-batch or recompute) keeps the plain phrase, as does tp 4, which loses on TP traffic.
   const Scenario s = parse_scenario(R"({ "name": "w", "model": "llama3-8b", "training": { "global_batch": 256 }, "hardware": "h200-sxm",
       "cluster": { "nodes": 8, "gpus_per_node": 8, "network": { "nics_per_node": 8, "nic_Gbps": 400, "fabric": "fat-tree", "oversubscription": 2 } },
       "layout": { "tp": 2, "micro_batch": 1, "sequence_parallel": true, "recompute": "none", "zero": 1, "bucket_MB": 100, "compression": "int8" },
@@ -70,6 +71,13 @@ TEST(LayoutSearch, WhyNotFirstNamesCommunicationSlowingTheSameCompute) {
   ASSERT_GT(z1->tokens_per_s, 1.005 * tp4->tokens_per_s);
   std::printf("[ info ] ZeRO-2: %s; tp 4: %s\n", why.c_str(), why_lost(s, *z1, *tp4).c_str());
   EXPECT_EQ(why_lost(s, *z1, *tp4).find("communication beside"), std::string::npos);
+  for (int k = 0; k < 2; ++k) {
+    Evaluation other = *z2;
+    if (k == 0) other.layout.micro_batch = 2;
+    else other.layout.recompute = Recompute::full;
+    EXPECT_EQ(why_lost(s, *z1, other).rfind("compute ", 0), 0u);
+    EXPECT_EQ(why_lost(s, *z1, other).find("communication beside"), std::string::npos) << k;
+  }
 }
 
 TEST(LayoutSearch, TheBoundSkipsOnlyLayoutsThatCouldNotRank) {
