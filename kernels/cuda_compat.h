@@ -7,6 +7,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "device_out_of_memory.h"
+
 #define TRAINSIM_CUDA(call)                                                                           \
   do {                                                                                                \
     cudaError_t err_ = (call);                                                                        \
@@ -49,7 +51,19 @@ inline bool fp8_supported(int cc_major) {
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
-  explicit DeviceBuffer(size_t bytes) : bytes_(bytes) { TRAINSIM_CUDA(cudaMalloc(&ptr_, bytes)); }
+  // Throws DeviceOutOfMemory where the device has too little free (the error is cleared, so the
+  // device stays usable), std::runtime_error on any other failure.
+  explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
+    const cudaError_t err = cudaMalloc(&ptr_, bytes);
+    if (err == cudaErrorMemoryAllocation) {
+      ptr_ = nullptr;
+      cudaGetLastError();
+      size_t free_b = 0, total_b = 0;
+      cudaMemGetInfo(&free_b, &total_b);
+      throw DeviceOutOfMemory(static_cast<double>(bytes), static_cast<double>(free_b), static_cast<double>(total_b));
+    }
+    TRAINSIM_CUDA(err);
+  }
   ~DeviceBuffer() { if (ptr_) cudaFree(ptr_); }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;

@@ -55,6 +55,27 @@ TEST(GpuKernels, RuntimeMemoryIsTheContextAndEachCommunicatorsBuffers) {
   std::printf("\n");
 }
 
+TEST(GpuKernels, AnAllocationLargerThanTheDeviceSaysWhatItAskedAndLeavesTheDeviceUsable) {
+  // `planner validate` records a layout that ran out of memory and goes on to the next: the
+  // allocation must throw DeviceOutOfMemory (not a generic error) and leave no sticky error behind.
+  REQUIRE_GPU();
+  size_t free_b = 0, total_b = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free_b, &total_b), cudaSuccess);
+  const size_t too_much = total_b + (size_t{1} << 30);
+  try {
+    DeviceBuffer b(too_much);
+    ADD_FAILURE() << "an allocation larger than the device succeeded";
+  } catch (const DeviceOutOfMemory& e) {
+    EXPECT_EQ(e.requested_bytes, static_cast<double>(too_much));
+    EXPECT_GT(e.total_bytes, 0);
+    EXPECT_LT(e.free_bytes, e.requested_bytes);
+    EXPECT_NE(std::string(e.what()).find("out of device memory"), std::string::npos) << e.what();
+  }
+  DeviceBuffer small(1 << 20);
+  EXPECT_NE(small.get(), nullptr);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
 TEST(GpuKernels, GemmMatchesCpuReference) {
   REQUIRE_GPU();
   // bf16 operands, fp32 accumulation: relative error between 1e-3 and 1e-2 against float64.

@@ -2,9 +2,11 @@
 // stated carry-over rule.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "cost_model.h"
@@ -47,6 +49,87 @@ TEST(Profiles, H200IsMeasuredOnAnH200) {
   EXPECT_GT(hp.measured_tflops.at("bf16"), 760);
   EXPECT_GE(hp.memory_bandwidth_GBps, 3700);
   EXPECT_GT(hp.h2d_GBps, 50);
+}
+
+TEST(Profiles, H100IsMeasuredOnAnH100) {
+  const HardwareProfile hp = load_hardware_profile("h100-sxm", kProfiles);
+  EXPECT_EQ(hp.provenance.source, "measured");
+  EXPECT_NE(hp.provenance.device.find("H100"), std::string::npos);
+  EXPECT_EQ(hp.provenance.device_uuids.size(), 2u);  // two calibration runs on two cards, merged
+  // The same SM and clock as the H200: the GEMM ceiling near 800 TFLOP/s; the copy near its
+  // datasheet's 3.35 TB/s as the H200's is near 4.8.
+  EXPECT_GT(hp.measured_tflops.at("bf16"), 760);
+  EXPECT_GT(hp.memory_bandwidth_GBps, 0.8 * 3350);
+  EXPECT_LT(hp.memory_bandwidth_GBps, 3350);
+  // What CUDA reports as the device's memory, below nvidia-smi's 81,559 MiB.
+  EXPECT_LT(hp.memory_bytes, 81559.0 * (1 << 20));
+  EXPECT_GT(hp.memory_bytes, 79.0 * (1 << 30));
+}
+
+// The rule every part not measured here is derived by (GEMM and attention at the calibrated
+// part's fraction of the vendor peak, memory-bound kernels at its fraction of the datasheet
+// bandwidth), held against the H100, a part it was applied to before one could be measured:
+// calibrate/datasheets/h100-sxm.json is that profile (datasheet peaks, derive_from h200-sxm).
+// Measured 2026-12-05 on two H100 80GB HBM3 (calibrate/records/2026-12-05-h100-session-38-*):
+// - GEMMs: the rule holds; per shape the derived rate is the measured one to a median 1%.
+// - The step's element-wise and row-wise kernels run on the H100 at a median 0.96 of the H200's
+//   GB/s, not 3.35 / 4.8 = 0.70: at these sizes they reach a third of the H200's bandwidth, so
+//   they are not bound by it, and the rule makes them 27% slower than they are (median).
+// - The unfused attention runs at 0.71-0.91 of the H200's rate (its s x s tensors go through
+//   memory), not 1.0: the rule makes it 25% (forward) and 40% (backward) faster than it is.
+// The bounds below hold those errors where they were measured, so that a change to the rule
+// or to either profile that moves them shows here.
+TEST(Profiles, TheCarryOverRuleHeldAgainstTheMeasuredH100) {
+  std::ifstream in(kSource + "/calibrate/datasheets/h100-sxm.json");
+  ASSERT_TRUE(in);
+  std::stringstream text;
+  text << in.rdbuf();
+  const HardwareProfile derived = parse_hardware_profile(text.str(), "calibrate/datasheets/h100-sxm.json", kProfiles);
+  const HardwareProfile measured = load_hardware_profile("h100-sxm", kProfiles);
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  std::vector<double> gemm;
+  for (const GemmPoint& d : derived.gemm.at("bf16"))
+    for (const GemmPoint& m : measured.gemm.at("bf16"))
+      if (d.m == m.m && d.n == m.n && d.k == m.k) {
+        gemm.push_back(d.tflops / m.tflops);
+        break;
+      }
+  ASSERT_GT(gemm.size(), 500u);
+  EXPECT_NEAR(median(gemm), 1.0, 0.02);
+  std::vector<double> kernels;
+  for (const auto& [name, pts] : derived.memory_kernels) {
+    const auto it = measured.memory_kernels.find(name);
+    if (it == measured.memory_kernels.end()) continue;
+    for (const BandwidthPoint& d : pts)
+      for (const BandwidthPoint& m : it->second)
+        if (d.bytes == m.bytes && d.width == m.width) {
+          kernels.push_back(d.GBps / m.GBps);
+          break;
+        }
+  }
+  ASSERT_GT(kernels.size(), 100u);
+  EXPECT_GT(median(kernels), 0.65);
+  EXPECT_LT(median(kernels), 0.8);
+  std::vector<double> fwd, bwd;
+  for (const auto& d : derived.attention)
+    for (const auto& m : measured.attention)
+      if (d.batch_heads == m.batch_heads && d.seq == m.seq && d.head_dim == m.head_dim && d.kv_group == m.kv_group &&
+          d.dropout == m.dropout) {
+        fwd.push_back(d.fwd_fraction / m.fwd_fraction);
+        bwd.push_back(d.bwd_fraction / m.bwd_fraction);
+        break;
+      }
+  ASSERT_GT(fwd.size(), 40u);
+  EXPECT_GT(median(fwd), 1.1);
+  EXPECT_LT(median(fwd), 1.4);
+  EXPECT_GT(median(bwd), 1.3);
+  EXPECT_LT(median(bwd), 1.5);
+  std::printf("[ info ] carry-over rule against the measured H100, derived / measured (median): GEMM %.3f, step kernels %.3f, "
+              "attention forward %.3f, backward %.3f\n",
+              median(gemm), median(kernels), median(fwd), median(bwd));
 }
 
 TEST(Profiles, DerivedProfilesCarryEfficiencyAsFractionOfPeak) {
@@ -96,12 +179,22 @@ TEST(Profiles, Gb200HostLinkIsNvlinkC2cAtTheH200sFractionOfItsDatasheet) {
   EXPECT_LT(load_hardware_profile("b200-sxm", kProfiles).d2h_GBps, 64.0);
 }
 
-TEST(Profiles, RuntimeMemoryIsMeasuredOnTheH200AndCarriedOverInBytes) {
+TEST(Profiles, RuntimeMemoryIsMeasuredOnTheHoppersAndCarriedOverInBytes) {
   const HardwareProfile h200 = load_hardware_profile("h200-sxm", kProfiles);
   EXPECT_EQ(h200.runtime_memory_provenance.source, "measured");
   EXPECT_GT(h200.context_bytes, 0);
   EXPECT_GT(h200.nccl_first_communicator_bytes, h200.nccl_further_communicator_bytes);
-  for (const char* name : {"h100-sxm", "a100-80g-sxm", "b200-sxm", "gb200-nvl72"}) {
+  // The H100's context was measured on its own card; its communicators, which need two GPUs, are
+  // the H200's in bytes, and the provenance says so.
+  const HardwareProfile h100 = load_hardware_profile("h100-sxm", kProfiles);
+  EXPECT_EQ(h100.runtime_memory_provenance.source, "measured");
+  EXPECT_GT(h100.context_bytes, 0.25 * (1 << 30));
+  EXPECT_NE(h100.context_bytes, h200.context_bytes);
+  EXPECT_EQ(h100.nccl_first_communicator_bytes, h200.nccl_first_communicator_bytes);
+  EXPECT_EQ(h100.nccl_further_communicator_bytes, h200.nccl_further_communicator_bytes);
+  EXPECT_NE(h100.runtime_memory_provenance.rule.find("carried over in bytes from h200-sxm"), std::string::npos)
+      << h100.runtime_memory_provenance.rule;
+  for (const char* name : {"a100-80g-sxm", "b200-sxm", "gb200-nvl72"}) {
     const HardwareProfile hp = load_hardware_profile(name, kProfiles);
     EXPECT_EQ(hp.context_bytes, h200.context_bytes) << name;
     EXPECT_EQ(hp.nccl_first_communicator_bytes, h200.nccl_first_communicator_bytes) << name;

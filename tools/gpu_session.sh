@@ -18,18 +18,26 @@ if [ -z "${SKIP_BUILD:-}" ]; then
   cmake --build build-gpu -j"$(nproc)" > "$OUT/build.log" 2>&1 || { log "build failed"; grep -E "error" "$OUT/build.log" | head -30; exit 1; }
   log "built"
 fi
+# HARDWARE: the validate steps run their scenarios as if they named this profile (a copy in /tmp
+# with "hardware" replaced), to check another card against its own profile.
+scenario_file() {
+  if [ -z "${HARDWARE:-}" ]; then echo "scenarios/$1.json"; return; fi
+  sed -E "s/\"hardware\": *\"[^\"]*\"/\"hardware\": \"$HARDWARE\"/" "scenarios/$1.json" > "/tmp/$1-$HARDWARE.json"
+  echo "/tmp/$1-$HARDWARE.json"
+}
 for step in "$@"; do
   case "$step" in
     calibrate)
-      log "calibrate (full)"
-      # On top of the measured profile where there is one: what this machine cannot measure (the
-      # multi-GPU record of a machine with more GPUs) stays.
-      base=calibrate/datasheets/h200-sxm.json
-      [ -f models/hardware/h200-sxm.json ] && base=models/hardware/h200-sxm.json
-      mkdir -p models/hardware; ./build-gpu/calibrate --out /tmp/h200-sxm.json --base "$base" 2>&1 | tee "$OUT/calibrate.log"
-      cp /tmp/h200-sxm.json models/hardware/h200-sxm.json
+      # PROFILE (default h200-sxm) names the profile measured. On top of the profile where there
+      # is one: what this machine cannot measure (the multi-GPU record of a machine with more GPUs,
+      # the peaks, the network) stays. Written in place, so later steps of this call use it.
+      profile=${PROFILE:-h200-sxm}
+      log "calibrate (full) as $profile"
+      base=calibrate/datasheets/$profile.json
+      [ -f "models/hardware/$profile.json" ] && base=models/hardware/$profile.json
+      mkdir -p models/hardware; ./build-gpu/calibrate --out "/tmp/$profile.json" --base "$base" 2>&1 | tee "$OUT/calibrate.log"
       log "calibrate exit ${PIPESTATUS[0]}"
-      cp models/hardware/h200-sxm.json "$OUT/" ;;
+      cp "/tmp/$profile.json" "models/hardware/$profile.json" && cp "/tmp/$profile.json" "$OUT/" ;;
     kernel-conditions)
       # The step's element-wise kernels timed six ways (a diagnostic; calibrate kernel-conditions
       # --help lists them), among them as calibrate records them and right after sustained GEMMs.
@@ -66,7 +74,7 @@ for step in "$@"; do
       smi=$!
       for name in ${VALIDATE_SCENARIOS:-validate-small-gpt validate-llama-one-gpu}; do
         log "validate $name beside the clock log"
-        ./build-gpu/planner validate "scenarios/$name.json" --json-out "$OUT/$name.json" 2>&1 |
+        ./build-gpu/planner validate "$(scenario_file "$name")" --json-out "$OUT/$name.json" 2>&1 |
           while IFS= read -r line; do printf '%s %s\n' "$(date '+%Y/%m/%d %H:%M:%S.%3N')" "$line"; done | tee "$OUT/$name.log"
         log "validate $name exit ${PIPESTATUS[0]}"
       done
@@ -137,7 +145,7 @@ for step in "$@"; do
       log "sim benchmarks exit ${PIPESTATUS[0]}" ;;
     validate)
       log "validate"
-      ./build-gpu/planner validate scenarios/${VALIDATE:-validate-one-gpu}.json --json-out "$OUT/validation-h200.json" 2>&1 | tee "$OUT/validate.log"
+      ./build-gpu/planner validate "$(scenario_file "${VALIDATE:-validate-one-gpu}")" --json-out "$OUT/validation-${HARDWARE:-h200}.json" 2>&1 | tee "$OUT/validate.log"
       log "validate exit ${PIPESTATUS[0]}" ;;
   esac
 done

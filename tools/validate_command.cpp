@@ -26,6 +26,7 @@
 
 #include "clock_log.h"
 #include "clock_monitor.h"
+#include "device_out_of_memory.h"
 #include "grad_comm.h"
 #include "measurements.h"
 #include "pipeline_schedule.h"
@@ -611,6 +612,7 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
   json records = json::array();
   std::vector<double> time_err, mem_err;
   std::vector<double> capped_err, uncapped_err;  // signed, by whether the power cap held the clock
+  std::vector<double> out_of_memory;             // predicted peak over the device's memory, of each run that did not fit
   char line[400];
   std::snprintf(line, sizeof line, "%-9s %-26s %11s %11s %7s %10s %10s %7s  %s\n", "model", "layout", "predicted", "measured",
                 "error", "mem pred", "mem meas", "error", "loss | SM clock, power over the timed steps");
@@ -635,9 +637,35 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
     for (const auto& ev : cands) {
       gpu::RunnerConfig rc = runner_config(m, ev.layout, microbatches_per_step(ev.layout, s.training.global_batch), v.timed_steps);
       rc.time_kernel_classes = time_classes;
+      char lay[64];
+      std::snprintf(lay, sizeof lay, "mb%d x%d %s", ev.layout.micro_batch, rc.microbatches, to_string(ev.layout.recompute));
       const auto t0 = std::chrono::steady_clock::now();
       monitor.start();
-      const gpu::RunnerResult rr = gpu::run_gpt_training(rc);
+      gpu::RunnerResult rr;
+      try {
+        rr = gpu::run_gpt_training(rc);
+      } catch (const gpu::DeviceOutOfMemory& e) {
+        // The memory model said it fits and the device said no: a prediction that failed, recorded
+        // as one; the runs after it go on.
+        monitor.stop();
+        const double pmem = ev.memory.peak().arena_peak_bytes();
+        std::snprintf(line, sizeof line, "%-9s %-26s %11s %11s %7s %10s %10s\n", m.name.c_str(), lay,
+                      format_seconds(ev.step.step_time_s).c_str(), "-", "", format_bytes(pmem).c_str(), "OUT OF MEMORY");
+        out << line << std::flush;
+        progress << "validate: " << m.name << " " << describe(ev.layout) << ": predicted to fit (" << format_bytes(pmem) << " of "
+                 << format_bytes(one.hardware.memory_bytes) << ") but the device ran out of memory: " << e.what() << "\n";
+        out_of_memory.push_back(pmem / e.total_bytes);
+        json rec;
+        rec["model"] = m.name;
+        rec["layout"] = layout_to_json(ev.layout);
+        rec["microbatches"] = rc.microbatches;
+        rec["global_batch"] = s.training.global_batch;
+        rec["predicted"] = {{"step_time_s", ev.step.step_time_s}, {"peak_bytes", pmem}};
+        rec["measured"] = {{"out_of_memory", true}, {"requested_bytes", e.requested_bytes}, {"free_bytes", e.free_bytes},
+                           {"device_total_bytes", e.total_bytes}};
+        records.push_back(rec);
+        continue;
+      }
       const json clock = gpu_clock_json(monitor, monitor.stop(), rr);
       const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       const double pred = ev.step.step_time_s, meas = rr.step_ms * 1e-3;
@@ -650,8 +678,6 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
         const double capped = clock.contains("power_capped_fraction") ? clock["power_capped_fraction"].get<double>() : std::nan("");
         if (!std::isnan(capped)) (capped >= 0.5 ? capped_err : uncapped_err).push_back(te);
       }
-      char lay[64];
-      std::snprintf(lay, sizeof lay, "mb%d x%d %s", ev.layout.micro_batch, rc.microbatches, to_string(ev.layout.recompute));
       std::snprintf(line, sizeof line, "%-9s %-26s %11s %11s %+6.1f%% %10s %10s %+6.1f%%  %.3f -> %.3f%s%s\n", m.name.c_str(), lay,
                     format_seconds(pred).c_str(), format_seconds(meas).c_str(), 100 * te, format_bytes(pmem).c_str(),
                     format_bytes(mmem).c_str(), 100 * me, rr.first_loss, rr.last_loss, rr.finite ? "" : "  NOT FINITE",
@@ -733,6 +759,12 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
       out << line;
     }
     out << "\n";
+  }
+  if (!out_of_memory.empty()) {
+    std::snprintf(line, sizeof line, "%zu run%s predicted to fit ran out of device memory (predicted peak %.2f%% of the device's memory at most)\n",
+                  out_of_memory.size(), out_of_memory.size() == 1 ? "" : "s",
+                  100 * *std::max_element(out_of_memory.begin(), out_of_memory.end()));
+    out << line;
   }
   if (opt.json) {
     json doc = {{"scenario", s.name}, {"hardware", s.hardware.name}, {"date", today()}, {"measured_on", measured_on()},
