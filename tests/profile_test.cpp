@@ -14,6 +14,7 @@
 #include "hardware_profile.h"
 #include "input_error.h"
 #include "measured_collective.h"
+#include "profile_device_match.h"
 #include "nccl_tests_import.h"
 
 using namespace trainsim;
@@ -406,4 +407,29 @@ TEST(Profiles, NvlsCurvesAreThePublishedEightGpuSweeps) {
     const double S = 16.0 * (1ull << 30);
     EXPECT_NEAR(1.75 * S / sim::measured_time_s(curves.at(0), S) / 1e9, 480.0, 10.0) << name;
   }
+}
+
+TEST(Profiles, ValidateSaysWhenTheGpuIsNotTheProfilesPart) {
+  // The names and memory as CUDA gives them on the two parts measured here.
+  const HardwareProfile h200 = load_hardware_profile("h200-sxm", kProfiles);
+  const HardwareProfile h100 = load_hardware_profile("h100-sxm", kProfiles);
+  EXPECT_TRUE(profile_device_mismatches(h200, "NVIDIA H200", h200.memory_bytes).empty());
+  EXPECT_TRUE(profile_device_mismatches(h100, "NVIDIA H100 80GB HBM3", 85017493504.0).empty());
+  EXPECT_TRUE(profile_device_mismatches(h100, "NVIDIA H100 80GB HBM3", 0).empty());  // memory unknown
+  // An H200 scenario on an H100: another part, and less memory.
+  const auto both = profile_device_mismatches(h200, "NVIDIA H100 80GB HBM3", 85017493504.0);
+  ASSERT_EQ(both.size(), 2u);
+  EXPECT_NE(both[0].find("measured on NVIDIA H200 and this GPU is NVIDIA H100 80GB HBM3"), std::string::npos) << both[0];
+  EXPECT_NE(both[1].find("79.18 GiB and the profile h200-sxm 139.80 GiB"), std::string::npos) << both[1];
+  // A derived profile names no device: only its memory is checked, and the H100 datasheet file
+  // carries nvidia-smi's 81,559 MiB, more than CUDA hands out.
+  std::ifstream in(kSource + "/calibrate/datasheets/h100-sxm.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  const HardwareProfile derived = parse_hardware_profile(text.str(), "h100-sxm.json", kProfiles);
+  const auto mem = profile_device_mismatches(derived, "NVIDIA H100 80GB HBM3", 85017493504.0);
+  ASSERT_EQ(mem.size(), 1u);
+  EXPECT_NE(mem[0].find("79.65 GiB"), std::string::npos) << mem[0];
+  // More memory than the profile is not a mismatch.
+  EXPECT_TRUE(profile_device_mismatches(h100, "NVIDIA H100 80GB HBM3", 2 * h100.memory_bytes).empty());
 }

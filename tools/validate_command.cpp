@@ -17,6 +17,7 @@
 #include "memory_model.h"
 #include "cost_model.h"
 #include "planner_commands.h"
+#include "profile_device_match.h"
 #include "result_json.h"
 #include "text_report.h"
 
@@ -590,6 +591,10 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
     if (!probe) throw InputError("--json-out " + opt.json_out, "cannot write here");
     std::fclose(probe);
     std::remove(tmp.c_str());
+  }
+  if (opt.sharding.rank == 0) {
+    const gpu::DeviceInfo d = gpu::describe_devices();
+    for (const std::string& m : profile_device_mismatches(s.hardware, d.name, d.memory_bytes)) progress << "validate: warning: " << m << "\n";
   }
   if (opt.sharding.size > 1) return validate_parallel(s, opt, out, progress);
   const ValidateSpec v = s.validate;
