@@ -617,7 +617,7 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
   json records = json::array();
   std::vector<double> time_err, mem_err;
   std::vector<double> capped_err, uncapped_err;  // signed, by whether the power cap held the clock
-  std::vector<double> out_of_memory;             // predicted peak over the device's memory, of each run that did not fit
+  std::vector<double> out_of_memory;             // each run that did not fit: its predicted peak over the device's memory
   char line[400];
   std::snprintf(line, sizeof line, "%-9s %-26s %11s %11s %7s %10s %10s %7s  %s\n", "model", "layout", "predicted", "measured",
                 "error", "mem pred", "mem meas", "error", "loss | SM clock, power over the timed steps");
@@ -766,9 +766,10 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
     out << "\n";
   }
   if (!out_of_memory.empty()) {
-    std::snprintf(line, sizeof line, "%zu run%s predicted to fit ran out of device memory (predicted peak %.2f%% of the device's memory at most)\n",
+    std::snprintf(line, sizeof line, "%zu run%s predicted to fit ran out of device memory (the smallest predicted peak among them: %.2f%% of "
+                  "the memory CUDA reports)\n",
                   out_of_memory.size(), out_of_memory.size() == 1 ? "" : "s",
-                  100 * *std::max_element(out_of_memory.begin(), out_of_memory.end()));
+                  100 * *std::min_element(out_of_memory.begin(), out_of_memory.end()));
     out << line;
   }
   if (opt.json) {
