@@ -972,6 +972,15 @@ TEST(Cli, ValidateGetsItsArgumentsWhereverItRuns) {
   EXPECT_NE(bare.err.find("--profiles"), std::string::npos) << bare.err;
 }
 
+TEST(Cli, ValidatesHardwareOverrideIsAProfileOrAnInputError) {
+  // `--hardware` predicts the scenario's runs with another profile (the GPU's own); a name that is
+  // no profile stops before any GPU work, naming the option, wherever validate runs.
+  const Outcome r = run("validate " + kScenarios + "/validate-one-gpu.json --hardware h100-pcie");
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("--hardware"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("h100-pcie"), std::string::npos) << r.err;
+}
+
 TEST(Cli, ReportRendersInHeadlessChromium) {
   if (!std::filesystem::exists("/usr/bin/chromium")) GTEST_SKIP() << "chromium is not installed";
   const std::string html = scratch("render.html");

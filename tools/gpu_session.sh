@@ -18,13 +18,10 @@ if [ -z "${SKIP_BUILD:-}" ]; then
   cmake --build build-gpu -j"$(nproc)" > "$OUT/build.log" 2>&1 || { log "build failed"; grep -E "error" "$OUT/build.log" | head -30; exit 1; }
   log "built"
 fi
-# HARDWARE: the validate steps run their scenarios as if they named this profile (a copy in /tmp
-# with "hardware" replaced), to check another card against its own profile.
-scenario_file() {
-  if [ -z "${HARDWARE:-}" ]; then echo "scenarios/$1.json"; return; fi
-  sed -E "s/\"hardware\": *\"[^\"]*\"/\"hardware\": \"$HARDWARE\"/" "scenarios/$1.json" > "/tmp/$1-$HARDWARE.json"
-  echo "/tmp/$1-$HARDWARE.json"
-}
+# HARDWARE: the validate steps predict with this profile instead of their scenarios' (planner
+# validate --hardware), to check another card against its own profile.
+hw_flag=()
+[ -n "${HARDWARE:-}" ] && hw_flag=(--hardware "$HARDWARE")
 for step in "$@"; do
   case "$step" in
     calibrate)
@@ -74,7 +71,7 @@ for step in "$@"; do
       smi=$!
       for name in ${VALIDATE_SCENARIOS:-validate-small-gpt validate-llama-one-gpu}; do
         log "validate $name beside the clock log"
-        ./build-gpu/planner validate "$(scenario_file "$name")" --json-out "$OUT/$name.json" 2>&1 |
+        ./build-gpu/planner validate "scenarios/$name.json" "${hw_flag[@]}" --json-out "$OUT/$name.json" 2>&1 |
           while IFS= read -r line; do printf '%s %s\n' "$(date '+%Y/%m/%d %H:%M:%S.%3N')" "$line"; done | tee "$OUT/$name.log"
         log "validate $name exit ${PIPESTATUS[0]}"
       done
@@ -125,7 +122,7 @@ for step in "$@"; do
       [ "$n" -lt 2 ] && n=2
       log "validate $name, $n ranks"
       mpirun --allow-run-as-root --oversubscribe -np "$n" -x NCCL_NVLS_ENABLE -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x NVSHMEM_DISABLE_NVLS \
-        ./build-gpu/planner validate "scenarios/$name.json" --json-out "$OUT/validation-$name-$n.json" 2>&1 | tee "$OUT/validate-$name-$n.log"
+        ./build-gpu/planner validate "scenarios/$name.json" "${hw_flag[@]}" --json-out "$OUT/validation-$name-$n.json" 2>&1 | tee "$OUT/validate-$name-$n.log"
       log "validate $name exit ${PIPESTATUS[0]}" ;;
     gpu-tests)
       log "gpu tests"
@@ -145,7 +142,7 @@ for step in "$@"; do
       log "sim benchmarks exit ${PIPESTATUS[0]}" ;;
     validate)
       log "validate"
-      ./build-gpu/planner validate "$(scenario_file "${VALIDATE:-validate-one-gpu}")" --json-out "$OUT/validation-${HARDWARE:-h200}.json" 2>&1 | tee "$OUT/validate.log"
+      ./build-gpu/planner validate "scenarios/${VALIDATE:-validate-one-gpu}.json" "${hw_flag[@]}" --json-out "$OUT/validation-${HARDWARE:-h200}.json" 2>&1 | tee "$OUT/validate.log"
       log "validate exit ${PIPESTATUS[0]}" ;;
   esac
 done

@@ -46,6 +46,7 @@ struct PlannerOptions {
   int top = 0;
   int threads = 0;
   std::string json_out;  // validate: where to write the JSON record
+  std::string hardware;  // validate: the profile to predict with instead of the scenario's (the GPU's own)
   std::string output;    // report: the HTML file
   double factor = 2;     // what-if: how many times faster (and slower) each part is made
   bool search = false;   // what-if: search the space again with each part changed

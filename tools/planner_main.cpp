@@ -128,6 +128,8 @@ int run_planner(int argc, char** argv, const Sharding& sharding) {
   val->add_option("scenario", opt.scenario, "scenario JSON file")->required();
   val->add_option("--top", opt.top, "layouts per model")->check(kCount);
   val->add_option("--json-out", opt.json_out, "write the record (predicted, measured, errors) to this JSON file");
+  val->add_option("--hardware", opt.hardware,
+                  "predict with this hardware profile instead of the scenario's (the profile of the GPU at hand)");
 
   try {
     app.parse(argc, argv);

@@ -572,7 +572,19 @@ int validate_parallel(const Scenario& s, const PlannerOptions& opt, std::ostream
 #endif
 
 int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& progress) {
-  const Scenario s = load_scenario(opt.scenario, opt.profile_dir);
+  Scenario s = load_scenario(opt.scenario, opt.profile_dir);
+  if (!opt.hardware.empty()) {
+    // The scenario's layouts and models, predicted for the part at hand.
+    try {
+      s.hardware = load_hardware_profile(opt.hardware, opt.profile_dir);
+    } catch (const InputError& e) {
+      // "hardware: no hardware profile ..." names the scenario's key; here the option is meant.
+      const std::string what = e.what();
+      const std::string key = e.where() + ": ";
+      throw InputError("--hardware", what.compare(0, key.size(), key) == 0 && e.where() == "hardware" ? what.substr(key.size()) : what);
+    }
+    s.hardware_name = opt.hardware;
+  }
 #ifndef TRAINSIM_HAVE_CUDA
   (void)s;
   (void)out;
@@ -594,7 +606,10 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
   }
   if (opt.sharding.rank == 0) {
     const gpu::DeviceInfo d = gpu::describe_devices();
-    for (const std::string& m : profile_device_mismatches(s.hardware, d.name, d.memory_bytes)) progress << "validate: warning: " << m << "\n";
+    const std::vector<std::string> mismatches = profile_device_mismatches(s.hardware, d.name, d.memory_bytes);
+    for (const std::string& m : mismatches) progress << "validate: warning: " << m << "\n";
+    if (!mismatches.empty() && opt.hardware.empty())
+      progress << "validate: --hardware NAME predicts with another profile (calibrate writes one for the GPU at hand)\n";
   }
   if (opt.sharding.size > 1) return validate_parallel(s, opt, out, progress);
   const ValidateSpec v = s.validate;
