@@ -12,6 +12,7 @@
 
 #include "alpha_beta_fit.h"
 #include "diagnostics.h"
+#include "hardware_profile.h"
 #include "input_error.h"
 #include "nccl_tests_import.h"
 #include "profile_merge.h"
@@ -281,7 +282,11 @@ int main(int argc, char** argv) {
     }
     if (base.empty() && std::filesystem::exists(out)) base = out;
     if (base.empty()) throw InputError("--base", "needed for a new profile: the datasheet profile of this part");
-    const json base_json = read_json(base);
+    // A part measured for the first time: what its datasheet file derives from supplies what one
+    // GPU cannot measure (profile_writer.h).
+    json base_json = read_json(base);
+    if (base_json.contains("derive_from") && base_json["derive_from"].is_string())
+      base_json = calib::carry_unmeasured(base_json, read_json(default_profile_dir() + "/" + base_json["derive_from"].get<std::string>() + ".json"));
     if (name.empty()) name = std::filesystem::path(out).stem().string();
     const std::string command = command_line(argc, argv);
     gpu::CalibrationPlan plan;

@@ -116,6 +116,28 @@ int refit_collectives(json& profile) {
   return n;
 }
 
+json carry_unmeasured(const json& base, const json& origin) {
+  if (!base.contains("derive_from")) return base;
+  json out = base;
+  const std::string from = origin.value("name", base["derive_from"].get<std::string>());
+  auto derived = [&](const json& measured) {
+    json p = measured.value("provenance", json::object());
+    p["source"] = "derived";
+    p["reference"] = from;
+    p["rule"] = "carried over from " + from + ", where it was measured: calibration on one GPU cannot measure it";
+    return p;
+  };
+  if (!out.contains("interference") && origin.contains("interference")) {
+    out["interference"] = origin["interference"];
+    out["interference"]["provenance"] = derived(origin["interference"]);
+  }
+  if (!out.contains("runtime_memory") && origin.contains("runtime_memory")) {
+    out["runtime_memory"] = origin["runtime_memory"];
+    out["runtime_memory"]["provenance"] = derived(origin["runtime_memory"]);
+  }
+  return out;
+}
+
 json make_profile(const gpu::Measurements& m, const json& base, const std::string& name, const std::string& command,
                   const std::string& date, const GpuLinks& links) {
   json prov = {{"source", "measured"}, {"device", m.device.name}, {"device_count", m.device.count},
@@ -218,7 +240,10 @@ json make_profile(const gpu::Measurements& m, const json& base, const std::strin
       rt["nccl_first_communicator_bytes"] = (*old)["nccl_first_communicator_bytes"];
       rt["nccl_further_communicator_bytes"] = (*old)["nccl_further_communicator_bytes"];
       const json op = old->value("provenance", json::object());
-      rt["provenance"]["rule"] = "context measured here (one GPU); NCCL communicators kept from the base profile, measured " +
+      rt["provenance"]["rule"] = "context measured here (one GPU); NCCL communicators kept from " +
+                                 (op.value("source", std::string()) == "derived" ? op.value("reference", std::string("the base profile"))
+                                                                                  : std::string("the base profile")) +
+                                 ", measured " +
                                  op.value("date", std::string("earlier")) + " on " + std::to_string(op.value("device_count", 0)) +
                                  " x " + op.value("device", std::string("?")) + " (" + op.value("command", std::string("?")) + ")";
     } else {

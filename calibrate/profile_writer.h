@@ -16,6 +16,12 @@ struct HealthIssue {
   std::string what;  // "memory bandwidth 3.1 TB/s is 28% under the expected 4.3 TB/s"
 };
 
+// A base that derives its GPU tables from a calibrated profile (`derive_from`, the datasheet file of a
+// part not measured before) lacks what that profile measured with two or more GPUs: the GEMM/NCCL
+// interference and the NCCL communicators' memory. A one-GPU run cannot measure them either, so the
+// base takes them from `origin` (the profile named by derive_from), each marked derived from it;
+// whatever the run does measure replaces them in make_profile. Other bases are returned unchanged.
+nlohmann::json carry_unmeasured(const nlohmann::json& base, const nlohmann::json& origin);
 // `links`: the link type of each GPU pair (from nvidia-smi), written beside the peer-copy rates.
 nlohmann::json make_profile(const gpu::Measurements& m, const nlohmann::json& base, const std::string& name,
                             const std::string& command, const std::string& date, const GpuLinks& links = {});

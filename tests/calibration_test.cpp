@@ -309,3 +309,35 @@ TEST(ProfileWriter, RuntimeMemoryIsWrittenAsMeasuredAndKeptWhereAOneGpuRunCannot
   const nlohmann::json old = make_profile(m, base, "h200-test", "test", "2026-12-01");
   EXPECT_EQ(old["runtime_memory"], base["runtime_memory"]);
 }
+
+TEST(ProfileWriter, AFirstCalibrationOfADerivedPartCarriesWhatOneGpuCannotMeasure) {
+  // calibrate --base calibrate/datasheets/h100-sxm.json on one GPU, as the H100 was first measured:
+  // that file derives its GPU tables from h200-sxm and has no interference or runtime memory of its
+  // own. Without them the written profile would price GEMMs beside NCCL with no slowdown at all;
+  // with carry_unmeasured they are h200-sxm's, marked derived from it, the context this run's.
+  std::ifstream in(TRAINSIM_RUNS "/2026-11-29-run1.json"), din(std::string(TRAINSIM_SOURCE_DIR) + "/calibrate/datasheets/h100-sxm.json"),
+      hin(kProfiles + "/h200-sxm.json");
+  ASSERT_TRUE(in && din && hin);
+  const nlohmann::json run = nlohmann::json::parse(in), datasheet = nlohmann::json::parse(din), h200 = nlohmann::json::parse(hin);
+  ASSERT_FALSE(datasheet.contains("interference"));
+  ASSERT_FALSE(datasheet.contains("runtime_memory"));
+  gpu::Measurements m = single_gpu_measurements(run);
+  m.context_bytes = 6.9e8;
+  m.interference_slowdown = -1;  // one GPU: not measured
+  const nlohmann::json base = carry_unmeasured(datasheet, h200);
+  const HardwareProfile p = parse_hardware_profile(make_profile(m, base, "h100-test", "test", "2026-12-05").dump(), "p.json", kProfiles);
+  const HardwareProfile origin = load_hardware_profile("h200-sxm", kProfiles);
+  EXPECT_EQ(p.comm_compute_interference, origin.comm_compute_interference);
+  EXPECT_GT(p.comm_compute_interference, 0);
+  EXPECT_EQ(p.context_bytes, 6.9e8);
+  EXPECT_EQ(p.nccl_first_communicator_bytes, origin.nccl_first_communicator_bytes);
+  EXPECT_NE(p.runtime_memory_provenance.rule.find("NCCL communicators kept from h200-sxm, measured"), std::string::npos)
+      << p.runtime_memory_provenance.rule;
+  // What the run measures replaces what was carried.
+  m.interference_slowdown = 0.2;
+  EXPECT_EQ(parse_hardware_profile(make_profile(m, base, "h100-test", "test", "2026-12-05").dump(), "p.json", kProfiles)
+                .comm_compute_interference,
+            0.2);
+  // A base that derives from nothing is left as it is.
+  EXPECT_EQ(carry_unmeasured(h200, h200), h200);
+}
