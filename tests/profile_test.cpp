@@ -73,10 +73,10 @@ TEST(Profiles, H100IsMeasuredOnAnH100) {
 // calibrate/datasheets/h100-sxm.json is that profile (datasheet peaks, derive_from h200-sxm).
 // Measured 2026-12-05 on two H100 80GB HBM3 (calibrate/records/2026-12-05-h100-session-38-*):
 // - GEMMs: the rule holds; per shape the derived rate is the measured one to a median 1%.
-// - The step's element-wise and row-wise kernels run on the H100 at a median 0.96 of the H200's
+// - The step's element-wise and row-wise kernels run on the H100 at a median 0.95 of the H200's
 //   GB/s, not 3.35 / 4.8 = 0.70: at these sizes they reach a third of the H200's bandwidth, so
 //   they are not bound by it, and the rule makes them 27% slower than they are (median).
-// - The unfused attention runs at 0.71-0.91 of the H200's rate (its s x s tensors go through
+// - The unfused attention runs at 0.70-0.92 of the H200's rate (its s x s tensors go through
 //   memory), not 1.0: the rule makes it 25% (forward) and 40% (backward) faster than it is.
 // The bounds below hold those errors where they were measured, so that a change to the rule
 // or to either profile that moves them shows here.
