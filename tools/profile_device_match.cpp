@@ -10,7 +10,7 @@ std::vector<std::string> profile_device_mismatches(const HardwareProfile& hp, co
   if (p.source == "measured" && !p.device.empty() && !device_name.empty() && p.device != device_name)
     out.push_back("the profile " + hp.name + " was measured on " + p.device + " and this GPU is " + device_name +
                   ": the predictions are that part's, not this one's");
-  // Within a thousandth: what CUDA reports moves by a few MiB between drivers.
+  // A thousandth (some 80 MiB on an 80 GB part) is let pass: the memory model errs by about that.
   if (device_memory_bytes > 0 && device_memory_bytes < hp.memory_bytes * (1 - 1e-3)) {
     char line[240];
     std::snprintf(line, sizeof line,
