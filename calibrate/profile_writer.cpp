@@ -240,7 +240,14 @@ json make_profile(const gpu::Measurements& m, const json& base, const std::strin
       rt["nccl_first_communicator_bytes"] = (*old)["nccl_first_communicator_bytes"];
       rt["nccl_further_communicator_bytes"] = (*old)["nccl_further_communicator_bytes"];
       const json op = old->value("provenance", json::object());
-      rt["provenance"]["rule"] = "context measured here (one GPU); NCCL communicators kept from " +
+      // A base whose own run had one GPU did not measure its communicators either: its rule says
+      // where they came from, and that clause is carried on rather than naming the base's run.
+      const std::string old_rule = op.value("rule", std::string());
+      const std::size_t clause = old_rule.find("NCCL communicators");
+      if (op.value("device_count", 0) < 2 && clause != std::string::npos)
+        rt["provenance"]["rule"] = "context measured here (one GPU); " + old_rule.substr(clause);
+      else
+        rt["provenance"]["rule"] = "context measured here (one GPU); NCCL communicators kept from " +
                                  (op.value("source", std::string()) == "derived" ? op.value("reference", std::string("the base profile"))
                                                                                   : std::string("the base profile")) +
                                  ", measured " +

@@ -333,6 +333,19 @@ TEST(ProfileWriter, AFirstCalibrationOfADerivedPartCarriesWhatOneGpuCannotMeasur
   EXPECT_EQ(p.nccl_first_communicator_bytes, origin.nccl_first_communicator_bytes);
   EXPECT_NE(p.runtime_memory_provenance.rule.find("NCCL communicators kept from h200-sxm, measured"), std::string::npos)
       << p.runtime_memory_provenance.rule;
+  // The next one-GPU calibration over this profile still names where the communicators came from,
+  // not the run that kept them.
+  const nlohmann::json first = make_profile(m, base, "h100-test", "test", "2026-12-05");
+  const HardwareProfile again = parse_hardware_profile(make_profile(m, first, "h100-test", "test", "2026-12-06").dump(), "p.json", kProfiles);
+  EXPECT_EQ(again.nccl_first_communicator_bytes, origin.nccl_first_communicator_bytes);
+  EXPECT_NE(again.runtime_memory_provenance.rule.find("NCCL communicators kept from h200-sxm, measured"), std::string::npos)
+      << again.runtime_memory_provenance.rule;
+  // The shipped h100-sxm, whose rule was written out by hand, keeps its clause the same way.
+  std::ifstream sin(kProfiles + "/h100-sxm.json");
+  const nlohmann::json shipped = nlohmann::json::parse(sin);
+  const HardwareProfile next = parse_hardware_profile(make_profile(m, shipped, "h100-test", "test", "2026-12-06").dump(), "p.json", kProfiles);
+  EXPECT_NE(next.runtime_memory_provenance.rule.find("NCCL communicators carried over in bytes from h200-sxm"), std::string::npos)
+      << next.runtime_memory_provenance.rule;
   // What the run measures replaces what was carried.
   m.interference_slowdown = 0.2;
   EXPECT_EQ(parse_hardware_profile(make_profile(m, base, "h100-test", "test", "2026-12-05").dump(), "p.json", kProfiles)

@@ -101,7 +101,7 @@ TEST(Validation, H100OneGpuRunsWithItsMeasuredProfileAndWithTheCarryOverRule) {
   // the H100 before it could measure one, calibrate/datasheets/h100-sxm.json (datasheet peaks and
   // the H200's tables by the carry-over rule). The measured profile is held to the 5% at the
   // median; so is the rule, whose errors by kernel class (Profiles.TheCarryOverRuleHeldAgainstTheMeasuredH100:
-  // attention 25-40% fast, element-wise kernels 27% slow) largely cancel in these steps.
+  // attention 24-40% fast, element-wise kernels 27% slow) largely cancel in these steps.
   const HardwareProfile measured = load_hardware_profile("h100-sxm", kProfiles);
   std::ifstream ds(std::string(TRAINSIM_SOURCE_DIR) + "/calibrate/datasheets/h100-sxm.json");
   ASSERT_TRUE(ds);
