@@ -14,12 +14,18 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 void Engine::reserve(std::size_t tasks, std::size_t edges) {
   tasks_.reserve(tasks);
+  unslowed_.reserve(tasks);
+  shares_.reserve(tasks);
+  waits_.reserve(tasks);
   specs_.reserve(tasks);
   edges_.reserve(edges);
 }
 
 void Engine::reset() {
   tasks_.clear();
+  unslowed_.clear();
+  shares_.clear();
+  waits_.clear();
   specs_.clear();
   edges_.clear();
   stream_last_.clear();
@@ -203,8 +209,9 @@ void Engine::find_tails() {
     // Tasks sharing flows have the same tail when of the same sequence (else their links are
     // marked shared and neither has one) and the same unslowed time; the task shared is earlier,
     // so its tail is known.
-    if (t.shares >= 0 && tasks_[t.shares].unslowed == t.unslowed) {
-      t.tail = tasks_[t.shares].tail;
+    const TaskId shared = shares_[id];
+    if (shared >= 0 && unslowed_[shared] == unslowed_[id]) {
+      t.tail = tasks_[shared].tail;
       continue;
     }
     // A lone flow takes its bottleneck's capacity (an empty path delivers at once); the task ends
@@ -220,7 +227,7 @@ void Engine::find_tails() {
       if (tail >= 0 && fl.lone_Bps != kInf) tail = std::max(tail, fl.bytes / fl.lone_Bps);
     }
     // The tail starts when the work on the processor ends: the unslowed time comes first.
-    t.tail = tail >= 0 ? t.unslowed + tail : -1;
+    t.tail = tail >= 0 ? unslowed_[id] + tail : -1;
   }
   tails_valid_ = true;
 }
@@ -245,23 +252,25 @@ void Engine::run() {
   // A graph run before is run again from the dependency counts it was built with.
   // A graph's first run notes what later runs reuse: its roots, the tasks that may have a tail.
   if (!ran_) {
-    pending_.resize(tasks_.size());
     roots_.clear();
     tail_tasks_.clear();
     for (std::size_t i = 0; i < tasks_.size(); ++i) {
       Task& t = tasks_[i];
-      pending_[i] = t.pending;
-      if (t.pending == 0) roots_.push_back(static_cast<TaskId>(i));
+      if (waits_[i] == 0) roots_.push_back(static_cast<TaskId>(i));
       t.tail = -1;
       if (t.sequence >= 0 && t.flows_end > t.flows_begin) tail_tasks_.push_back(static_cast<TaskId>(i));
     }
     ran_ = true;
+    ran_tasks_ = n;
     tails_valid_ = false;
-  } else {
-    if (pending_.size() != tasks_.size()) throw std::logic_error("tasks added to a graph after it ran");
-    for (std::size_t i = 0; i < tasks_.size(); ++i) tasks_[i].pending = pending_[i];
+  } else if (n != ran_tasks_) {
+    throw std::logic_error("tasks added to a graph after it ran");
   }
+  for (std::size_t i = 0; i < n; ++i) tasks_[i].pending = waits_[i];
   for (std::size_t i = 0; i < processor_count_; ++i) processors_[i].idle();
+  start_.resize(n);
+  finish_.resize(n);
+  binding_.resize(n);
   active_.clear();
   if (!tails_valid_) find_tails();
   sequence_running_.assign(static_cast<std::size_t>(sequences_), -1);
@@ -274,6 +283,9 @@ void Engine::run() {
   const Interference* const IF = interf_.data();
   Processor* const PR = processors_.data();
   TaskId* const SEQ = sequence_running_.data();
+  double* const START = start_.data();
+  double* const FINISH = finish_.data();
+  TaskId* const BINDING = binding_.data();
   double now = 0;
   bool rates_dirty = false;
   // Active flows keep their bytes left as of `since` and their rate; both change only when rates
@@ -289,16 +301,16 @@ void Engine::run() {
   // every fixed phase running on it is rescheduled.
   auto respeed = [&](Processor& pr, double rate) __attribute__((always_inline)) {
     if (rate == pr.rate) return;
+    const double before = pr.rate;  // the rate of every running task still in its fixed work
     pr.rate = rate;
-    for (TaskId id : pr.running) {
-      Task& t = T[id];
+    for (Running& r : pr.running) {
+      Task& t = T[r.task];
       // A task in its tail has done its fixed work: the processor's speed no longer matters to it.
       if (t.tail >= 0 && now >= t.work_end) continue;
-      t.work_left = std::max(0.0, t.work_left - t.work_rate * (now - t.work_since));
-      t.work_since = now;
-      t.work_rate = rate;
-      t.work_end = now + t.work_left / rate;
-      queue.schedule(id, t.tail >= 0 ? t.work_end + t.tail : t.work_end);
+      r.left = std::max(0.0, r.left - before * (now - r.since));
+      r.since = now;
+      t.work_end = now + r.left / rate;
+      queue.schedule(r.task, t.tail >= 0 ? t.work_end + t.tail : t.work_end);
     }
   };
   // An interferer starts or stops. Only a change of the largest slowdown running can change the
@@ -353,22 +365,21 @@ void Engine::run() {
     }
   };
   // A task's one flow that starts on idle links (no active flow, no other reservation) is reserved:
-  // the task is queued once, at its latency's end plus the flow's time at the bottleneck's rate,
-  // which goes in work_rate (unused by a task with no processor). Returns false if it cannot be.
+  // the task is queued once, at its latency's end plus the flow's time at the bottleneck's rate.
+  // Returns false if it cannot be.
   auto reserve = [&](Task& t, TaskId id) {
     const Flow& fl = F[t.flows_begin];
     if (fl.path_begin == fl.path_end) return false;
     for (std::int32_t p = fl.path_begin; p < fl.path_end; ++p)
       if (LU[PATH[p]] != 0) return false;
     for (std::int32_t p = fl.path_begin; p < fl.path_end; ++p) LU[PATH[p]] = -1 - id;
-    t.work_rate = fl.lone_Bps;
-    t.reserved = true;
+    t.slot = kReserved;
     return true;
   };
   auto unreserve = [&](Task& t) {
     const Flow& fl = F[t.flows_begin];
     for (std::int32_t p = fl.path_begin; p < fl.path_end; ++p) LU[PATH[p]] = 0;
-    t.reserved = false;
+    t.slot = -1;
   };
   // Another flow needs a link of reserved task `id`: if its latency has not ended it goes back to
   // waiting for that, else its flow becomes an active one, as it has been since its latency ended.
@@ -388,7 +399,7 @@ void Engine::run() {
     a.task = id;
     a.remaining = F[f].bytes;
     a.since = t.work_end;
-    a.rate = t.work_rate;
+    a.rate = F[f].lone_Bps;
     a.finish = finish_time(a);
     flow_next = std::min(flow_next, a.finish);
   };
@@ -396,9 +407,8 @@ void Engine::run() {
   // by the phase that begins them).
   auto start = [&](TaskId id) __attribute__((always_inline)) {
     Task& t = T[id];
-    t.start = now;
-    t.proc_slot = -1;
-    t.reserved = false;
+    START[id] = now;
+    t.slot = -1;
     const std::int32_t sq = t.sequence;
     if (sq >= 0) {
       if (SEQ[sq] >= 0) throw std::logic_error("two tasks of one sequence overlap");
@@ -409,18 +419,15 @@ void Engine::run() {
     // A task with a tail completes at one event, its fixed work's end plus the tail.
     if (d > 0 && t.processor >= 0) {
       Processor& pr = PR[t.processor];
-      t.work_left = d;
-      t.work_since = now;
-      t.work_rate = pr.rate;
       t.work_end = now + d / pr.rate;
-      t.proc_slot = static_cast<std::int32_t>(pr.running.size());
-      pr.running.push_back(id);
+      t.slot = static_cast<std::int32_t>(pr.running.size());
+      pr.running.push_back({id, d, now});
       queue.schedule(id, t.tail >= 0 ? t.work_end + t.tail : t.work_end);
     } else if (t.tail < 0 && t.flows_end - t.flows_begin == 1 && reserve(t, id)) {
       // Its flow runs alone at its bottleneck's rate unless another flow needs one of its links
       // first: it completes at one event, or goes back on the general path by release().
       t.work_end = now + d;
-      queue.schedule(id, t.work_end + F[t.flows_begin].bytes / t.work_rate);
+      queue.schedule(id, t.work_end + F[t.flows_begin].bytes / F[t.flows_begin].lone_Bps);
     } else if (d > 0) {
       t.work_end = now + d;
       queue.schedule(id, t.tail >= 0 ? t.work_end + t.tail : t.work_end);
@@ -463,22 +470,21 @@ void Engine::run() {
   };
   auto finish = [&](TaskId id) __attribute__((always_inline)) {
     Task& t = T[id];
-    t.finish = now;
+    FINISH[id] = now;
     if (t.sequence >= 0) SEQ[t.sequence] = -1;
     if (t.interf_end > t.interf_begin) interfere_off(t);
     order_.push_back(id);
     for (std::int32_t e = t.succ_head; e >= 0; e = E[e].next) {
       const TaskId to = E[e].to;
-      Task& s = T[to];
-      if (--s.pending == 0) {
-        s.binding = id;
+      if (--T[to].pending == 0) {
+        BINDING[to] = id;
         start(to);
       }
     }
   };
 
   for (const TaskId id : roots_) {
-    T[id].binding = -1;
+    BINDING[id] = -1;
     start(id);
   }
 
@@ -514,22 +520,22 @@ void Engine::run() {
     for (double at = queue_next; at <= now; at = queue.top_time()) {
       const TaskId id = queue.pop();
       Task& t = T[id];
-      if (t.reserved) {
+      if (t.slot == kReserved) {
         unreserve(t);
         completed[n_completed++] = id;
         continue;
       }
       // Its work on the processor is over: it leaves the processor, and one without a tail (whose
       // tail holds its unslowed time) waits out its unslowed time before its flows.
-      if (t.proc_slot >= 0) {
+      if (t.slot >= 0) {
         auto& run = PR[t.processor].running;
-        const TaskId last = run.back();
-        run[t.proc_slot] = last;
-        T[last].proc_slot = t.proc_slot;
+        const Running last = run.back();
+        run[t.slot] = last;
+        T[last.task].slot = t.slot;
         run.pop_back();
-        t.proc_slot = -1;
-        if (t.tail < 0 && t.unslowed > 0) {
-          queue.schedule(id, now + t.unslowed);
+        t.slot = -1;
+        if (t.tail < 0 && unslowed_[id] > 0) {
+          queue.schedule(id, now + unslowed_[id]);
           continue;
         }
       }

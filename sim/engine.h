@@ -81,7 +81,11 @@ class Engine {
     check(spec);
     const TaskId id = static_cast<TaskId>(tasks_.size());
     const std::int32_t f = static_cast<std::int32_t>(flows_.size()), i = static_cast<std::int32_t>(interf_.size());
-    tasks_.emplace_back(spec, f, f, i, i, -1);
+    tasks_.emplace_back(spec, f, f, i, i);
+    unslowed_.emplace_back();
+    shares_.push_back(-1);
+    waits_.push_back(0);
+    set_times(id, spec.processor, spec.duration_s, spec.unslowed_s);
     specs_.push_back(spec);
     if (spec.sequence >= sequences_) sequences_ = spec.sequence + 1;
     if (spec.stream >= 0) order_on_stream(spec.stream, id);
@@ -95,7 +99,11 @@ class Engine {
     const std::int32_t fb = l.flows_begin, fe = l.flows_end, ib = l.interf_begin, ie = l.interf_end;
     const TaskId id = static_cast<TaskId>(tasks_.size());
     const std::int32_t like_sequence = l.sequence;
-    tasks_.emplace_back(spec, fb, fe, ib, ie, like);  // may move `l`
+    tasks_.emplace_back(spec, fb, fe, ib, ie);  // may move `l`
+    unslowed_.emplace_back();
+    shares_.push_back(like);
+    waits_.push_back(0);
+    set_times(id, spec.processor, spec.duration_s, spec.unslowed_s);
     specs_.push_back(spec);
     if (spec.sequence != like_sequence)
       for (std::int32_t f = fb; f < fe; ++f) mark_links(flows_[f], -1);
@@ -109,7 +117,7 @@ class Engine {
     Task& b = tasks_[before];
     edges_.push_back({after, b.succ_head});
     b.succ_head = static_cast<std::int32_t>(edges_.size() - 1);
-    tasks_[after].pending++;
+    waits_[after]++;
   }
   // Adds a flow of `bytes` over `path` (links crossed in order) to `task`.
   void add_flow(TaskId task, double bytes, const LinkId* path, int path_len) {
@@ -149,10 +157,9 @@ class Engine {
   // of its k-th own flow (shared with the tasks made like it).
   void respec(TaskId t, double duration_s, double unslowed_s, std::int16_t category) {
     if (!(duration_s >= 0) || !(unslowed_s >= 0)) throw std::invalid_argument("task duration must be a number, not negative");
-    Task& k = tasks_[t];
-    const double unslowed_before = k.unslowed;
-    k.set_times(specs_[t].processor, duration_s, unslowed_s);
-    if (k.unslowed != unslowed_before && k.sequence >= 0) tails_valid_ = false;  // a tail holds it
+    const double unslowed_before = unslowed_[t];
+    set_times(t, specs_[t].processor, duration_s, unslowed_s);
+    if (unslowed_[t] != unslowed_before && tasks_[t].sequence >= 0) tails_valid_ = false;  // a tail holds it
     specs_[t].duration_s = duration_s;
     specs_[t].unslowed_s = unslowed_s;
     specs_[t].category = category;
@@ -166,8 +173,8 @@ class Engine {
     if (tasks_[t].sequence >= 0) tails_valid_ = false;  // only a task of a sequence has a tail
   }
 
-  double start(TaskId t) const { return tasks_[t].start; }
-  double finish(TaskId t) const { return tasks_[t].finish; }
+  double start(TaskId t) const { return start_[t]; }
+  double finish(TaskId t) const { return finish_[t]; }
   // Calls f(s) for every task s that waits for `t` (its dependants, stream order included).
   template <class F>
   void for_each_successor(TaskId t, F&& f) const {
@@ -176,7 +183,7 @@ class Engine {
   // Every task in the order run() completed them: each after every task it waits for.
   const std::vector<TaskId>& completion_order() const { return order_; }
   // The dependency whose completion let `t` start (-1 if it started at time zero).
-  TaskId binding_predecessor(TaskId t) const { return tasks_[t].binding; }
+  TaskId binding_predecessor(TaskId t) const { return binding_[t]; }
   const TaskSpec& spec(TaskId t) const { return specs_[t]; }
   std::size_t task_count() const { return tasks_.size(); }
   std::size_t link_count() const { return link_capacity_.size(); }
@@ -190,58 +197,53 @@ class Engine {
   void reset();
 
  private:
-  // What run() reads and keeps up to date, one 128-byte record a task (the rest of its spec apart,
-  // in specs_): what add_task and its companions set, then the state run() gives every task when it
-  // starts, left uninitialized until then, so that adding a task writes only the first part.
-  struct alignas(128) Task {
-    Task(const TaskSpec& s, std::int32_t fb, std::int32_t fe, std::int32_t ib, std::int32_t ie, TaskId like)
-        : duration(s.duration_s), pending(0), succ_head(-1), flows_begin(fb), flows_end(fe), interf_begin(ib), interf_end(ie),
-          shares(like), processor(s.processor), sequence(s.sequence) {
-      set_times(s.processor, s.duration_s, s.unslowed_s);
-    }
-    // The unslowed time is kept apart only after work on processor p; without such work (no
-    // processor, or none of the task's time on it) the task keeps no processor and the unslowed
-    // time is more fixed latency, and run() never reads `unslowed`.
-    void set_times(ProcessorId p, double d, double u) {
-      if (p >= 0 && d > 0) {
-        processor = p;
-        duration = d;
-        unslowed = u;
-      } else {
-        processor = -1;
-        duration = d + u;
-        unslowed = 0;
-      }
-    }
-    double duration;       // spec.duration_s, plus spec.unslowed_s where set_times folds it in
-    std::int32_t pending;  // unfinished dependencies
+  // What run() reads and keeps up to date, one 64-byte record a task: what add_task and its
+  // companions set, then the state run() gives every task when it starts, left uninitialized until
+  // then, so that adding a task writes only the first part. What run() reads rarely or writes once
+  // (the unslowed time, the task shared, start, finish, binding) and the state of fixed work on a
+  // processor (Engine::Running) are kept apart, so that a step's records stay in cache.
+  struct alignas(64) Task {
+    Task(const TaskSpec& s, std::int32_t fb, std::int32_t fe, std::int32_t ib, std::int32_t ie)
+        : duration(s.duration_s), succ_head(-1), flows_begin(fb), flows_end(fe), interf_begin(ib), interf_end(ie),
+          processor(s.processor), sequence(s.sequence) {}
+    double duration;  // spec.duration_s, plus spec.unslowed_s where set_times folds it in
+    // A task whose every flow crosses only links of its own sequence: the time its flows take
+    // after its fixed work (-1 otherwise); after work on a processor, the unslowed time first.
+    double tail;
+    // When its fixed work ends (on a processor, at the processor's speed as of its last change);
+    // a reserved task's latency end (below).
+    double work_end;
+    std::int32_t pending;  // unfinished dependencies, counted down by run() from waits_
     std::int32_t succ_head;
     std::int32_t flows_begin, flows_end;    // range in flows_
     std::int32_t interf_begin, interf_end;  // range in interf_
-    TaskId shares;  // the earlier task whose flows this one shares (add_task with `like`), or -1
-    ProcessorId processor;   // spec.processor while the task has work on it (set_times), else -1
-    std::int32_t sequence;   // spec.sequence
+    ProcessorId processor;  // spec.processor while the task has work on it (set_times), else -1
+    std::int32_t sequence;  // spec.sequence
 
     std::int32_t flows_left;
-    TaskId binding;
-    std::int32_t proc_slot;
-    double start, finish;
-    // Fixed work on a processor: what is left as of work_since, at work_rate; a speed change
-    // re-keys the task's completion in the event queue. A reserved task (below) keeps its flow's
-    // rate in work_rate.
-    double work_left, work_since, work_rate;
-    // A task whose every flow crosses only links of its own sequence: the time its flows take
-    // after its fixed work (-1 otherwise), and when that fixed work ends.
-    double tail, work_end;
-    // After work on a processor: spec.unslowed_s, which a task with a tail also holds in its tail
-    // (set by add_task and respec).
-    double unslowed;
-    // A task whose one flow found its links idle when it started: its completion is queued at its
-    // latency's end (work_end) plus the flow's time alone, until another flow needs one of its
-    // links (Engine::run).
-    bool reserved;
+    // Where its fixed work runs: its place in its processor's `running` (>= 0); kReserved for a
+    // task whose one flow found its links idle when it started: its completion is queued at its
+    // latency's end (work_end) plus the flow's time alone at its bottleneck's rate, until another
+    // flow needs one of its links (Engine::run); else -1.
+    std::int32_t slot;
   };
-  static_assert(sizeof(Task) == 128, "a task's record is one power-of-two stride");
+  static_assert(sizeof(Task) == 64, "a task's record is one cache line");
+  static constexpr std::int32_t kReserved = -2;
+  // The unslowed time is kept apart only after work on processor p; without such work (no
+  // processor, or none of the task's time on it) the task keeps no processor and the unslowed time
+  // is more fixed latency, and run() never reads it.
+  void set_times(TaskId id, ProcessorId p, double d, double u) {
+    Task& t = tasks_[id];
+    if (p >= 0 && d > 0) {
+      t.processor = p;
+      t.duration = d;
+      unslowed_[id] = u;
+    } else {
+      t.processor = -1;
+      t.duration = d + u;
+      unslowed_[id] = 0;
+    }
+  }
   struct Interference {
     ProcessorId processor;
     double slowdown;
@@ -275,6 +277,11 @@ class Engine {
   void find_tails();
 
   std::vector<Task> tasks_;
+  std::vector<double> unslowed_;  // by task: spec.unslowed_s after work on a processor (set_times)
+  std::vector<TaskId> shares_;    // by task: the earlier task whose flows it shares, or -1
+  std::vector<std::int32_t> waits_;  // by task: how many tasks it waits for (add_dependency)
+  std::vector<double> start_, finish_;  // by task, as run() timed it
+  std::vector<TaskId> binding_;         // by task: binding_predecessor
   std::vector<TaskSpec> specs_;
   std::vector<Edge> edges_;
   std::vector<TaskId> stream_last_;     // last task created on each stream
@@ -321,6 +328,12 @@ class Engine {
   std::vector<std::int32_t> link_sequence_;
   std::vector<TaskId> sequence_running_;  // the task of each sequence running now (-1 none)
   std::vector<Interference> interf_;
+  // A task's fixed work on a processor: what is left as of `since`; a speed change of the
+  // processor re-keys the task's completion in the event queue.
+  struct Running {
+    TaskId task;
+    double left, since;
+  };
   struct Processor {
     // The interfering tasks running now: the largest slowdown among them (0 if none) with how many
     // run at it, and the other slowdowns with their counts (tasks of one profile share one slowdown,
@@ -328,8 +341,10 @@ class Engine {
     double max_slowdown = 0;
     std::int32_t at_max = 0;
     std::vector<std::pair<double, std::int32_t>> below;
-    std::vector<TaskId> running;  // tasks whose fixed work runs on it now
-    double rate = 1.0;            // its speed now, 1/(1 + max_slowdown); every running task's work_rate
+    // Tasks whose fixed work runs on it now (each at the processor's rate, but for a task past its
+    // fixed work into its tail).
+    std::vector<Running> running;
+    double rate = 1.0;  // its speed now, 1/(1 + max_slowdown)
     // Nothing running on it and nothing slowing it, its vectors' memory kept.
     void idle() {
       max_slowdown = 0;
@@ -347,8 +362,8 @@ class Engine {
   std::unique_ptr<TaskId[]> ready_, completed_;
   std::size_t stack_capacity_ = 0;
   std::vector<TaskId> order_;              // tasks as run() completed them
-  std::vector<std::int32_t> pending_;      // each task's dependencies as built (run() consumes them)
-  bool ran_ = false;                       // run() has consumed the built dependency counts
+  bool ran_ = false;                       // run() has run the graph (it takes no more dependencies)
+  std::size_t ran_tasks_ = 0;              // how many tasks it had then
   std::vector<TaskId> roots_;              // tasks that wait for none, in order (from the first run)
   std::vector<TaskId> tail_tasks_;         // tasks of a sequence with flows (from the first run)
   bool tails_valid_ = false;               // their tails are those of the flows' bytes now

@@ -8,6 +8,7 @@
 // scheduling and re-keying are a store, and the earliest is found by a scan when asked for (and
 // kept until it is popped or moved later). Past kSmall entries they become an indexed 4-ary
 // min-heap for the rest of the run.
+#include <bit>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -110,12 +111,17 @@ class EventQueue {
     else if (min_ == last) min_ = i;
   }
   void find_min() {
-    // Ties in time are rare: the order of scheduling is compared only for them.
+    // Times are never negative, so their bits order as they do; with the order of scheduling
+    // below them, one unsigned comparison a slot picks the earliest, with no branch to mispredict.
+    using Key = unsigned __int128;
+    auto key = [this](std::int32_t i) { return static_cast<Key>(std::bit_cast<std::uint64_t>(time_[i] + 0.0)) << 64 | seq_of_[i]; };
     std::int32_t best = 0;
-    double bt = time_[0];
+    Key bk = key(0);
     for (std::int32_t i = 1; i < n_; ++i) {
-      const double t = time_[i];
-      if (t <= bt && (t < bt || seq_of_[i] < seq_of_[best])) best = i, bt = t;
+      const Key k = key(i);
+      const bool earlier = k < bk;
+      best = earlier ? i : best;
+      bk = earlier ? k : bk;
     }
     min_ = best;
   }
