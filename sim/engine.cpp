@@ -245,8 +245,9 @@ void Engine::run() {
   }
   TaskId* const ready = ready_.get();
   TaskId* const completed = completed_.get();
-  order_.clear();
-  order_.reserve(n);
+  order_.resize(n);
+  TaskId* const ORDER = order_.data();
+  std::size_t n_order = 0;
   std::size_t n_ready = 0, n_completed = 0;
   link_use_.assign(link_capacity_.size(), 0);
   // A graph run before is run again from the dependency counts it was built with.
@@ -273,7 +274,8 @@ void Engine::run() {
   binding_.resize(n);
   active_.clear();
   if (!tails_valid_) find_tails();
-  sequence_running_.assign(static_cast<std::size_t>(sequences_), -1);
+  // Slot 0 stands for "no sequence", so that tasks of none go through the same steps.
+  sequence_running_.assign(static_cast<std::size_t>(sequences_) + 1, -1);
   // Nothing below adds tasks, edges, flows, links or interference: their storage stays put.
   Task* const T = tasks_.data();
   const Edge* const E = edges_.data();
@@ -282,7 +284,7 @@ void Engine::run() {
   std::int32_t* const LU = link_use_.data();
   const Interference* const IF = interf_.data();
   Processor* const PR = processors_.data();
-  TaskId* const SEQ = sequence_running_.data();
+  TaskId* const SEQ = sequence_running_.data() + 1;
   double* const START = start_.data();
   double* const FINISH = finish_.data();
   TaskId* const BINDING = binding_.data();
@@ -410,10 +412,8 @@ void Engine::run() {
     START[id] = now;
     t.slot = -1;
     const std::int32_t sq = t.sequence;
-    if (sq >= 0) {
-      if (SEQ[sq] >= 0) throw std::logic_error("two tasks of one sequence overlap");
-      SEQ[sq] = id;
-    }
+    if ((SEQ[sq] >= 0) & (sq >= 0)) throw std::logic_error("two tasks of one sequence overlap");
+    SEQ[sq] = sq >= 0 ? id : -1;
     if (t.interf_end > t.interf_begin) interfere_on(t);
     const double d = t.duration;
     // A task with a tail completes at one event, its fixed work's end plus the tail.
@@ -471,9 +471,9 @@ void Engine::run() {
   auto finish = [&](TaskId id) __attribute__((always_inline)) {
     Task& t = T[id];
     FINISH[id] = now;
-    if (t.sequence >= 0) SEQ[t.sequence] = -1;
+    SEQ[t.sequence] = -1;
     if (t.interf_end > t.interf_begin) interfere_off(t);
-    order_.push_back(id);
+    ORDER[n_order++] = id;
     for (std::int32_t e = t.succ_head; e >= 0; e = E[e].next) {
       const TaskId to = E[e].to;
       if (--T[to].pending == 0) {
@@ -563,6 +563,7 @@ void Engine::run() {
     }
     active_.resize(w);
   }
+  order_.resize(n_order);
   events_ = order_.size();
   makespan_ = now;
   if (order_.size() != tasks_.size()) throw std::logic_error("task graph has a dependency cycle or an unreachable task");

@@ -257,6 +257,7 @@ class Engine {
     if (!(spec.duration_s >= 0) || !(spec.unslowed_s >= 0)) throw std::invalid_argument("task duration must be a number, not negative");
     if (spec.processor >= static_cast<ProcessorId>(processor_count_)) throw std::invalid_argument("unknown processor");
     if (spec.stream >= static_cast<StreamId>(stream_last_.size())) throw std::out_of_range("unknown stream");
+    if (spec.sequence < -1) throw std::invalid_argument("a task's sequence is a number from 0, or -1 for none");
   }
   // Records that a flow of a task of `sequence` crosses the links of `f`.
   void mark_links(const Flow& f, std::int32_t sequence) {
@@ -326,7 +327,7 @@ class Engine {
   // By link: the one sequence whose tasks' flows cross it; -1 for several, or for a task of none.
   static constexpr std::int32_t kNoFlow = -2;  // no flow crosses it
   std::vector<std::int32_t> link_sequence_;
-  std::vector<TaskId> sequence_running_;  // the task of each sequence running now (-1 none)
+  std::vector<TaskId> sequence_running_;  // the task of each sequence running now (-1 none), from slot 1
   std::vector<Interference> interf_;
   // A task's fixed work on a processor: what is left as of `since`; a speed change of the
   // processor re-keys the task's completion in the event queue.
