@@ -216,6 +216,8 @@ TEST(Engine, ADurationOrAFlowsBytesThatIsNegativeOrNotANumberIsRefused) {
   // A graph that has run takes no more dependencies.
   const TaskId u = e.add_task(TaskSpec{-1, 1.0});
   EXPECT_THROW(e.add_dependency(t, u), std::logic_error);
+  // Nor is it run again with a task added since.
+  EXPECT_THROW(e.run(), std::logic_error);
 }
 
 TEST(Engine, InterferenceSlowsAProcessorWhileItsInterfererRuns) {
@@ -389,6 +391,15 @@ TEST(Engine, TasksOfOneSequenceThatOverlapAreReported) {
   e.add_task(s);
   e.add_task(s);  // no dependency on the first: both would run at 0
   EXPECT_THROW(e.run(), std::logic_error);
+  // Tasks of no sequence may overlap; a sequence below -1 is no sequence and no number of one.
+  Engine f;
+  s.sequence = -1;
+  const TaskId a = f.add_task(s), b = f.add_task(s);
+  f.run();
+  EXPECT_EQ(f.finish(a), 1.0);
+  EXPECT_EQ(f.finish(b), 1.0);
+  s.sequence = -2;
+  EXPECT_THROW(f.add_task(s), std::invalid_argument);
 }
 
 namespace {
