@@ -111,11 +111,12 @@ class EventQueue {
     else if (min_ == last) min_ = i;
   }
   void find_min() {
+    std::int32_t best = 0;
+#if defined(__SIZEOF_INT128__)
     // Times are never negative, so their bits order as they do; with the order of scheduling
     // below them, one unsigned comparison a slot picks the earliest, with no branch to mispredict.
     using Key = unsigned __int128;
     auto key = [this](std::int32_t i) { return static_cast<Key>(std::bit_cast<std::uint64_t>(time_[i] + 0.0)) << 64 | seq_of_[i]; };
-    std::int32_t best = 0;
     Key bk = key(0);
     for (std::int32_t i = 1; i < n_; ++i) {
       const Key k = key(i);
@@ -123,6 +124,14 @@ class EventQueue {
       best = earlier ? i : best;
       bk = earlier ? k : bk;
     }
+#else
+    // Without a 128-bit integer: time first, the order of scheduling only on a tie.
+    double bt = time_[0];
+    for (std::int32_t i = 1; i < n_; ++i) {
+      const double t = time_[i];
+      if (t <= bt && (t < bt || seq_of_[i] < seq_of_[best])) best = i, bt = t;
+    }
+#endif
     min_ = best;
   }
   void make_heap();  // out of line: once a run at most
