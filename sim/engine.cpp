@@ -412,7 +412,10 @@ void Engine::run() {
     START[id] = now;
     t.slot = -1;
     const std::int32_t sq = t.sequence;
-    if ((SEQ[sq] >= 0) & (sq >= 0)) throw std::logic_error("two tasks of one sequence overlap");
+    if ((SEQ[sq] >= 0) & (sq >= 0)) [[unlikely]] {
+      order_.resize(n_order);  // the tasks completed, and no more
+      throw std::logic_error("two tasks of one sequence overlap");
+    }
     SEQ[sq] = sq >= 0 ? id : -1;
     if (t.interf_end > t.interf_begin) interfere_on(t);
     const double d = t.duration;
@@ -564,9 +567,9 @@ void Engine::run() {
     active_.resize(w);
   }
   order_.resize(n_order);
-  events_ = order_.size();
+  events_ = n_order;
   makespan_ = now;
-  if (order_.size() != tasks_.size()) throw std::logic_error("task graph has a dependency cycle or an unreachable task");
+  if (n_order != n) throw std::logic_error("task graph has a dependency cycle or an unreachable task");
 }
 
 }  // namespace trainsim::sim

@@ -180,7 +180,8 @@ class Engine {
   void for_each_successor(TaskId t, F&& f) const {
     for (std::int32_t e = tasks_[t].succ_head; e >= 0; e = edges_[e].next) f(edges_[e].to);
   }
-  // Every task in the order run() completed them: each after every task it waits for.
+  // Every task in the order run() completed them: each after every task it waits for (after a run
+  // that threw, the tasks it had completed).
   const std::vector<TaskId>& completion_order() const { return order_; }
   // The dependency whose completion let `t` start (-1 if it started at time zero).
   TaskId binding_predecessor(TaskId t) const { return binding_[t]; }

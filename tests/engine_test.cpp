@@ -391,6 +391,15 @@ TEST(Engine, TasksOfOneSequenceThatOverlapAreReported) {
   e.add_task(s);
   e.add_task(s);  // no dependency on the first: both would run at 0
   EXPECT_THROW(e.run(), std::logic_error);
+  EXPECT_TRUE(e.completion_order().empty());
+  // Two that overlap once the first has run: the completion order holds it alone.
+  Engine g;
+  const TaskId first = g.add_task(s);
+  const TaskId second = g.add_task(s), third = g.add_task(s);
+  g.add_dependency(first, second);
+  g.add_dependency(first, third);
+  EXPECT_THROW(g.run(), std::logic_error);
+  EXPECT_EQ(g.completion_order(), std::vector<TaskId>{first});
   // Tasks of no sequence may overlap; a sequence below -1 is no sequence and no number of one.
   Engine f;
   s.sequence = -1;
