@@ -53,7 +53,7 @@ TEST(Validation, H200OneGpuRunsWithinFivePercentMedian) {
   // run10 and the small shapes' run10 two days after it, on the H200 lent then; the small shapes'
   // run11 beside a clock log and run11 on later code, the same day; the small shapes' run12 with
   // the GPU's clock and power read over each run's timed steps, run12 so on a third card and the
-  // small shapes' run13 on a fourth; run13 and run14 on two more cards three days after that, the
+  // small shapes' run13 on a fourth; run13 and run14 on two more cards two days after that, the
   // second on the code whose engine changed its memory layout).
   const Scenario base = load_scenario(kScenarios + "/validate-one-gpu.json", kProfiles);
   std::vector<double> time_err, mem_err;
