@@ -54,7 +54,7 @@ TEST(Validation, H200OneGpuRunsWithinFivePercentMedian) {
   // run11 beside a clock log and run11 on later code, the same day; the small shapes' run12 with
   // the GPU's clock and power read over each run's timed steps, run12 so on a third card and the
   // small shapes' run13 on a fourth; run13 and run14 on two more cards two days after that, the
-  // second on the code whose engine changed its memory layout).
+  // second on the code whose engine changed its memory layout; run15 on another card that day).
   const Scenario base = load_scenario(kScenarios + "/validate-one-gpu.json", kProfiles);
   std::vector<double> time_err, mem_err;
   for (const char* file : {"h200-one-gpu.json", "h200-one-gpu-full-recompute.json", "h200-one-gpu-run2.json",
@@ -66,7 +66,8 @@ TEST(Validation, H200OneGpuRunsWithinFivePercentMedian) {
                            "h200-one-gpu-run8.json", "h200-small-gpt-gemm-shapes.json", "h200-one-gpu-run9.json",
                            "h200-one-gpu-run10.json", "h200-small-gpt-run10.json", "h200-small-gpt-run11.json",
                            "h200-one-gpu-run11.json", "h200-small-gpt-run12.json", "h200-one-gpu-run12.json",
-                           "h200-small-gpt-run13.json", "h200-one-gpu-run13.json", "h200-one-gpu-run14.json"}) {
+                           "h200-small-gpt-run13.json", "h200-one-gpu-run13.json", "h200-one-gpu-run14.json",
+                           "h200-one-gpu-run15.json"}) {
     std::ifstream in(kRecords + "/" + file);
     ASSERT_TRUE(in) << file;
     const auto doc = nlohmann::json::parse(in);
