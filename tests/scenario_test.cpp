@@ -2,6 +2,7 @@
 // expected and what was found.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -501,6 +502,53 @@ TEST(Scenario, EveryMutationOfTheExamplesIsAcceptedOrRejectedNamingTheKey) {
   }
   EXPECT_GT(mutations, 1000u);
   std::printf("[ info ] %zu mutations of the example scenarios, %zu rejected\n", mutations, rejected);
+}
+
+TEST(Scenario, ExtremeNumbersInTheExamplesAreRejectedOrSimulated) {
+  // Each number of each example scenario (the validate scenarios aside: they describe this
+  // machine's runs), one at a time, set to 0, -1, 0.5, 1, 1e-9, 1e9 and 1e308. The scenario is
+  // either refused with an InputError or its layout at its first node count simulates (symmetric
+  // mode; a step that would need every GPU simulated is left out, as a search leaves it out) to a
+  // finite positive step, throughput and memory peak. Nothing else may come out: no other
+  // exception, no NaN, no infinity.
+  std::size_t mutations = 0, rejected = 0, simulated = 0;
+  for (const auto& e : std::filesystem::directory_iterator(TRAINSIM_SCENARIOS)) {
+    if (e.path().extension() != ".json" || e.path().filename().string().rfind("validate", 0) == 0) continue;
+    std::ifstream in(e.path());
+    const nlohmann::json doc = nlohmann::json::parse(in);
+    std::vector<nlohmann::json::json_pointer> all;
+    pointers(doc, nlohmann::json::json_pointer(), all);
+    for (const auto& p : all) {
+      if (!doc.at(p).is_number()) continue;
+      for (const double x : {0.0, -1.0, 0.5, 1.0, 1e-9, 1e9, 1e308}) {
+        nlohmann::json m = doc;
+        m.at(p) = x;
+        const std::string where = e.path().filename().string() + p.to_string() + " = " + nlohmann::json(x).dump();
+        ++mutations;
+        try {
+          const Scenario s = parse_scenario(m.dump(), "m.json", TRAINSIM_PROFILES);
+          if (!s.has_layout) continue;
+          const int nodes = s.cluster.nodes.front();
+          EvalOptions opt;
+          opt.every_gpu_if_needed = false;
+          const Evaluation ev = evaluate(s, resolve_layout(s, s.layout, s.layout_dp_given, nodes), nodes, opt);
+          ++simulated;
+          EXPECT_TRUE(std::isfinite(ev.memory.peak().arena_peak_bytes()) && ev.memory.peak().arena_peak_bytes() > 0) << where;
+          if (!ev.simulated) continue;  // out of memory: not simulated
+          EXPECT_TRUE(std::isfinite(ev.step.step_time_s) && ev.step.step_time_s > 0) << where;
+          EXPECT_TRUE(std::isfinite(ev.tokens_per_s) && ev.tokens_per_s > 0) << where;
+        } catch (const InputError&) {
+          ++rejected;
+        } catch (const sim::NeedsEveryGpu&) {
+        } catch (const std::exception& err) {
+          ADD_FAILURE() << where << ": not an input error: " << err.what();
+        }
+      }
+    }
+  }
+  EXPECT_GT(mutations, 500u);
+  std::printf("[ info ] %zu extreme numbers in the example scenarios: %zu rejected, %zu layouts evaluated\n", mutations, rejected,
+              simulated);
 }
 
 TEST(Scenario, VocabularyPaddingIsReadAndChecked) {
