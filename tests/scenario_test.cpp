@@ -186,6 +186,16 @@ TEST(Scenario, LayoutOverridesFromTheCommandLine) {
     EXPECT_NE(std::string(e.what()).find("did you mean \"tp\""), std::string::npos);
   }
   EXPECT_THROW(apply_layout_overrides(Layout{}, "micro_batch=x", &dp_given), InputError);
+  // A bucket size is held to the scenario file's bounds, an infinite one too.
+  EXPECT_EQ(apply_layout_overrides(Layout{}, "bucket_MB=0.001", &dp_given).bucket_MB, 0.001);
+  for (const char* bad : {"bucket_MB=inf", "bucket_MB=1e300", "bucket_MB=0.0001", "bucket_MB=0", "bucket_MB=", "bucket_MB=5MB"}) {
+    try {
+      apply_layout_overrides(Layout{}, bad, &dp_given);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("--layout ") + bad), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(Scenario, ValidateCompressionIsWhatTheRunnerImplements) {

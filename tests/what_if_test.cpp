@@ -1,6 +1,7 @@
 // `planner what-if`: each part of the hardware made faster and slower, and which one sets the step.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -178,7 +179,9 @@ TEST(WhatIf, ScaledNetworkKeepsTheProfilesMeasuredCollectives) {
 TEST(WhatIf, FactorMustBeAboveOne) {
   const Scenario s = scenario(1, R"({ "tp": 1, "pp": 1, "micro_batch": 1 })");
   const Layout l = resolve_layout(s, s.layout, false, 1);
-  for (double f : {1.0, 0.5, -2.0}) EXPECT_THROW(what_if(s, l, 1, f, "--factor"), InputError) << f;
+  // Above 1 and at most 100: 1e308 times slower would overflow the step's times.
+  for (double f : {1.0, 0.5, -2.0, 100.5, 1e308, std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()})
+    EXPECT_THROW(what_if(s, l, 1, f, "--factor"), InputError) << f;
 }
 
 namespace {

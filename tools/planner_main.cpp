@@ -119,7 +119,7 @@ int run_planner(int argc, char** argv, const Sharding& sharding) {
   wif->add_option("scenario", opt.scenario, "scenario JSON file")->required();
   wif->add_option("--layout", opt.layout_overrides, "override layout keys");
   wif->add_option("--nodes", opt.nodes, "node count (default: the scenario's first)")->check(kCount);
-  wif->add_option("--factor", opt.factor, "how many times faster, then slower, each part is made (above 1; default 2)");
+  wif->add_option("--factor", opt.factor, "how many times faster, then slower, each part is made (above 1, at most 100; default 2)");
   wif->add_flag("--search", opt.search, "search the scenario's space again with each part changed, instead of keeping one layout");
   wif->add_option("--threads", opt.threads, "worker threads (default: all cores)")->check(kCount);
   wif->add_flag("--json", opt.json, "print JSON");

@@ -16,6 +16,9 @@ using nlohmann::json;
 
 namespace {
 
+// A DDP bucket's size, in the file and on the command line.
+constexpr double kMinBucketMB = 0.001, kMaxBucketMB = 1e6;
+
 std::string preset_list() {
   std::string s;
   for (const auto& n : model_preset_names()) s += (s.empty() ? "" : ", ") + n;
@@ -93,7 +96,7 @@ Layout read_layout(JsonFields& f, bool* dp_given) {
   l.sequence_parallel = f.boolean("sequence_parallel", false);
   l.recompute = parse_recompute(f.string("recompute", "none"), f.path("recompute"));
   l.zero = f.integer("zero", 0, 0, 3);
-  l.bucket_MB = f.number("bucket_MB", 25.0, 0.001, 1e6);
+  l.bucket_MB = f.number("bucket_MB", 25.0, kMinBucketMB, kMaxBucketMB);
   l.compression = parse_compression(f.string("compression", "none"), f.path("compression"));
   l.schedule = parse_schedule(f.string("schedule", l.vpp > 1 ? "interleaved" : "1f1b"), f.path("schedule"));
   f.finish();
@@ -125,7 +128,7 @@ void read_search(JsonFields& f, SearchSpace& s) {
   if (const json* v = f.find("recompute"))
     s.recompute = read_list<Recompute>(*v, f.path("recompute"), [](const json& x, const std::string& p) { return parse_recompute(json_string(x, p), p); });
   if (const json* v = f.find("bucket_MB"))
-    s.bucket_MB = read_list<double>(*v, f.path("bucket_MB"), [](const json& x, const std::string& p) { return json_number(x, p, 0.001, 1e6); });
+    s.bucket_MB = read_list<double>(*v, f.path("bucket_MB"), [](const json& x, const std::string& p) { return json_number(x, p, kMinBucketMB, kMaxBucketMB); });
   if (const json* v = f.find("compression"))
     s.compression = read_list<Compression>(*v, f.path("compression"), [](const json& x, const std::string& p) { return parse_compression(json_string(x, p), p); });
   if (const json* v = f.find("schedule"))
@@ -315,7 +318,7 @@ Scenario parse_document(const json& doc, const std::string& file, const std::str
       if (const json* zs = vf.find("zero"))
         v.zero = read_list<int>(*zs, vf.path("zero"), [](const json& x, const std::string& p) { return json_integer(x, p, 0, 3); });
       if (const json* bs = vf.find("bucket_MB"))
-        v.bucket_MB = read_list<double>(*bs, vf.path("bucket_MB"), [](const json& x, const std::string& p) { return json_number(x, p, 0.001, 1e6); });
+        v.bucket_MB = read_list<double>(*bs, vf.path("bucket_MB"), [](const json& x, const std::string& p) { return json_number(x, p, kMinBucketMB, kMaxBucketMB); });
       if (const json* ts = vf.find("tp"))
         v.tp = read_list<int>(*ts, vf.path("tp"), [](const json& x, const std::string& p) { return json_integer(x, p, 1, 1024); });
       if (const json* ps = vf.find("pp"))
@@ -499,8 +502,8 @@ Layout apply_layout_overrides(Layout l, const std::string& overrides, bool* dp_g
     else if (k == "bucket_MB") {
       char* end = nullptr;
       const double x = std::strtod(v.c_str(), &end);
-      if (*end != '\0' || !(x > 0)) throw InputError(where, "expected a positive number, found \"" + v + "\"");
-      l.bucket_MB = x;
+      if (v.empty() || *end != '\0') throw InputError(where, "expected a number, found \"" + v + "\"");
+      l.bucket_MB = json_number(x, where, kMinBucketMB, kMaxBucketMB);  // the scenario file's bounds
     } else if (k == "compression") l.compression = parse_compression(v, where);
     else if (k == "schedule") l.schedule = parse_schedule(v, where);
     else {

@@ -155,14 +155,29 @@ std::vector<std::pair<SettingRow, Scenario>> fabric_alternatives(const Scenario&
   return out;
 }
 
+namespace {
+
+// A part made more than kMaxFactor times faster or slower answers no planning question, and far
+// enough (1e308) its times overflow.
+constexpr double kMaxFactor = 100;
+void check_factor(double factor, const std::string& where) {
+  if (factor > 1 && factor <= kMaxFactor) return;
+  char buf[200];
+  std::snprintf(buf, sizeof buf,
+                "the factor must be a number above 1 and at most %g (each part is made that many times faster, then slower), found %g",
+                kMaxFactor, factor);
+  throw InputError(where, buf);
+}
+
+}  // namespace
+
 bool under_one_leaf(const Scenario& s, int nodes) {
   return s.cluster.network.fabric != "single-switch" && nodes <= network_for(s, nodes).shape.nodes_per_leaf();
 }
 
 WhatIf what_if(const Scenario& s, const Layout& l, int nodes, double factor, const std::string& where, FabricRows fabric,
                int threads) {
-  if (!(factor > 1) || !std::isfinite(factor))
-    throw InputError(where, "the factor must be a number above 1 (each part is made that many times faster, then slower)");
+  check_factor(factor, where);
   WhatIf w;
   w.factor = factor;
   // Every step below is one scenario's evaluation, independent of the others: they run on the
@@ -219,8 +234,7 @@ WhatIf what_if(const Scenario& s, const Layout& l, int nodes, double factor, con
 }
 
 WhatIfSearch what_if_search(const Scenario& s, int nodes, double factor, int threads, const std::string& where) {
-  if (!(factor > 1) || !std::isfinite(factor))
-    throw InputError(where, "the factor must be a number above 1 (each part is made that many times faster, then slower)");
+  check_factor(factor, where);
   Scenario at = s;
   at.search.nodes = {nodes};
   const std::vector<Candidate> cands = enumerate_layouts(at);
