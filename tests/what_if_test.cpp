@@ -176,7 +176,7 @@ TEST(WhatIf, ScaledNetworkKeepsTheProfilesMeasuredCollectives) {
   for (HardwarePart p : kHardwareParts) EXPECT_EQ(step_s(with_part_scaled(s, p, 1.0), 2), step_s(s, 2)) << part_name(p);
 }
 
-TEST(WhatIf, FactorMustBeAboveOne) {
+TEST(WhatIf, FactorMustBeAboveOneAndAtMostAHundred) {
   const Scenario s = scenario(1, R"({ "tp": 1, "pp": 1, "micro_batch": 1 })");
   const Layout l = resolve_layout(s, s.layout, false, 1);
   // Above 1 and at most 100: 1e308 times slower would overflow the step's times.
