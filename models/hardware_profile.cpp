@@ -422,7 +422,8 @@ HardwareProfile load_hardware_profile(const std::string& name_or_path, const std
   std::string path = name_or_path;
   if (name_or_path.find('/') == std::string::npos && name_or_path.find(".json") == std::string::npos)
     path = profile_dir + "/" + name_or_path + ".json";
-  if (!std::filesystem::exists(path)) {
+  std::error_code missing;  // a name no file can have (too long, say) is missing too
+  if (!std::filesystem::exists(path, missing)) {
     std::string msg = "no hardware profile \"" + name_or_path + "\" (looked for " + path + ")";
     std::vector<std::string> names;
     std::error_code ec;

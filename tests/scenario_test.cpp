@@ -88,6 +88,11 @@ TEST(Scenario, UnknownHardwareProfile) {
   EXPECT_NE(e.find("hardware: no hardware profile \"test-gpuu\""), std::string::npos) << e;
   EXPECT_EQ(e.find("hardware: hardware"), std::string::npos) << e;
   EXPECT_NE(e.find("did you mean \"test-gpu\""), std::string::npos) << e;
+  // A name no file can have (longer than the file system allows) is as unknown, not a crash.
+  const std::string long_name(300, 'a');
+  const std::string e2 = error_of(R"({ "name": "t", "model": "gpt-125m", "training": { "global_batch": 8 }, "hardware": ")" + long_name +
+                                  R"(", "cluster": { "nodes": 1 }, "layout": {} })");
+  EXPECT_NE(e2.find("hardware: no hardware profile \"" + long_name + "\""), std::string::npos) << e2;
 }
 
 TEST(Scenario, MissingRequiredKeys) {
