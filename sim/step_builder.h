@@ -83,6 +83,8 @@ struct StepInput {
   NetworkParams net;
   SimMode mode = SimMode::symmetric;
   bool record_timeline = false;
+  // A recorded timeline keeps only these GPUs' tasks (sorted, unique); empty: every simulated GPU's.
+  std::vector<int> timeline_gpus;
   // Symmetric mode: read long schedules off their steady state (see simulate_step) instead of
   // simulating every micro-batch.
   bool steady_state = true;
@@ -146,6 +148,9 @@ struct StepResult {
   double dp_bytes_per_gpu = 0;  // bytes each GPU sends for gradient/ZeRO collectives per step
   double tp_bytes_per_gpu = 0;
   std::vector<TimelineEntry> timeline;
+  // With a recorded timeline: the GPUs simulated, in increasing order (one per stage in symmetric
+  // mode, standing for the rest of its stage).
+  std::vector<int> timeline_simulated_gpus;
   // Symmetric mode was asked for but does not apply to this step (symmetric_mode_misfit, or a
   // tree all-reduce found while building it): why,
   // and every GPU was simulated instead. nullptr otherwise.

@@ -306,10 +306,14 @@ StepResult Builder::run() {
   if (cut_) measure_cut();
   else if (period_ > 0) measure_periodicity();
   if (in_.record_timeline) {
+    r.timeline_simulated_gpus = sim_gpus_;
+    std::sort(r.timeline_simulated_gpus.begin(), r.timeline_simulated_gpus.end());
+    const std::vector<int>& only = in_.timeline_gpus;
     std::size_t part = 0;
     for (std::size_t t = 0; t < e_.task_count(); ++t) {
       const TaskSpec& s = e_.spec(static_cast<TaskId>(t));
       if (e_.finish(static_cast<TaskId>(t)) <= e_.start(static_cast<TaskId>(t)) && s.label == 0) continue;
+      if (!only.empty() && !std::binary_search(only.begin(), only.end(), s.lane)) continue;
       TimelineEntry te;
       te.gpu = s.lane;
       te.stream = lane_stream_[t];

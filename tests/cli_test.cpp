@@ -174,6 +174,53 @@ TEST(Cli, TraceIsChromeTraceJson) {
   EXPECT_EQ(j["traceEvents"][0]["ph"], "X");
 }
 
+// --trace-gpus keeps the chosen GPUs' tasks and nothing else: in full mode (every GPU simulated),
+// the kept events are exactly the whole trace's events of those GPUs, in the same order. A GPU that
+// the step did not simulate, a malformed list, or the option without --trace exits 2 writing nothing.
+TEST(Cli, TraceOfChosenGpusIsTheirPartOfTheWholeTrace) {
+  const std::string whole = scratch("whole.json"), part = scratch("part.json");
+  const std::string sim = "--profiles " + kData + " simulate " + kData + "/test-scenario.json --mode full --trace ";
+  ASSERT_EQ(run(sim + whole).status, 0);
+  const Outcome r = run(sim + part + " --trace-gpus 4-5,1,5");
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto read = [](const std::string& p) {
+    std::ifstream in(p);
+    return nlohmann::json::parse(in)["traceEvents"];
+  };
+  const auto all = read(whole), kept = read(part);
+  std::vector<nlohmann::json> expected, got, names;
+  std::map<int, int> per_gpu;
+  for (const auto& e : all)
+    if (e["ph"] == "X") {
+      ++per_gpu[e["pid"].get<int>()];
+      const int g = e["pid"];
+      if (g == 1 || g == 4 || g == 5) expected.push_back(e);
+    }
+  EXPECT_EQ(per_gpu.size(), 16u);  // full mode: every GPU of 2 nodes of 8
+  for (const auto& e : kept) (e["ph"] == "X" ? got : names).push_back(e);
+  EXPECT_GT(expected.size(), 30u);
+  EXPECT_EQ(got, expected);
+  for (const auto& n : names) {
+    const int g = n["pid"];
+    EXPECT_TRUE(g == 1 || g == 4 || g == 5) << n.dump();
+  }
+  EXPECT_EQ(names.size(), 3u * 4);
+
+  const std::string never = scratch("never-gpus.json");
+  const std::string symmetric = "--profiles " + kData + " simulate " + kData + "/test-scenario.json --trace " + never;
+  for (const std::string& list : {std::string("1"), std::string("0-16"), std::string("x")}) {
+    const Outcome bad = run(symmetric + " --trace-gpus " + list);
+    EXPECT_EQ(bad.status, 2) << list;
+    EXPECT_NE(bad.err.find("--trace-gpus"), std::string::npos) << bad.err;
+    EXPECT_FALSE(std::filesystem::exists(never));
+  }
+  EXPECT_NE(run(symmetric + " --trace-gpus 1").err.find("GPU 1 was not simulated"), std::string::npos);
+  EXPECT_EQ(run(symmetric + " --trace-gpus 0,8").status, 0);  // the two stages' representatives
+  const Outcome alone = run("--profiles " + kData + " simulate " + kData + "/test-scenario.json --trace-gpus 0");
+  EXPECT_EQ(alone.status, 2);
+  EXPECT_NE(alone.err.find("--trace"), std::string::npos) << alone.err;
+}
+
 TEST(Cli, BadScenarioExitsTwoNamingThePathAndWritesNothing) {
   const std::string bad = write_temp("trainsim_bad.json", R"({ "name": "t", "model": "gpt-125m", "training": { "global_batch": 8 },
       "hardware": "test-gpu", "cluster": { "nodes": 1 }, "layout": { "tp": 2, "zeroo": 1 } })");

@@ -142,6 +142,7 @@ Evaluation evaluate(const Scenario& s, const Layout& l, int nodes, const EvalOpt
   in.net = network_for(s, nodes);
   in.mode = opt.mode;
   in.record_timeline = opt.record_timeline;
+  in.timeline_gpus = opt.timeline_gpus;
   in.steady_state = opt.steady_state;
   in.plan_cache = opt.plan_cache;
   in.every_gpu_if_needed = opt.every_gpu_if_needed;

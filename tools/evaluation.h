@@ -55,6 +55,7 @@ struct Evaluation {
 struct EvalOptions {
   sim::SimMode mode = sim::SimMode::symmetric;
   bool record_timeline = false;
+  std::vector<int> timeline_gpus;  // a recorded timeline keeps only these GPUs (sorted); empty: all
   bool simulate_if_oom = true;
   bool steady_state = true;  // symmetric mode: read long schedules off their steady state
   // A cost model of the scenario's hardware and precision to reuse (one per thread); else one is

@@ -56,10 +56,14 @@ int run_simulate(const PlannerOptions& o, std::ostream& out) {
   EvalOptions eo;
   eo.mode = o.mode == "full" ? sim::SimMode::full : sim::SimMode::symmetric;
   eo.record_timeline = !o.trace.empty();
+  if (o.trace_gpus_given) eo.timeline_gpus = parse_trace_gpus(o.trace_gpus, l.gpus());
   eo.straggler_baseline = true;
   Evaluation ev = evaluate(s, l, nodes, eo);
   add_scaling(ev, single_gpu_tokens_per_s(s, l.micro_batch));
-  if (!o.trace.empty()) write_chrome_trace(ev.step, o.trace);
+  if (!o.trace.empty()) {
+    check_traced_gpus(ev.step, eo.timeline_gpus);
+    write_chrome_trace(ev.step, o.trace);
+  }
   if (o.json) {
     json r = result_to_json(s, ev);
     r["scenario"] = s.name;

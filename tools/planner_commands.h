@@ -43,6 +43,8 @@ struct PlannerOptions {
   std::string mode = "symmetric";
   bool json = false;
   std::string trace;
+  std::string trace_gpus;  // simulate: the GPUs whose tasks the trace keeps ("0-7,512")
+  bool trace_gpus_given = false;  // --trace-gpus was given (else the trace keeps every GPU simulated)
   int top = 0;
   int threads = 0;
   std::string json_out;  // validate: where to write the JSON record

@@ -84,7 +84,10 @@ int run_planner(int argc, char** argv, const Sharding& sharding) {
   sim->add_option("--mode", opt.mode, "symmetric (one GPU per stage) or full (every GPU)")
       ->check(CLI::IsMember({"symmetric", "full"}));
   sim->add_flag("--json", opt.json, "print the result as JSON");
-  sim->add_option("--trace", opt.trace, "write a Chrome/Perfetto trace of the step");
+  auto* trace = sim->add_option("--trace", opt.trace, "write a Chrome/Perfetto trace of the step");
+  auto* trace_gpus = sim->add_option("--trace-gpus", opt.trace_gpus,
+                  "keep only these GPUs' tasks in the trace, e.g. 0-7,512 (default: every GPU simulated)")
+      ->needs(trace);
 
   auto* sweep = app.add_subcommand("sweep", "simulate the layout (dp derived) over node counts");
   sweep->add_option("scenario", opt.scenario, "scenario JSON file")->required();
@@ -133,6 +136,7 @@ int run_planner(int argc, char** argv, const Sharding& sharding) {
 
   try {
     app.parse(argc, argv);
+    opt.trace_gpus_given = trace_gpus->count() > 0;
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {

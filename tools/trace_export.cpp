@@ -1,44 +1,155 @@
 #include "trace_export.h"
 
+#include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
+#include <set>
+#include <stdexcept>
 
 #include "input_error.h"
 
 namespace trainsim {
 
-void write_chrome_trace(const sim::StepResult& r, const std::string& path) {
-  using nlohmann::json;
-  static const char* streams[] = {"compute", "dp/zero comm", "pp send/recv"};
-  json events = json::array();
-  std::map<int, bool> gpus;
-  for (const auto& e : r.timeline) {
-    gpus[e.gpu] = true;
-    events.push_back({{"name", e.name}, {"cat", sim::category_name(e.category)}, {"ph", "X"},
-                      {"ts", e.start_s * 1e6}, {"dur", (e.end_s - e.start_s) * 1e6}, {"pid", e.gpu}, {"tid", e.stream}});
-  }
-  for (const auto& [g, _] : gpus) {
-    events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", g}, {"args", {{"name", "GPU " + std::to_string(g)}}}});
-    for (int t = 0; t < 3; ++t)
-      events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", g}, {"tid", t}, {"args", {{"name", streams[t]}}}});
-  }
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    if (!out) throw InputError("--trace " + path, "cannot write the trace file");
-    out << json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump();
-    if (!out) {
-      std::remove(tmp.c_str());
-      throw InputError("--trace " + path, "failed while writing the trace file");
+namespace {
+
+// Appends `v` in the shortest form that reads back as the same double (a JSON number).
+void append_number(std::string& out, double v) {
+  if (!std::isfinite(v)) throw std::logic_error("a trace event's time is not finite");
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, r.ptr);
+}
+
+void append_string(std::string& out, const std::string& s) {
+  out += '"';
+  for (const char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (u < 0x20) {
+      char esc[8];
+      std::snprintf(esc, sizeof esc, "\\u%04x", u);
+      out += esc;
+    } else {
+      out += c;
     }
   }
+  out += '"';
+}
+
+}  // namespace
+
+void write_chrome_trace(const sim::StepResult& r, const std::string& path) {
+  static const char* streams[] = {"compute", "dp/zero comm", "pp send/recv"};
+  const std::string tmp = path + ".tmp";
+  auto fail = [&](const std::string& why) {
+    std::remove(tmp.c_str());
+    throw InputError("--trace " + path, why);
+  };
+  std::ofstream out(tmp, std::ios::binary);
+  if (!out) throw InputError("--trace " + path, "cannot write the trace file");
+  // Events are written as they are formatted, a buffer at a time: a full-mode step of a thousand
+  // GPUs has millions, which as one JSON document in memory took gigabytes.
+  std::string buf;
+  constexpr std::size_t kFlushAt = 1 << 20;
+  auto flush = [&] {
+    out.write(buf.data(), static_cast<std::streamsize>(buf.size()));
+    buf.clear();
+  };
+  std::set<int> gpus;
+  bool first = true;
+  auto next = [&] {
+    buf += first ? "\n" : ",\n";
+    first = false;
+  };
+  buf += "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[";
+  try {
+    for (const auto& e : r.timeline) {
+      gpus.insert(e.gpu);
+      next();
+      buf += "{\"cat\":";
+      append_string(buf, sim::category_name(e.category));
+      buf += ",\"dur\":";
+      append_number(buf, (e.end_s - e.start_s) * 1e6);
+      buf += ",\"name\":";
+      append_string(buf, e.name);
+      buf += ",\"ph\":\"X\",\"pid\":" + std::to_string(e.gpu) + ",\"tid\":" + std::to_string(e.stream) + ",\"ts\":";
+      append_number(buf, e.start_s * 1e6);
+      buf += '}';
+      if (buf.size() >= kFlushAt) flush();
+    }
+  } catch (...) {
+    std::remove(tmp.c_str());
+    throw;
+  }
+  for (const int g : gpus) {
+    next();
+    buf += "{\"args\":{\"name\":\"GPU " + std::to_string(g) + "\"},\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" +
+           std::to_string(g) + "}";
+    for (int t = 0; t < 3; ++t) {
+      next();
+      buf += "{\"args\":{\"name\":\"" + std::string(streams[t]) + "\"},\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" +
+             std::to_string(g) + ",\"tid\":" + std::to_string(t) + "}";
+    }
+  }
+  buf += "\n]}\n";
+  flush();
+  out.close();
+  if (!out) fail("failed while writing the trace file");
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    throw InputError("--trace " + path, "cannot move the trace into place: " + ec.message());
+  if (ec) fail("cannot move the trace into place: " + ec.message());
+}
+
+std::vector<int> parse_trace_gpus(const std::string& list, int gpus) {
+  const std::string opt = "--trace-gpus";
+  auto number = [&](const std::string& item, const char* b, const char* e) {
+    int v = -1;
+    const auto r = std::from_chars(b, e, v);
+    if (b == e || r.ec != std::errc() || r.ptr != e || v < 0)
+      throw InputError(opt, "\"" + item + "\" is not a GPU number or a range of them such as 0-7");
+    if (v >= gpus)
+      throw InputError(opt, "GPU " + std::to_string(v) + " is past the layout's " + std::to_string(gpus) + " GPUs (0-" +
+                                std::to_string(gpus - 1) + ")");
+    return v;
+  };
+  std::vector<int> out;
+  std::size_t at = 0;
+  while (true) {
+    const std::size_t comma = list.find(',', at);
+    const std::string item = list.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    const char* b = item.data();
+    const char* e = b + item.size();
+    const std::size_t dash = item.find('-');
+    if (dash == std::string::npos) {
+      out.push_back(number(item, b, e));
+    } else {
+      const int lo = number(item, b, b + dash), hi = number(item, b + dash + 1, e);
+      if (lo > hi) throw InputError(opt, "\"" + item + "\" runs backwards; write the smaller GPU first");
+      for (int g = lo; g <= hi; ++g) out.push_back(g);
+    }
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+void check_traced_gpus(const sim::StepResult& r, const std::vector<int>& wanted) {
+  const std::vector<int>& ran = r.timeline_simulated_gpus;
+  for (const int g : wanted) {
+    if (std::binary_search(ran.begin(), ran.end(), g)) continue;
+    std::string which;
+    for (std::size_t i = 0; i < ran.size() && i < 16; ++i) which += (i ? ", " : "") + std::to_string(ran[i]);
+    if (ran.size() > 16) which += ", ... (" + std::to_string(ran.size()) + " in all)";
+    throw InputError("--trace-gpus", "GPU " + std::to_string(g) +
+                                         " was not simulated: symmetric mode runs one GPU for each pipeline stage (" + which +
+                                         "), which stands for the others; pick among those, or simulate every GPU with --mode full");
   }
 }
 

@@ -1,5 +1,6 @@
 #pragma once
 #include <string>
+#include <vector>
 
 #include "step_builder.h"
 
@@ -9,5 +10,13 @@ namespace trainsim {
 // chrome://tracing): one process per GPU, one thread per stream. Writes to a temporary file and
 // renames it, so a failure leaves no partial file.
 void write_chrome_trace(const sim::StepResult& r, const std::string& path);
+
+// The GPUs a list such as "0-7,512,1016-1023" names, sorted and without repeats, each below `gpus`
+// (the layout's GPU count). Throws InputError naming --trace-gpus for anything else.
+std::vector<int> parse_trace_gpus(const std::string& list, int gpus);
+
+// Throws InputError if a GPU of `wanted` was not simulated in `r` (symmetric mode simulates one GPU
+// per pipeline stage), naming the ones that were.
+void check_traced_gpus(const sim::StepResult& r, const std::vector<int>& wanted);
 
 }  // namespace trainsim
