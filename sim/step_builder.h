@@ -151,6 +151,10 @@ struct StepResult {
   // With a recorded timeline: the GPUs simulated, in increasing order (one per stage in symmetric
   // mode, standing for the rest of its stage).
   std::vector<int> timeline_simulated_gpus;
+  // With a recorded timeline: the chain of tasks that sets the step, in time order, each starting
+  // as the one before it ends (the dependency it waited for last), from zero to the step's end; of
+  // every GPU simulated, whatever timeline_gpus keeps.
+  std::vector<TimelineEntry> critical_path;
   // Symmetric mode was asked for but does not apply to this step (symmetric_mode_misfit, or a
   // tree all-reduce found while building it): why,
   // and every GPU was simulated instead. nullptr otherwise.

@@ -305,40 +305,61 @@ StepResult Builder::run() {
   breakdown(r);
   if (cut_) measure_cut();
   else if (period_ > 0) measure_periodicity();
-  if (in_.record_timeline) {
-    r.timeline_simulated_gpus = sim_gpus_;
-    std::sort(r.timeline_simulated_gpus.begin(), r.timeline_simulated_gpus.end());
-    const std::vector<int>& only = in_.timeline_gpus;
-    std::size_t part = 0;
-    for (std::size_t t = 0; t < e_.task_count(); ++t) {
-      const TaskSpec& s = e_.spec(static_cast<TaskId>(t));
-      if (e_.finish(static_cast<TaskId>(t)) <= e_.start(static_cast<TaskId>(t)) && s.label == 0) continue;
-      if (!only.empty() && !std::binary_search(only.begin(), only.end(), s.lane)) continue;
-      TimelineEntry te;
-      te.gpu = s.lane;
-      te.stream = lane_stream_[t];
-      te.start_s = e_.start(static_cast<TaskId>(t));
-      te.end_s = e_.finish(static_cast<TaskId>(t));
-      te.name = labels_[s.label];
-      te.category = s.category;
-      while (part < timeline_parts_.size() && timeline_parts_[part].id < static_cast<TaskId>(t)) ++part;
-      if (part < timeline_parts_.size() && timeline_parts_[part].id == static_cast<TaskId>(t)) {
-        const Gpu0Task& g = timeline_parts_[part];
-        const double total = g.seconds[0] + g.seconds[1];
-        if (total > 0 && g.cat[0] != g.cat[1]) {
-          TimelineEntry first = te;
-          first.end_s = te.start_s + (te.end_s - te.start_s) * g.seconds[0] / total;
-          first.name += std::string(" ") + category_name(g.cat[0]);
-          first.category = g.cat[0];
-          te.start_s = first.end_s;
-          te.category = g.cat[1];
-          r.timeline.push_back(std::move(first));
-        }
-      }
-      r.timeline.push_back(std::move(te));
-    }
-  }
+  if (in_.record_timeline) record_timeline(r);
   return r;
+}
+
+void Builder::record_timeline(StepResult& r) {
+  r.timeline_simulated_gpus = sim_gpus_;
+  std::sort(r.timeline_simulated_gpus.begin(), r.timeline_simulated_gpus.end());
+  // A task's entries: one, or two for a fused task of two parts of different categories (a
+  // recompute and its backward), its time split between them in proportion to their compute.
+  const auto parts_of = [this](TaskId t) -> const Gpu0Task* {
+    const auto it = std::lower_bound(timeline_parts_.begin(), timeline_parts_.end(), t,
+                                     [](const Gpu0Task& g, TaskId id) { return g.id < id; });
+    return it != timeline_parts_.end() && it->id == t ? &*it : nullptr;
+  };
+  const auto emit = [&](TaskId t, std::vector<TimelineEntry>& out) {
+    const TaskSpec& s = e_.spec(t);
+    TimelineEntry te;
+    te.gpu = s.lane;
+    te.stream = lane_stream_[t];
+    te.start_s = e_.start(t);
+    te.end_s = e_.finish(t);
+    te.name = labels_[s.label];
+    te.category = s.category;
+    if (const Gpu0Task* g = parts_of(t)) {
+      const double total = g->seconds[0] + g->seconds[1];
+      if (total > 0 && g->cat[0] != g->cat[1]) {
+        TimelineEntry first = te;
+        first.end_s = te.start_s + (te.end_s - te.start_s) * g->seconds[0] / total;
+        first.name += std::string(" ") + category_name(g->cat[0]);
+        first.category = g->cat[0];
+        te.start_s = first.end_s;
+        te.category = g->cat[1];
+        out.push_back(std::move(first));
+      }
+    }
+    out.push_back(std::move(te));
+  };
+  const std::vector<int>& only = in_.timeline_gpus;
+  for (TaskId t = 0, n = static_cast<TaskId>(e_.task_count()); t < n; ++t) {
+    const TaskSpec& s = e_.spec(t);
+    if (e_.finish(t) <= e_.start(t) && s.label == 0) continue;
+    if (!only.empty() && !std::binary_search(only.begin(), only.end(), s.lane)) continue;
+    emit(t, r.timeline);
+  }
+  // The critical path: from the task that ends the step, back through the dependency whose end let
+  // each task start (a task starts as soon as the last of its dependencies ends), to one that
+  // started at zero. Its tasks follow one another without a gap, so their times add up to the step.
+  const std::vector<TaskId>& order = e_.completion_order();
+  TaskId last = -1;
+  for (TaskId t : order)
+    if (last < 0 || e_.finish(t) > e_.finish(last)) last = t;
+  std::vector<TaskId> path;
+  for (TaskId t = last; t >= 0; t = e_.binding_predecessor(t))
+    if (e_.finish(t) > e_.start(t)) path.push_back(t);
+  for (auto it = path.rbegin(); it != path.rend(); ++it) emit(*it, r.critical_path);
 }
 
 }  // namespace trainsim::sim::detail

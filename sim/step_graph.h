@@ -316,6 +316,8 @@ class Builder {
   const std::vector<int>& sim_members(const std::vector<int>& group);
   void build_stage(int stage, const std::vector<int>& gpus);
   void breakdown(StepResult& r);
+  // The recorded timeline (in_.timeline_gpus' tasks) and the critical path.
+  void record_timeline(StepResult& r);
 
   const StepInput& in_;
   const Layout& L_;

@@ -188,18 +188,44 @@ TEST(Cli, TraceOfChosenGpusIsTheirPartOfTheWholeTrace) {
     return nlohmann::json::parse(in)["traceEvents"];
   };
   const auto all = read(whole), kept = read(part);
-  std::vector<nlohmann::json> expected, got, names;
+  // The critical path's process, named so in the metadata: the same in both traces, whichever
+  // GPUs the trace keeps.
+  auto path_pid = [](const nlohmann::json& events) {
+    for (const auto& e : events)
+      if (e["ph"] == "M" && e["name"] == "process_name" && e["args"]["name"] == "critical path") return e["pid"].get<int>();
+    return -1;
+  };
+  const int all_path = path_pid(all), kept_path = path_pid(kept);
+  ASSERT_GE(all_path, 16);
+  ASSERT_GE(kept_path, 6);
+  std::vector<nlohmann::json> expected, got, names, path_all, path_kept;
   std::map<int, int> per_gpu;
-  for (const auto& e : all)
+  for (auto e : all)
     if (e["ph"] == "X") {
-      ++per_gpu[e["pid"].get<int>()];
       const int g = e["pid"];
+      if (g == all_path) {
+        e.erase("pid");
+        path_all.push_back(e);
+        continue;
+      }
+      ++per_gpu[g];
       if (g == 1 || g == 4 || g == 5) expected.push_back(e);
     }
   EXPECT_EQ(per_gpu.size(), 16u);  // full mode: every GPU of 2 nodes of 8
-  for (const auto& e : kept) (e["ph"] == "X" ? got : names).push_back(e);
+  for (auto e : kept) {
+    if (e["pid"] == kept_path) {
+      if (e["ph"] == "X") {
+        e.erase("pid");
+        path_kept.push_back(e);
+      }
+      continue;
+    }
+    (e["ph"] == "X" ? got : names).push_back(e);
+  }
   EXPECT_GT(expected.size(), 30u);
   EXPECT_EQ(got, expected);
+  EXPECT_FALSE(path_all.empty());
+  EXPECT_EQ(path_kept, path_all);
   for (const auto& n : names) {
     const int g = n["pid"];
     EXPECT_TRUE(g == 1 || g == 4 || g == 5) << n.dump();

@@ -204,6 +204,59 @@ TEST(Step, OneFOneBBubbleFraction) {
   }
 }
 
+// The critical path of a recorded step (the chain of tasks each started by the end of the one
+// before it) runs from zero to the step's end without a gap, and each of its slices is a task of
+// the timeline. With equal stages and free communication, 1F1B's path is the last stage's m
+// forward-backward pairs with p - 1 forwards before them and p - 1 backwards after them:
+// (m + p - 1)(t_f + t_b), so m + p - 1 forwards and as many backwards.
+TEST(Step, TheCriticalPathRunsWithoutAGapFromZeroToTheStep) {
+  auto expect_chain = [](const StepResult& r, const std::string& what) {
+    SCOPED_TRACE(what);
+    ASSERT_FALSE(r.critical_path.empty());
+    const double T = r.step_time_s;
+    EXPECT_EQ(r.critical_path.front().start_s, 0.0);
+    EXPECT_NEAR(r.critical_path.back().end_s, T, 1e-12 * T);
+    for (std::size_t i = 0; i + 1 < r.critical_path.size(); ++i)
+      ASSERT_NEAR(r.critical_path[i + 1].start_s, r.critical_path[i].end_s, 1e-12 * T) << i;
+    for (const TimelineEntry& c : r.critical_path) {
+      EXPECT_GT(c.end_s, c.start_s);
+      const bool found = std::any_of(r.timeline.begin(), r.timeline.end(), [&](const TimelineEntry& e) {
+        return e.gpu == c.gpu && e.stream == c.stream && e.start_s == c.start_s && e.end_s == c.end_s && e.name == c.name;
+      });
+      EXPECT_TRUE(found) << c.name << " on GPU " << c.gpu;
+    }
+  };
+  Fixture f;
+  const ModelConfig m = equal_stage_model(16);
+  for (auto [p, mb] : {std::pair{4, 8}, std::pair{8, 8}}) {
+    StepInput in = pipeline_input(f, m, p, 1, mb, Schedule::one_f_one_b);
+    in.record_timeline = true;
+    const StepResult r = simulate_step(in);
+    expect_chain(r, "1f1b p " + std::to_string(p));
+    int forwards = 0, backwards = 0;
+    std::map<int, int> gpus;
+    for (const TimelineEntry& c : r.critical_path) {
+      forwards += c.name.rfind("F mb", 0) == 0;
+      backwards += c.name.rfind("B mb", 0) == 0;
+      ++gpus[c.gpu];
+    }
+    EXPECT_EQ(forwards, mb + p - 1) << p;
+    EXPECT_EQ(backwards, mb + p - 1) << p;
+    EXPECT_EQ(static_cast<int>(gpus.size()), p);  // it runs through every stage
+  }
+  const Scenario s = load_scenario(kData + "/test-scenario.json", kData);
+  EvalOptions traced;
+  traced.record_timeline = true;
+  for (const char* over : {"", "schedule=gpipe", "pp=4,vpp=2,schedule=interleaved,tp=1,sequence_parallel=false", "pp=1,zero=3", "zero=0,compression=int8"}) {
+    bool dp = false;
+    const Layout l = resolve_layout(s, apply_layout_overrides(s.layout, over, &dp), dp, 2);
+    expect_chain(evaluate(s, l, 2, traced).step, over);
+    EvalOptions full = traced;
+    full.mode = SimMode::full;
+    expect_chain(evaluate(s, l, 2, full).step, std::string("full ") + over);
+  }
+}
+
 TEST(Step, GpipeHasTheSameBubbleAsOneFOneB) {
   Fixture f;
   const ModelConfig m = equal_stage_model(16);

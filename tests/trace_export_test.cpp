@@ -74,6 +74,37 @@ TEST(TraceExport, EventsReadBackAsTheTimelineHasThem) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(TraceExport, TheCriticalPathIsOneTrackAboveTheGpus) {
+  sim::StepResult r;
+  r.timeline = {entry(0, 0, 0, 1, "F mb0", 0), entry(0, 2, 1, 1.5, "PP send", 3), entry(3, 0, 1.5, 2, "F mb0", 0)};
+  r.critical_path = r.timeline;
+  const auto dir = scratch_dir();
+  const std::string path = (dir / "t.json").string();
+  write_chrome_trace(r, path);
+  std::ifstream in(path);
+  const auto ev = nlohmann::json::parse(in)["traceEvents"];
+  // Its process comes after the largest GPU number, is named, and sorts first.
+  std::vector<nlohmann::json> slices;
+  bool named = false, first = false;
+  for (const auto& e : ev) {
+    if (e["pid"] != 4) continue;
+    if (e["ph"] == "X") slices.push_back(e);
+    named = named || (e["name"] == "process_name" && e["args"]["name"] == "critical path");
+    first = first || (e["name"] == "process_sort_index" && e["args"]["sort_index"] == -1);
+  }
+  EXPECT_TRUE(named);
+  EXPECT_TRUE(first);
+  ASSERT_EQ(slices.size(), 3u);
+  EXPECT_EQ(slices[0]["name"], "F mb0 (GPU 0)");
+  EXPECT_EQ(slices[1]["name"], "PP send (GPU 0)");
+  EXPECT_EQ(slices[2]["name"], "F mb0 (GPU 3)");
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(slices[i]["tid"], 0);
+    EXPECT_EQ(slices[i]["ts"].get<double>(), r.timeline[i].start_s * 1e6);
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST(TraceExport, AnUnwritablePathIsAnInputErrorAndLeavesNothing) {
   sim::StepResult r;
   r.timeline = {entry(0, 0, 0, 1, "F", 0)};

@@ -67,21 +67,30 @@ void write_chrome_trace(const sim::StepResult& r, const std::string& path) {
     first = false;
   };
   buf += "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[";
+  // The critical path goes on a process of its own, above the GPUs: one track, each slice named
+  // for its task and the GPU it ran on.
+  int path_pid = 0;
+  for (const auto& e : r.timeline) path_pid = std::max(path_pid, e.gpu + 1);
+  for (const auto& e : r.critical_path) path_pid = std::max(path_pid, e.gpu + 1);
+  auto slice = [&](const sim::TimelineEntry& e, int pid, int tid, const std::string& name) {
+    next();
+    buf += "{\"cat\":";
+    append_string(buf, sim::category_name(e.category));
+    buf += ",\"dur\":";
+    append_number(buf, (e.end_s - e.start_s) * 1e6);
+    buf += ",\"name\":";
+    append_string(buf, name);
+    buf += ",\"ph\":\"X\",\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(tid) + ",\"ts\":";
+    append_number(buf, e.start_s * 1e6);
+    buf += '}';
+    if (buf.size() >= kFlushAt) flush();
+  };
   try {
     for (const auto& e : r.timeline) {
       gpus.insert(e.gpu);
-      next();
-      buf += "{\"cat\":";
-      append_string(buf, sim::category_name(e.category));
-      buf += ",\"dur\":";
-      append_number(buf, (e.end_s - e.start_s) * 1e6);
-      buf += ",\"name\":";
-      append_string(buf, e.name);
-      buf += ",\"ph\":\"X\",\"pid\":" + std::to_string(e.gpu) + ",\"tid\":" + std::to_string(e.stream) + ",\"ts\":";
-      append_number(buf, e.start_s * 1e6);
-      buf += '}';
-      if (buf.size() >= kFlushAt) flush();
+      slice(e, e.gpu, e.stream, e.name);
     }
+    for (const auto& e : r.critical_path) slice(e, path_pid, 0, e.name + " (GPU " + std::to_string(e.gpu) + ")");
   } catch (...) {
     std::remove(tmp.c_str());
     throw;
@@ -95,6 +104,16 @@ void write_chrome_trace(const sim::StepResult& r, const std::string& path) {
       buf += "{\"args\":{\"name\":\"" + std::string(streams[t]) + "\"},\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" +
              std::to_string(g) + ",\"tid\":" + std::to_string(t) + "}";
     }
+  }
+  if (!r.critical_path.empty()) {
+    const std::string pid = std::to_string(path_pid);
+    next();
+    buf += "{\"args\":{\"name\":\"critical path\"},\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" + pid + "}";
+    next();
+    buf += "{\"args\":{\"sort_index\":-1},\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":" + pid + "}";
+    next();
+    buf += "{\"args\":{\"name\":\"what the step waited on\"},\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" + pid +
+           ",\"tid\":0}";
   }
   buf += "\n]}\n";
   flush();
