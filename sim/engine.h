@@ -173,6 +173,15 @@ class Engine {
     if (tasks_[t].sequence >= 0) tails_valid_ = false;  // only a task of a sequence has a tail
   }
 
+  // The task's time with nothing in its way: its fixed work at full speed, its unslowed time, and
+  // its slowest flow alone at its path's bottleneck. What it took beyond that (finish - start) went
+  // to sharing: its processor slowed by tasks beside it, its links shared with other flows.
+  double uncontended_s(TaskId t) const {
+    double flows = 0;
+    for (std::int32_t f = tasks_[t].flows_begin; f < tasks_[t].flows_end; ++f)
+      if (flows_[f].lone_Bps != std::numeric_limits<double>::infinity()) flows = std::max(flows, flows_[f].bytes / flows_[f].lone_Bps);
+    return specs_[t].duration_s + specs_[t].unslowed_s + flows;
+  }
   double start(TaskId t) const { return start_[t]; }
   double finish(TaskId t) const { return finish_[t]; }
   // Calls f(s) for every task s that waits for `t` (its dependants, stream order included).

@@ -131,6 +131,9 @@ struct TimelineEntry {
   int gpu = 0;
   int stream = 0;  // 0 compute, 1 data-parallel / ZeRO communication, 2 pipeline send/recv
   double start_s = 0, end_s = 0;
+  // Its time alone (Engine::uncontended_s): end_s - start_s beyond it is contention, compute slowed
+  // by communication beside it or links shared with other flows.
+  double uncontended_s = 0;
   std::string name;
   int category = 0;
 };

@@ -326,6 +326,7 @@ void Builder::record_timeline(StepResult& r) {
     te.stream = lane_stream_[t];
     te.start_s = e_.start(t);
     te.end_s = e_.finish(t);
+    te.uncontended_s = e_.uncontended_s(t);
     te.name = labels_[s.label];
     te.category = s.category;
     if (const Gpu0Task* g = parts_of(t)) {
@@ -333,6 +334,8 @@ void Builder::record_timeline(StepResult& r) {
       if (total > 0 && g->cat[0] != g->cat[1]) {
         TimelineEntry first = te;
         first.end_s = te.start_s + (te.end_s - te.start_s) * g->seconds[0] / total;
+        first.uncontended_s = te.uncontended_s * g->seconds[0] / total;
+        te.uncontended_s -= first.uncontended_s;
         first.name += std::string(" ") + category_name(g->cat[0]);
         first.category = g->cat[0];
         te.start_s = first.end_s;

@@ -218,6 +218,7 @@ TEST(Step, TheCriticalPathRunsWithoutAGapFromZeroToTheStep) {
     EXPECT_NEAR(r.critical_path.back().end_s, T, 1e-12 * T);
     for (std::size_t i = 0; i + 1 < r.critical_path.size(); ++i)
       ASSERT_NEAR(r.critical_path[i + 1].start_s, r.critical_path[i].end_s, 1e-12 * T) << i;
+    for (const TimelineEntry& e : r.timeline) EXPECT_GE(e.end_s - e.start_s, e.uncontended_s - 1e-12 * T) << e.name;
     for (const TimelineEntry& c : r.critical_path) {
       EXPECT_GT(c.end_s, c.start_s);
       const bool found = std::any_of(r.timeline.begin(), r.timeline.end(), [&](const TimelineEntry& e) {
@@ -1455,6 +1456,59 @@ TEST(Step, CommComputeInterferenceSlowsOverlappedCompute) {
   EXPECT_GT(slowed.step_time_s, base.step_time_s * 1.01);
   EXPECT_LE(slowed.step_time_s - base.step_time_s, 0.2 * base.breakdown_s[kCompute] + 1e-9);
   EXPECT_DOUBLE_EQ(step(0.2, 1).step_time_s, step(0.0, 1).step_time_s);
+}
+
+TEST(Step, ATasksTimeBeyondItsTimeAloneIsContention) {
+  // A recorded task's time alone is its fixed work at full speed plus its slowest flow alone on
+  // its path; what it takes beyond that is contention. With a GEMM slowdown f while NCCL runs
+  // beside it, a compute task runs at no less than 1/(1 + f) of its speed, so its contention is at
+  // most f times its time alone, and the backward passes that overlap the data-parallel buckets
+  // have some; with f = 0 compute has none. No task takes less than its time alone.
+  const ModelConfig m = *find_model_preset("gpt-350m");
+  HardwareProfile hw = load_hardware_profile("test-gpu", kData);
+  auto step = [&](double f) {
+    hw.comm_compute_interference = f;
+    const CostModel cost(hw, Precision::bf16);
+    StepInput in;
+    in.model = &m;
+    in.layout.dp = 16;
+    in.layout.micro_batch = 8;
+    in.global_batch = 8 * 16;
+    in.cost = &cost;
+    in.net.shape.nodes = 2;
+    in.net.shape.gpus_per_node = 8;
+    in.net.shape.nics_per_node = 1;
+    in.net.shape.nvlink_Bps = 100e9;
+    in.net.shape.nic_Bps = 50e9;
+    in.record_timeline = true;
+    return simulate_step(in);
+  };
+  for (double f : {0.0, 0.2}) {
+    const StepResult r = step(f);
+    const double T = r.step_time_s;
+    double compute_contention = 0;
+    for (const TimelineEntry& e : r.timeline) {
+      const double took = e.end_s - e.start_s;
+      EXPECT_GE(took, e.uncontended_s - 1e-12 * T) << e.name;
+      if (e.category == kCompute) {
+        EXPECT_LE(took - e.uncontended_s, f * e.uncontended_s + 1e-12 * T) << e.name;
+        compute_contention += took - e.uncontended_s;
+      }
+    }
+    if (f == 0) EXPECT_LT(compute_contention, 1e-9 * T);
+    else EXPECT_GT(compute_contention, 1e-3 * T);
+  }
+  // Free links and no slowdown: nothing waits on anything beside it.
+  Fixture fx;
+  HardwareProfile quiet = fx.hw;
+  quiet.comm_compute_interference = 0;
+  const CostModel cost(quiet, Precision::bf16);
+  const ModelConfig eq = equal_stage_model(16);
+  StepInput in = pipeline_input(fx, eq, 4, 1, 8, Schedule::one_f_one_b);
+  in.cost = &cost;
+  in.record_timeline = true;
+  const StepResult r = simulate_step(in);
+  for (const TimelineEntry& e : r.timeline) EXPECT_NEAR(e.end_s - e.start_s, e.uncontended_s, 1e-12 * r.step_time_s) << e.name;
 }
 
 TEST(Step, ZeroStagesMoveTheirClosedFormBytes) {

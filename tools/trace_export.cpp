@@ -74,7 +74,18 @@ void write_chrome_trace(const sim::StepResult& r, const std::string& path) {
   for (const auto& e : r.critical_path) path_pid = std::max(path_pid, e.gpu + 1);
   auto slice = [&](const sim::TimelineEntry& e, int pid, int tid, const std::string& name) {
     next();
-    buf += "{\"cat\":";
+    buf += '{';
+    // Where a task took more than its time alone (by more than a thousandth), both, so that a
+    // click on it says how much of it was contention.
+    const double took = e.end_s - e.start_s;
+    if (took - e.uncontended_s > 1e-3 * took) {
+      buf += "\"args\":{\"contention_us\":";
+      append_number(buf, (took - e.uncontended_s) * 1e6);
+      buf += ",\"uncontended_us\":";
+      append_number(buf, e.uncontended_s * 1e6);
+      buf += "},";
+    }
+    buf += "\"cat\":";
     append_string(buf, sim::category_name(e.category));
     buf += ",\"dur\":";
     append_number(buf, (e.end_s - e.start_s) * 1e6);
