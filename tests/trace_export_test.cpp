@@ -105,6 +105,25 @@ TEST(TraceExport, TheCriticalPathIsOneTrackAboveTheGpus) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(TraceExport, ATaskSlowedBeyondItsTimeAloneSaysByHowMuch) {
+  sim::StepResult r;
+  r.timeline = {entry(0, 0, 0, 2e-3, "alone", 0), entry(0, 0, 2e-3, 5e-3, "slowed", 0), entry(0, 0, 5e-3, 6e-3, "barely", 0)};
+  r.timeline[0].uncontended_s = 2e-3;
+  r.timeline[1].uncontended_s = 2e-3;      // 1 ms of its 3 waited on something beside it
+  r.timeline[2].uncontended_s = 0.9999e-3;  // under a thousandth: not worth saying
+  const auto dir = scratch_dir();
+  const std::string path = (dir / "t.json").string();
+  write_chrome_trace(r, path);
+  std::ifstream in(path);
+  const auto ev = nlohmann::json::parse(in)["traceEvents"];
+  EXPECT_FALSE(ev[0].contains("args"));
+  ASSERT_TRUE(ev[1].contains("args"));
+  EXPECT_NEAR(ev[1]["args"]["contention_us"].get<double>(), 1000.0, 1e-9);
+  EXPECT_NEAR(ev[1]["args"]["uncontended_us"].get<double>(), 2000.0, 1e-9);
+  EXPECT_FALSE(ev[2].contains("args"));
+  std::filesystem::remove_all(dir);
+}
+
 TEST(TraceExport, AnUnwritablePathIsAnInputErrorAndLeavesNothing) {
   sim::StepResult r;
   r.timeline = {entry(0, 0, 0, 1, "F", 0)};
