@@ -53,7 +53,7 @@ void write_chrome_trace(const sim::StepResult& r, const std::string& path) {
   std::ofstream out(tmp, std::ios::binary);
   if (!out) throw InputError("--trace " + path, "cannot write the trace file");
   // Events are written as they are formatted, a buffer at a time: a full-mode step of a thousand
-  // GPUs has millions, which as one JSON document in memory took gigabytes.
+  // GPUs has millions, which as one JSON document in memory would take gigabytes.
   std::string buf;
   constexpr std::size_t kFlushAt = 1 << 20;
   auto flush = [&] {
