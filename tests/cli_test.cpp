@@ -892,6 +892,11 @@ TEST(Cli, ReportIsOneSelfContainedPage) {
        p = page.find("<tr><td class='l'", p + 1))
     ++rows;
   EXPECT_EQ(rows, 10u);
+  // The timeline's top row is the critical path, its bars named for the GPU each task ran on.
+  const auto path_row = page.find(">critical path</text>");
+  ASSERT_NE(path_row, std::string::npos);
+  EXPECT_LT(path_row, page.find(">GPU 0 compute</text>"));
+  EXPECT_NE(page.find(" (GPU 0) "), std::string::npos);
   EXPECT_EQ(page.find("http://"), page.find("http://www.w3.org/2000/svg"));  // no external resources
   EXPECT_EQ(page.find("<script"), std::string::npos);
   // A path that cannot be written: exit 2, nothing left behind.

@@ -243,7 +243,11 @@ std::string timeline_chart(const sim::StepResult& r) {
       const double x = left + es[k]->start_s * scale, w = std::max(0.5, left + x1 - x);
       o << "<rect x='" << x << "' y='" << 2 + row * li << "' width='" << w << "' height='" << row - 4 << "' fill='" << shade[cat]
         << "'><title>";
-      if (end == k + 1) o << esc(es[k]->name) << " " << format_seconds(es[k]->end_s - es[k]->start_s);
+      if (end == k + 1) {
+        const double took = es[k]->end_s - es[k]->start_s, contention = took - es[k]->uncontended_s;
+        o << esc(es[k]->name) << " " << format_seconds(took);
+        if (contention > 1e-3 * took) o << ", of which " << format_seconds(contention) << " contention (alone " << format_seconds(es[k]->uncontended_s) << ")";
+      }
       else o << end - k << " tasks, " << esc(es[k]->name) << " to " << esc(es[end - 1]->name) << ", over " << format_seconds(x1 / scale - es[k]->start_s);
       o << "</title></rect>";
       k = end;
