@@ -175,11 +175,12 @@ void check_traced_gpus(const sim::StepResult& r, const std::vector<int>& wanted)
   for (const int g : wanted) {
     if (std::binary_search(ran.begin(), ran.end(), g)) continue;
     std::string which;
+    which = ran.size() == 1 ? "GPU " : "GPUs ";
     for (std::size_t i = 0; i < ran.size() && i < 16; ++i) which += (i ? ", " : "") + std::to_string(ran[i]);
     if (ran.size() > 16) which += ", ... (" + std::to_string(ran.size()) + " in all)";
-    throw InputError("--trace-gpus", "GPU " + std::to_string(g) +
-                                         " was not simulated: symmetric mode runs one GPU for each pipeline stage (" + which +
-                                         "), which stands for the others; pick among those, or simulate every GPU with --mode full");
+    throw InputError("--trace-gpus", "GPU " + std::to_string(g) + " was not simulated: symmetric mode ran " + which +
+                                         ", each standing for the others of its pipeline stage (or tensor-parallel group); pick "
+                                         "among those, or simulate every GPU with --mode full");
   }
 }
 
