@@ -124,6 +124,23 @@ TEST(TraceExport, ATaskSlowedBeyondItsTimeAloneSaysByHowMuch) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(TraceExport, TheSummarySaysWhichStagesHoldTheCriticalPathAndHowMuchIsContention) {
+  // pp 2 (GPU 0 stage 0, GPU 1 stage 1): 1 s on stage 0, then 3 s on stage 1 of which 0.5 s beyond
+  // its time alone.
+  sim::StepResult r;
+  r.timeline = {entry(0, 0, 0, 1, "F mb0", 0), entry(1, 0, 1, 4, "F mb0", 0)};
+  r.timeline[0].uncontended_s = 1;
+  r.timeline[1].uncontended_s = 2.5;
+  r.critical_path = r.timeline;
+  Layout l;
+  l.pp = 2;
+  EXPECT_EQ(describe_trace(r, l, "t.json"),
+            "trace t.json: 2 tasks of 2 GPUs; its critical path, 2 tasks, runs on stage 1 75.0%, stage 0 25.0%; contention 500.0 ms of "
+            "it (12.5%)");
+  r.critical_path.clear();
+  EXPECT_EQ(describe_trace(r, l, "t.json"), "trace t.json: 2 tasks of 2 GPUs");
+}
+
 TEST(TraceExport, AnUnwritablePathIsAnInputErrorAndLeavesNothing) {
   sim::StepResult r;
   r.timeline = {entry(0, 0, 0, 1, "F", 0)};

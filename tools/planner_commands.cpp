@@ -72,6 +72,7 @@ int run_simulate(const PlannerOptions& o, std::ostream& out) {
     out << r.dump(2) << "\n";
   } else {
     print_evaluation(out, s, ev);
+    if (!o.trace.empty()) out << "\n  " << describe_trace(ev.step, l, o.trace) << "\n";
   }
   return 0;
 }

@@ -6,10 +6,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
+#include <sstream>
 #include <stdexcept>
 
 #include "input_error.h"
+#include "text_report.h"
 
 namespace trainsim {
 
@@ -133,6 +136,36 @@ void write_chrome_trace(const sim::StepResult& r, const std::string& path) {
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
   if (ec) fail("cannot move the trace into place: " + ec.message());
+}
+
+std::string describe_trace(const sim::StepResult& r, const Layout& l, const std::string& path) {
+  std::set<int> gpus;
+  for (const auto& e : r.timeline) gpus.insert(e.gpu);
+  std::map<int, double> by_stage;
+  double on_path = 0, contention = 0;
+  for (const auto& e : r.critical_path) {
+    const double took = e.end_s - e.start_s;
+    by_stage[sim::rank_coordinates(l, e.gpu).stage] += took;
+    on_path += took;
+    contention += std::max(0.0, took - e.uncontended_s);
+  }
+  std::ostringstream o;
+  o << "trace " << path << ": " << r.timeline.size() << " tasks of " << gpus.size() << (gpus.size() == 1 ? " GPU" : " GPUs");
+  if (on_path > 0) {
+    std::vector<std::pair<double, int>> stages;
+    for (const auto& [stage, t] : by_stage) stages.push_back({t, stage});
+    std::sort(stages.begin(), stages.end(), [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
+    o << "; its critical path, " << r.critical_path.size() << " tasks, runs on ";
+    char buf[64];
+    for (std::size_t i = 0; i < stages.size() && i < 3; ++i) {
+      std::snprintf(buf, sizeof buf, "%sstage %d %.1f%%", i ? ", " : "", stages[i].second, 100 * stages[i].first / on_path);
+      o << buf;
+    }
+    if (stages.size() > 3) o << ", ...";
+    std::snprintf(buf, sizeof buf, " (%.1f%%)", 100 * contention / on_path);
+    o << "; contention " << format_seconds(contention) << " of it" << buf;
+  }
+  return o.str();
 }
 
 std::vector<int> parse_trace_gpus(const std::string& list, int gpus) {

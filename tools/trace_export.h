@@ -2,6 +2,7 @@
 #include <string>
 #include <vector>
 
+#include "layout.h"
 #include "step_builder.h"
 
 namespace trainsim {
@@ -11,6 +12,10 @@ namespace trainsim {
 // track, the step's critical path. Writes to a temporary file and
 // renames it, so a failure leaves no partial file.
 void write_chrome_trace(const sim::StepResult& r, const std::string& path);
+
+// One line on what the trace holds: its tasks and GPUs, and where its critical path runs (the
+// stages holding most of it) and how much of it is contention.
+std::string describe_trace(const sim::StepResult& r, const Layout& l, const std::string& path);
 
 // The GPUs a list such as "0-7,512,1016-1023" names, sorted and without repeats, each below `gpus`
 // (the layout's GPU count). Throws InputError naming --trace-gpus for anything else.
