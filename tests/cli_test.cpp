@@ -897,6 +897,7 @@ TEST(Cli, ReportIsOneSelfContainedPage) {
   ASSERT_NE(path_row, std::string::npos);
   EXPECT_LT(path_row, page.find(">GPU 0 compute</text>"));
   EXPECT_NE(page.find(" (GPU 0) "), std::string::npos);
+  EXPECT_NE(page.find("Critical path (the top row): "), std::string::npos);
   EXPECT_EQ(page.find("http://"), page.find("http://www.w3.org/2000/svg"));  // no external resources
   EXPECT_EQ(page.find("<script"), std::string::npos);
   // A path that cannot be written: exit 2, nothing left behind.

@@ -138,9 +138,7 @@ void write_chrome_trace(const sim::StepResult& r, const std::string& path) {
   if (ec) fail("cannot move the trace into place: " + ec.message());
 }
 
-std::string describe_trace(const sim::StepResult& r, const Layout& l, const std::string& path) {
-  std::set<int> gpus;
-  for (const auto& e : r.timeline) gpus.insert(e.gpu);
+std::string critical_path_summary(const sim::StepResult& r, const Layout& l) {
   std::map<int, double> by_stage;
   double on_path = 0, contention = 0;
   for (const auto& e : r.critical_path) {
@@ -149,22 +147,30 @@ std::string describe_trace(const sim::StepResult& r, const Layout& l, const std:
     on_path += took;
     contention += std::max(0.0, took - e.uncontended_s);
   }
+  if (!(on_path > 0)) return "";
+  std::vector<std::pair<double, int>> stages;
+  for (const auto& [stage, t] : by_stage) stages.push_back({t, stage});
+  std::sort(stages.begin(), stages.end(), [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
+  std::ostringstream o;
+  o << r.critical_path.size() << " tasks, runs on ";
+  char buf[64];
+  for (std::size_t i = 0; i < stages.size() && i < 3; ++i) {
+    std::snprintf(buf, sizeof buf, "%sstage %d %.1f%%", i ? ", " : "", stages[i].second, 100 * stages[i].first / on_path);
+    o << buf;
+  }
+  if (stages.size() > 3) o << ", ...";
+  std::snprintf(buf, sizeof buf, " (%.1f%%)", 100 * contention / on_path);
+  o << "; contention " << format_seconds(contention) << " of it" << buf;
+  return o.str();
+}
+
+std::string describe_trace(const sim::StepResult& r, const Layout& l, const std::string& path) {
+  std::set<int> gpus;
+  for (const auto& e : r.timeline) gpus.insert(e.gpu);
   std::ostringstream o;
   o << "trace " << path << ": " << r.timeline.size() << " tasks of " << gpus.size() << (gpus.size() == 1 ? " GPU" : " GPUs");
-  if (on_path > 0) {
-    std::vector<std::pair<double, int>> stages;
-    for (const auto& [stage, t] : by_stage) stages.push_back({t, stage});
-    std::sort(stages.begin(), stages.end(), [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
-    o << "; its critical path, " << r.critical_path.size() << " tasks, runs on ";
-    char buf[64];
-    for (std::size_t i = 0; i < stages.size() && i < 3; ++i) {
-      std::snprintf(buf, sizeof buf, "%sstage %d %.1f%%", i ? ", " : "", stages[i].second, 100 * stages[i].first / on_path);
-      o << buf;
-    }
-    if (stages.size() > 3) o << ", ...";
-    std::snprintf(buf, sizeof buf, " (%.1f%%)", 100 * contention / on_path);
-    o << "; contention " << format_seconds(contention) << " of it" << buf;
-  }
+  const std::string path_summary = critical_path_summary(r, l);
+  if (!path_summary.empty()) o << "; its critical path, " << path_summary;
   return o.str();
 }
 
