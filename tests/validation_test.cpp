@@ -116,6 +116,7 @@ TEST(Validation, H100OneGpuRunsWithItsMeasuredProfileAndWithTheCarryOverRule) {
   const std::string ds_text((std::istreambuf_iterator<char>(ds)), std::istreambuf_iterator<char>());
   const HardwareProfile derived = parse_hardware_profile(ds_text, "calibrate/datasheets/h100-sxm.json", kProfiles);
   std::vector<double> err_measured, err_derived, mem_err;
+  std::vector<double> long_derived;  // signed, the runs of 4,096 tokens and more
   double worst_measured = 0;
   for (const auto& [file, scenario] : {std::pair<std::string, std::string>{"h100-one-gpu.json", "validate-one-gpu.json"},
                                        {"h100-one-gpu-run2.json", "validate-one-gpu.json"},
@@ -152,7 +153,9 @@ TEST(Validation, H100OneGpuRunsWithItsMeasuredProfileAndWithTheCarryOverRule) {
       worst_measured = std::max(worst_measured, err_measured.back());
       mem_err.push_back(std::fabs(ev.memory.peak().arena_peak_bytes() / run["measured"]["device_used_bytes"].get<double>() - 1.0));
       s.hardware = derived;
-      err_derived.push_back(std::fabs(evaluate(s, l, 1, EvalOptions{}).step.step_time_s / meas - 1.0));
+      const double derived_err = evaluate(s, l, 1, EvalOptions{}).step.step_time_s / meas - 1.0;
+      err_derived.push_back(std::fabs(derived_err));
+      if (s.model.seq_len >= 4096) long_derived.push_back(derived_err);
     }
   }
   ASSERT_EQ(err_measured.size(), 100u);
@@ -163,6 +166,13 @@ TEST(Validation, H100OneGpuRunsWithItsMeasuredProfileAndWithTheCarryOverRule) {
               100 * *std::max_element(mem_err.begin(), mem_err.end()));
   EXPECT_LE(median(err_measured), 0.05);
   EXPECT_LE(median(err_derived), 0.05);
+  // Where attention is most of the step the rule's error does not cancel: its unfused attention is
+  // 24-40% fast on the H100 (Profiles.TheCarryOverRuleHeldAgainstTheMeasuredH100), and the long
+  // sequences come out 8-20% short (stated in the README), printed apart.
+  ASSERT_EQ(long_derived.size(), 8u);
+  std::printf("[ info ] by the carry-over rule, the %zu runs of 4,096 and 8,192 tokens: median %.1f%%, from %.1f%% to %.1f%%\n",
+              long_derived.size(), 100 * median(long_derived), 100 * *std::min_element(long_derived.begin(), long_derived.end()),
+              100 * *std::max_element(long_derived.begin(), long_derived.end()));
   EXPECT_LE(median(mem_err), 0.05);
   EXPECT_LT(worst_measured, 0.25);
 }
