@@ -172,6 +172,22 @@ TEST(Cli, TraceIsChromeTraceJson) {
   ASSERT_TRUE(j.contains("traceEvents"));
   EXPECT_GT(j["traceEvents"].size(), 10u);
   EXPECT_EQ(j["traceEvents"][0]["ph"], "X");
+  // With --json, what the trace holds: its tasks, and its critical path, which spans the step, in
+  // sum over the stages it runs on.
+  const Outcome js = run("--profiles " + kData + " simulate " + kData + "/test-scenario.json --json --trace " + trace);
+  ASSERT_EQ(js.status, 0) << js.err;
+  const auto result = nlohmann::json::parse(js.out);
+  const auto& cp = result["trace"]["critical_path"];
+  const double step = result["step_time_s"].get<double>();
+  EXPECT_NEAR(cp["seconds"].get<double>(), step, 1e-9 * step);
+  double over_stages = 0;
+  for (const auto& st : cp["by_stage"]) over_stages += st["seconds"].get<double>();
+  EXPECT_NEAR(over_stages, step, 1e-9 * step);
+  EXPECT_EQ(cp["by_stage"].size(), 2u);  // pp 2
+  EXPECT_GE(cp["contention_s"].get<double>(), 0.0);
+  EXPECT_GT(cp["tasks"].get<int>(), 10);
+  // The file: those tasks, the critical path's, and the names (4 for each GPU, 3 for the path).
+  EXPECT_EQ(result["trace"]["tasks"].get<std::size_t>() + 4 * 2 + 3, j["traceEvents"].size() - cp["tasks"].get<std::size_t>());
 }
 
 // --trace-gpus keeps the chosen GPUs' tasks and nothing else: in full mode (every GPU simulated),

@@ -69,6 +69,14 @@ int run_simulate(const PlannerOptions& o, std::ostream& out) {
     r["scenario"] = s.name;
     r["cluster"] = cluster_to_json(s);
     r["mode"] = ev.step.full_because ? "full" : o.mode;
+    if (!o.trace.empty()) {
+      const CriticalPath c = summarize_critical_path(ev.step, l);
+      json stages = json::array();
+      for (const auto& [stage, seconds] : c.by_stage) stages.push_back({{"stage", stage}, {"seconds", seconds}});
+      r["trace"] = {{"file", o.trace},
+                    {"tasks", ev.step.timeline.size()},
+                    {"critical_path", {{"tasks", c.tasks}, {"seconds", c.seconds}, {"contention_s", c.contention_s}, {"by_stage", stages}}}};
+    }
     out << r.dump(2) << "\n";
   } else {
     print_evaluation(out, s, ev);
