@@ -5,11 +5,11 @@
 #include <cstdio>
 #include <sstream>
 
+#include "critical_path.h"
 #include "evaluation.h"
 #include "hardware_compare.h"
 #include "layout_search.h"
 #include "text_report.h"
-#include "trace_export.h"
 #include "what_if.h"
 
 namespace trainsim {

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include "critical_path.h"
 #include "evaluation.h"
 #include "input_error.h"
 #include "html_report.h"

@@ -2,6 +2,7 @@
 #include <string>
 #include <vector>
 
+#include "critical_path.h"
 #include "layout.h"
 #include "step_builder.h"
 
@@ -9,23 +10,9 @@ namespace trainsim {
 
 // Writes a step's timeline as Chrome / Perfetto trace-event JSON (open in ui.perfetto.dev or
 // chrome://tracing): one process per GPU, one thread per stream, and above them a process with one
-// track, the step's critical path. Writes to a temporary file and
-// renames it, so a failure leaves no partial file.
+// track, the step's critical path. Writes to a temporary file and renames it, so a failure leaves
+// no partial file.
 void write_chrome_trace(const sim::StepResult& r, const std::string& path);
-
-// A recorded step's critical path in sum: its tasks, its time (the step's), the part of it that is
-// contention (time beyond each task's time alone), and its time on each pipeline stage, most first.
-struct CriticalPath {
-  std::size_t tasks = 0;
-  double seconds = 0, contention_s = 0;
-  std::vector<std::pair<int, double>> by_stage;  // (stage, seconds)
-};
-CriticalPath summarize_critical_path(const sim::StepResult& r, const Layout& l);
-
-// Where a recorded step's critical path runs: its task count, the stages holding most of it, and
-// how much of it is contention ("925 tasks, runs on stage 7 90.4%, ...; contention 290.5 ms of it
-// (1.4%)"); empty without one.
-std::string critical_path_summary(const sim::StepResult& r, const Layout& l);
 
 // One line on what the trace holds: its tasks and GPUs, and where its critical path runs (the
 // stages holding most of it) and how much of it is contention.
