@@ -185,9 +185,9 @@ TEST(Cli, TraceIsChromeTraceJson) {
   EXPECT_NEAR(over_stages, step, 1e-9 * step);
   EXPECT_EQ(cp["by_stage"].size(), 2u);  // pp 2
   EXPECT_GE(cp["contention_s"].get<double>(), 0.0);
-  EXPECT_GT(cp["tasks"].get<int>(), 10);
+  EXPECT_GT(cp["slices"].get<int>(), 10);
   // The file: those tasks, the critical path's, and the names (4 for each GPU, 3 for the path).
-  EXPECT_EQ(result["trace"]["tasks"].get<std::size_t>() + 4 * 2 + 3, j["traceEvents"].size() - cp["tasks"].get<std::size_t>());
+  EXPECT_EQ(result["trace"]["slices"].get<std::size_t>() + 4 * 2 + 3, j["traceEvents"].size() - cp["slices"].get<std::size_t>());
 }
 
 // --trace-gpus keeps the chosen GPUs' tasks and nothing else: in full mode (every GPU simulated),

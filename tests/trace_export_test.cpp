@@ -135,10 +135,10 @@ TEST(TraceExport, TheSummarySaysWhichStagesHoldTheCriticalPathAndHowMuchIsConten
   Layout l;
   l.pp = 2;
   EXPECT_EQ(describe_trace(r, l, "t.json"),
-            "trace t.json: 2 tasks of 2 GPUs; its critical path, 2 tasks, runs on stage 1 75.0%, stage 0 25.0%; contention 500.0 ms of "
+            "trace t.json: 2 slices of 2 GPUs; its critical path, 2 slices, runs on stage 1 75.0%, stage 0 25.0%; contention 500.0 ms of "
             "it (12.5%)");
   r.critical_path.clear();
-  EXPECT_EQ(describe_trace(r, l, "t.json"), "trace t.json: 2 tasks of 2 GPUs");
+  EXPECT_EQ(describe_trace(r, l, "t.json"), "trace t.json: 2 slices of 2 GPUs");
 }
 
 TEST(TraceExport, AnUnwritablePathIsAnInputErrorAndLeavesNothing) {

@@ -11,7 +11,7 @@ namespace trainsim {
 
 CriticalPath summarize_critical_path(const sim::StepResult& r, const Layout& l) {
   CriticalPath c;
-  c.tasks = r.critical_path.size();
+  c.slices = r.critical_path.size();
   std::map<int, double> by_stage;
   for (const auto& e : r.critical_path) {
     const double took = e.end_s - e.start_s;
@@ -29,7 +29,7 @@ std::string critical_path_summary(const sim::StepResult& r, const Layout& l) {
   const CriticalPath c = summarize_critical_path(r, l);
   if (!(c.seconds > 0)) return "";
   std::ostringstream o;
-  o << c.tasks << " tasks, runs on ";
+  o << c.slices << " slices, runs on ";
   char buf[64];
   for (std::size_t i = 0; i < c.by_stage.size() && i < 3; ++i) {
     std::snprintf(buf, sizeof buf, "%sstage %d %.1f%%", i ? ", " : "", c.by_stage[i].first, 100 * c.by_stage[i].second / c.seconds);

@@ -75,8 +75,8 @@ int run_simulate(const PlannerOptions& o, std::ostream& out) {
       json stages = json::array();
       for (const auto& [stage, seconds] : c.by_stage) stages.push_back({{"stage", stage}, {"seconds", seconds}});
       r["trace"] = {{"file", o.trace},
-                    {"tasks", ev.step.timeline.size()},
-                    {"critical_path", {{"tasks", c.tasks}, {"seconds", c.seconds}, {"contention_s", c.contention_s}, {"by_stage", stages}}}};
+                    {"slices", ev.step.timeline.size()},
+                    {"critical_path", {{"slices", c.slices}, {"seconds", c.seconds}, {"contention_s", c.contention_s}, {"by_stage", stages}}}};
     }
     out << r.dump(2) << "\n";
   } else {

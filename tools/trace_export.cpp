@@ -140,7 +140,7 @@ std::string describe_trace(const sim::StepResult& r, const Layout& l, const std:
   std::set<int> gpus;
   for (const auto& e : r.timeline) gpus.insert(e.gpu);
   std::ostringstream o;
-  o << "trace " << path << ": " << r.timeline.size() << " tasks of " << gpus.size() << (gpus.size() == 1 ? " GPU" : " GPUs");
+  o << "trace " << path << ": " << r.timeline.size() << " slices of " << gpus.size() << (gpus.size() == 1 ? " GPU" : " GPUs");
   const std::string path_summary = critical_path_summary(r, l);
   if (!path_summary.empty()) o << "; its critical path, " << path_summary;
   return o.str();

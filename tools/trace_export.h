@@ -14,7 +14,7 @@ namespace trainsim {
 // no partial file.
 void write_chrome_trace(const sim::StepResult& r, const std::string& path);
 
-// One line on what the trace holds: its tasks and GPUs, and where its critical path runs (the
+// One line on what the trace holds: its slices and GPUs, and where its critical path runs (the
 // stages holding most of it) and how much of it is contention.
 std::string describe_trace(const sim::StepResult& r, const Layout& l, const std::string& path);
 
