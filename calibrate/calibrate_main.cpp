@@ -164,11 +164,13 @@ int main(int argc, char** argv) {
       ->required();
   merge->add_option("--out", merge_out, "profile to write")->required();
   merge->add_option("--name", merge_name, "profile name (default: the --out file's stem)");
-  std::string merge_runtime, merge_imported;
+  std::string merge_runtime, merge_imported, merge_peaks;
   merge->add_option("--runtime-memory-from", merge_runtime,
                     "profile whose runtime_memory block is kept as it is (read off validation runs) instead of the runs' median context");
   merge->add_option("--imported-from", merge_imported,
                     "profile whose imported tables that calibration does not measure (intra_node.nvls_collectives) are kept");
+  merge->add_option("--peaks-from", merge_peaks,
+                    "profile, usually the part's datasheet file, whose vendor peaks (gpu.peak_tflops) are written instead of the runs'");
   auto* conditions = app.add_subcommand(
       "gemm-conditions", "time the GEMMs of a few GPT layers with random or training-like operands, back to back or between "
                          "memory-bound kernels (a diagnostic; writes nothing)");
@@ -236,6 +238,12 @@ int main(int argc, char** argv) {
         if (!from.contains("intra_node") || !from["intra_node"].contains("nvls_collectives"))
           throw InputError(merge_imported, "has no imported tables to keep (intra_node.nvls_collectives)");
         merged["intra_node"]["nvls_collectives"] = from["intra_node"]["nvls_collectives"];
+      }
+      if (!merge_peaks.empty()) {
+        const json from = read_json(merge_peaks);
+        if (!from.contains("gpu") || !from["gpu"].is_object() || !from["gpu"].contains("peak_tflops"))
+          throw InputError(merge_peaks, "has no vendor peaks to keep (gpu.peak_tflops)");
+        merged["gpu"]["peak_tflops"] = from["gpu"]["peak_tflops"];
       }
       write_atomically(merge_out, merged.dump(1) + "\n");
       std::printf("calibrate merge: %zu runs, per-sample medians written to %s\n", runs.size(), merge_out.c_str());

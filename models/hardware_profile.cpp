@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "carry_over.h"
 #include "input_error.h"
 #include "json_fields.h"
 
@@ -306,58 +307,6 @@ void read_links(JsonFields& top, HardwareProfile& hp) {
     hp.comm_compute_interference = c.number("gemm_slowdown_with_comm", std::nullopt, 0.0, 10.0);
     read_provenance(c, "provenance", false);
     c.finish();
-  }
-}
-
-// Rule for parts that cannot be measured here: a calibrated part's efficiency carries over as the
-// same fraction of the vendor's peak (GEMM, attention) and of the datasheet memory bandwidth
-// (memory-bound kernels), with the same launch overhead and interference.
-void carry_over(HardwareProfile& hp, const HardwareProfile& base, double datasheet_bw, double base_datasheet_bw,
-                const std::string& where) {
-  const double peak_ratio = hp.peak("bf16") / base.peak("bf16");
-  if (datasheet_bw <= 0 || base_datasheet_bw <= 0)
-    throw InputError(where, "derive_from needs gpu.datasheet_memory_bandwidth_GBps in both profiles");
-  const double bw_ratio = datasheet_bw / base_datasheet_bw;
-  if (hp.gemm.empty()) {
-    hp.gemm = base.gemm;
-    for (auto& [d, pts] : hp.gemm) {
-      const double r = (hp.peak(d) > 0 && base.peak(d) > 0) ? hp.peak(d) / base.peak(d) : peak_ratio;
-      for (auto& p : pts) p.tflops *= r;
-    }
-  }
-  if (hp.measured_tflops.empty())
-    for (const auto& [d, v] : base.measured_tflops)
-      hp.measured_tflops[d] = v * ((hp.peak(d) > 0 && base.peak(d) > 0) ? hp.peak(d) / base.peak(d) : peak_ratio);
-  if (hp.attention_fwd_fraction == 0) {
-    hp.attention_fwd_fraction = base.attention_fwd_fraction;
-    hp.attention_bwd_fraction = base.attention_bwd_fraction;
-    hp.attention = base.attention;
-  }
-  if (hp.memory_bandwidth_GBps == 0) hp.memory_bandwidth_GBps = base.memory_bandwidth_GBps * bw_ratio;
-  if (hp.memory_bound.empty()) {
-    hp.memory_bound = base.memory_bound;
-    for (auto& p : hp.memory_bound) p.GBps *= bw_ratio;
-  }
-  if (hp.memory_kernels.empty()) {
-    hp.memory_kernels = base.memory_kernels;
-    for (auto& [k, pts] : hp.memory_kernels)
-      for (auto& p : pts) p.GBps *= bw_ratio;
-  }
-  if (hp.kernel_launch_us == 0) hp.kernel_launch_us = base.kernel_launch_us;
-  if (hp.int8_quantize_GBps == 0) hp.int8_quantize_GBps = base.int8_quantize_GBps * bw_ratio;
-  if (hp.topk_select_GBps == 0) hp.topk_select_GBps = base.topk_select_GBps * bw_ratio;
-  if (hp.comm_compute_interference == 0) hp.comm_compute_interference = base.comm_compute_interference;
-  if (hp.h2d_GBps == 0) { hp.h2d_GBps = base.h2d_GBps; hp.d2h_GBps = base.d2h_GBps; }
-  // Runtime memory carries over in bytes: the same driver, CUDA and NCCL versions allocate alike.
-  if (hp.context_bytes == 0) {
-    hp.context_bytes = base.context_bytes;
-    hp.nccl_first_communicator_bytes = base.nccl_first_communicator_bytes;
-    hp.nccl_further_communicator_bytes = base.nccl_further_communicator_bytes;
-    hp.runtime_memory_provenance = base.runtime_memory_provenance;
-    if (hp.context_bytes > 0) {
-      hp.runtime_memory_provenance.source = "derived";
-      hp.runtime_memory_provenance.rule = "carried over in bytes from " + base.name;
-    }
   }
 }
 

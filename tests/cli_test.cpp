@@ -716,8 +716,9 @@ TEST(Cli, CalibrateRefitReproducesTheCommittedFits) {
 
 TEST(Cli, CalibrateMergeOfTheRecordedRunsIsTheCommittedProfile) {
   // models/hardware/h200-sxm.json is the merge of the five recorded calibration runs with its
-  // runtime memory kept as read off the validation runs and its imported NVLS curve: merging them
-  // again, keeping those blocks,
+  // runtime memory kept as read off the validation runs, its imported NVLS curve and the datasheet's
+  // peaks (its fp32 CUDA-core rate was added to the datasheet after the runs): merging them again,
+  // keeping those blocks,
   // gives the committed profile field for field but for the command line in its provenance. A
   // --runtime-memory-from profile without the block is an input error that writes nothing.
   const std::string runs = TRAINSIM_RUNS, committed = std::string(TRAINSIM_PROFILES) + "/h200-sxm.json";
@@ -727,7 +728,10 @@ TEST(Cli, CalibrateMergeOfTheRecordedRunsIsTheCommittedProfile) {
   for (const char* f : {"2026-11-29-run1.json", "2026-11-29-run2-gqa.json", "2026-11-29-run3-attention-mb2.json",
                         "2026-12-02-run4-long-attention.json", "2026-12-02-run5-llama-long-attention.json"})
     args += " " + runs + "/" + f;
-  const Outcome r = run(args + " --name h200-sxm --runtime-memory-from " + committed + " --imported-from " + committed + " --out " + out, kCalibrate);
+  const std::string datasheet = std::string(TRAINSIM_SOURCE_DIR) + "/calibrate/datasheets/h200-sxm.json";
+  const Outcome r = run(args + " --name h200-sxm --runtime-memory-from " + committed + " --imported-from " + committed +
+                            " --peaks-from " + datasheet + " --out " + out,
+                        kCalibrate);
   ASSERT_EQ(r.status, 0) << r.err;
   auto without_commands = [](nlohmann::json j) {
     for (auto& [key, v] : j.items())
@@ -746,6 +750,11 @@ TEST(Cli, CalibrateMergeOfTheRecordedRunsIsTheCommittedProfile) {
   const Outcome no_imported = run(args + " --imported-from " + std::string(TRAINSIM_PROFILES) + "/a100-80g-sxm.json --out " + out, kCalibrate);
   EXPECT_EQ(no_imported.status, 2);
   EXPECT_NE(no_imported.err.find("nvls_collectives"), std::string::npos) << no_imported.err;
+  EXPECT_FALSE(std::filesystem::exists(out));
+  const std::string no_gpu = kScenarios + "/gpt3-175b-1024-gpus.json";
+  const Outcome no_peaks = run(args + " --peaks-from " + no_gpu + " --out " + out, kCalibrate);
+  EXPECT_EQ(no_peaks.status, 2);
+  EXPECT_NE(no_peaks.err.find("gpu.peak_tflops"), std::string::npos) << no_peaks.err;
   EXPECT_FALSE(std::filesystem::exists(out));
 }
 

@@ -101,9 +101,10 @@ TEST(Validation, H100OneGpuRunsWithItsMeasuredProfileAndWithTheCarryOverRule) {
   // calibrate/records/2026-12-05-h100-session-38-calibrate-validate/). Each run is predicted with
   // the committed h100-sxm (measured on those two cards) and with the profile the project had for
   // the H100 before it could measure one, calibrate/datasheets/h100-sxm.json (datasheet peaks and
-  // the H200's tables by the carry-over rule). The measured profile is held to the 5% at the
-  // median; so is the rule, whose errors by kernel class (Profiles.TheCarryOverRuleHeldAgainstTheMeasuredH100:
-  // attention 24-40% fast, element-wise kernels 27% slow) largely cancel in these steps. The -run3
+  // the H200's tables by the carry-over rule, models/carry_over.cpp). The measured profile is held
+  // to the 5% at the median; so is the rule, whose tables are each within 10% of the
+  // H100's at the median (Profiles.TheCarryOverRuleHeldAgainstTheMeasuredH100), and every run by
+  // the rule to 10%. The -run3
   // records (and Llama's -run2) ran on a third H100, the -run4 records (and Llama's -run3) on a
   // fourth, neither one the profile was measured on (records
   // calibrate/records/2026-12-05-h100-session-41-gpu-tests-validate-sim-bench/ and
@@ -115,7 +116,7 @@ TEST(Validation, H100OneGpuRunsWithItsMeasuredProfileAndWithTheCarryOverRule) {
   ASSERT_TRUE(ds);
   const std::string ds_text((std::istreambuf_iterator<char>(ds)), std::istreambuf_iterator<char>());
   const HardwareProfile derived = parse_hardware_profile(ds_text, "calibrate/datasheets/h100-sxm.json", kProfiles);
-  std::vector<double> err_measured, err_derived, mem_err;
+  std::vector<double> err_measured, err_derived, signed_derived, mem_err;
   std::vector<double> long_derived;  // signed, the runs of 4,096 tokens and more
   double worst_measured = 0;
   for (const auto& [file, scenario] : {std::pair<std::string, std::string>{"h100-one-gpu.json", "validate-one-gpu.json"},
@@ -155,24 +156,32 @@ TEST(Validation, H100OneGpuRunsWithItsMeasuredProfileAndWithTheCarryOverRule) {
       s.hardware = derived;
       const double derived_err = evaluate(s, l, 1, EvalOptions{}).step.step_time_s / meas - 1.0;
       err_derived.push_back(std::fabs(derived_err));
+      signed_derived.push_back(derived_err);
       if (s.model.seq_len >= 4096) long_derived.push_back(derived_err);
     }
   }
   ASSERT_EQ(err_measured.size(), 100u);
   std::printf("[ info ] %zu H100 runs: median |error| step time %.2f%% with the measured profile (max %.1f%%), %.2f%% with the "
-              "carry-over rule (max %.1f%%); memory peak %.2f%% (max %.1f%%)\n",
+              "carry-over rule (max %.1f%%, signed %.1f%% to %.1f%%); memory peak %.2f%% (max %.1f%%)\n",
               err_measured.size(), 100 * median(err_measured), 100 * worst_measured, 100 * median(err_derived),
-              100 * *std::max_element(err_derived.begin(), err_derived.end()), 100 * median(mem_err),
+              100 * *std::max_element(err_derived.begin(), err_derived.end()),
+              100 * *std::min_element(signed_derived.begin(), signed_derived.end()),
+              100 * *std::max_element(signed_derived.begin(), signed_derived.end()), 100 * median(mem_err),
               100 * *std::max_element(mem_err.begin(), mem_err.end()));
   EXPECT_LE(median(err_measured), 0.05);
   EXPECT_LE(median(err_derived), 0.05);
-  // Where attention is most of the step the rule's error does not cancel: its unfused attention is
-  // 24-40% fast on the H100 (Profiles.TheCarryOverRuleHeldAgainstTheMeasuredH100), and the long
-  // sequences come out 8-20% short (stated in the README), printed apart.
+  EXPECT_LT(*std::max_element(err_derived.begin(), err_derived.end()), 0.10);
+  // Where attention is most of the step an error in carrying it over cannot cancel against the
+  // other kernels': the long sequences, printed apart and held to 5% at the median. (Carried
+  // wholly at the peak ratio, the unfused attention came out 24-40% fast on the H100 and these
+  // steps 8-20% short.)
   ASSERT_EQ(long_derived.size(), 8u);
   std::printf("[ info ] by the carry-over rule, the %zu runs of 4,096 and 8,192 tokens: median %.1f%%, from %.1f%% to %.1f%%\n",
               long_derived.size(), 100 * median(long_derived), 100 * *std::min_element(long_derived.begin(), long_derived.end()),
               100 * *std::max_element(long_derived.begin(), long_derived.end()));
+  std::vector<double> long_abs;
+  for (double e : long_derived) long_abs.push_back(std::fabs(e));
+  EXPECT_LE(median(long_abs), 0.05);
   EXPECT_LE(median(mem_err), 0.05);
   EXPECT_LT(worst_measured, 0.25);
 }
