@@ -50,7 +50,7 @@ TEST(TraceExport, EventsReadBackAsTheTimelineHasThem) {
   const auto j = nlohmann::json::parse(in);
   EXPECT_EQ(j["displayTimeUnit"], "ms");
   const auto& ev = j["traceEvents"];
-  ASSERT_EQ(ev.size(), r.timeline.size() + 3 * 4);  // each GPU: a process name and three thread names
+  ASSERT_EQ(ev.size(), r.timeline.size() + 3 * 4);  // three GPUs (0, 7, 512), each named as a process with three named threads
   for (std::size_t i = 0; i < r.timeline.size(); ++i) {
     const auto& e = r.timeline[i];
     SCOPED_TRACE(i);
