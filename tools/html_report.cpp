@@ -467,7 +467,7 @@ std::string comparison_section(const Scenario& s) {
   }
   o << "<p class='note'>Each option is the scenario on that hardware: its search space at each of the option's node counts, "
        "the best layout at each size. Profiles marked <i>measured</i> were calibrated on that part; <i>derived</i> ones carry a "
-       "calibrated part's efficiency to the datasheet's peaks by the rule their file states. In red: over the deadline";
+       "calibrated part's efficiency to the datasheet's peaks and memory bandwidth by the rule their file states. In red: over the deadline";
   if (s.cluster.power_budget_kW > 0) o << " (time to train) or over the site's " << format_power(s.cluster.power_budget_kW) << " (energy)";
   o << ". Energy: the nodes' maximum input power" << (s.cost.pue > 1 ? " times the PUE" : "") << " for the time to train.</p>";
   return o.str();
