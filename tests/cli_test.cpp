@@ -1122,6 +1122,37 @@ TEST(Cli, SearchShardedOverMpiRanksMatchesOneProcess) {
   EXPECT_EQ(a, b);
 }
 
+TEST(Cli, ADerivedProfilesTimesAreMarkedAsEstimates) {
+  // a100-80g-sxm and b200-sxm are derived (datasheets and the H200's carried-over efficiency),
+  // h100-sxm and h200-sxm measured: the text says which times are estimates, once per profile, and
+  // the JSON names each profile's source.
+  const std::string note = "is a derived profile (datasheets and a calibrated part's efficiency): its times are estimates";
+  const Outcome a100 = run("simulate " + kScenarios + "/gpt3-175b-1024-gpus.json");
+  ASSERT_EQ(a100.status, 0) << a100.err;
+  EXPECT_NE(a100.out.find("note: a100-80g-sxm " + note), std::string::npos) << a100.out;
+  const Outcome a100_json = run("simulate " + kScenarios + "/gpt3-175b-1024-gpus.json --json");
+  ASSERT_EQ(a100_json.status, 0) << a100_json.err;
+  EXPECT_EQ(nlohmann::json::parse(a100_json.out)["cluster"]["hardware_profile"], "derived");
+  const Outcome h200 = run("simulate " + kScenarios + "/slow-network-25gbe.json --json");
+  ASSERT_EQ(h200.status, 0) << h200.err;
+  EXPECT_EQ(nlohmann::json::parse(h200.out)["cluster"]["hardware_profile"], "measured");
+  const Outcome h200_text = run("sweep " + kScenarios + "/slow-network-25gbe.json");
+  ASSERT_EQ(h200_text.status, 0) << h200_text.err;
+  EXPECT_EQ(h200_text.out.find(note), std::string::npos) << h200_text.out;
+  const Outcome cmp = run("compare " + kScenarios + "/llama3-70b-h100-h200-b200.json");
+  ASSERT_EQ(cmp.status, 0) << cmp.err;
+  std::size_t notes = 0;
+  for (std::size_t at = cmp.out.find(note); at != std::string::npos; at = cmp.out.find(note, at + 1)) ++notes;
+  EXPECT_EQ(notes, 1u) << cmp.out;
+  EXPECT_NE(cmp.out.find("note: b200-sxm " + note), std::string::npos) << cmp.out;
+  const Outcome cmp_json = run("compare " + kScenarios + "/llama3-70b-h100-h200-b200.json --json");
+  ASSERT_EQ(cmp_json.status, 0) << cmp_json.err;
+  std::map<std::string, std::string> source;
+  const auto doc = nlohmann::json::parse(cmp_json.out);
+  for (const auto& alt : doc["alternatives"]) source[alt["hardware"].get<std::string>()] = alt["hardware_profile"].get<std::string>();
+  EXPECT_EQ(source, (std::map<std::string, std::string>{{"b200-sxm", "derived"}, {"h100-sxm", "measured"}, {"h200-sxm", "measured"}}));
+}
+
 TEST(Cli, ReadmeExamplesAreThePlannersOutput) {
   // Every block of README.md that starts with `$ build/planner ...` is that command's output, run
   // from the repository's root: line for line, but for the wall time a search prints ("in 0.04 s").

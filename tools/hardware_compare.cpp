@@ -141,7 +141,8 @@ int run_compare(const PlannerOptions& o, std::ostream& out) {
         if (a.cost.gpu_hour_usd > 0) r["tokens_per_usd"] = tokens_per_dollar(a, ev);
         sizes.push_back(r);
       }
-      json j{{"name", opt.name}, {"hardware", a.hardware_name}, {"gpus_per_node", a.cluster.gpus_per_node},
+      json j{{"name", opt.name}, {"hardware", a.hardware_name}, {"hardware_profile", a.hardware.provenance.source},
+             {"gpus_per_node", a.cluster.gpus_per_node},
              {"best_per_size", sizes}, {"no_layout_fits_nodes", opt.no_fit}, {"evaluated", opt.evaluated}};
       if (a.cost.gpu_hour_usd > 0) j["gpu_hour_usd"] = a.cost.gpu_hour_usd;
       alts.push_back(j);
@@ -247,6 +248,13 @@ int run_compare(const PlannerOptions& o, std::ostream& out) {
     if (c.cheapest.option >= 0) out << (c.priced ? "most tokens per dollar: " : "most tokens per GPU-hour: ") << describe_pick(c.cheapest) << "\n";
   }
   if (!c.priced) out << "not every option has a price (gpu_hour_usd): GPU-hours are compared instead of money\n";
+  std::vector<std::string> noted;  // one note a profile, however many options use it
+  for (const ComparedOption& opt : c.options) {
+    const HardwareProfile& hp = opt.scenario->hardware;
+    if (std::find(noted.begin(), noted.end(), hp.name) != noted.end()) continue;
+    noted.push_back(hp.name);
+    out << profile_note(hp);
+  }
   if (powered && to_train)
     out << "power: the nodes' maximum input power (datasheet)" << (s.cost.pue > 1 ? " times the site's PUE" : "")
         << ", an upper bound on the draw; energy: that power for the time to train\n";

@@ -113,7 +113,8 @@ int run_sweep(const PlannerOptions& o, std::ostream& out) {
     return 0;
   }
   char line[512];
-  out << s.name << ": " << s.model.name << " on " << s.hardware.name << ", " << network_or_one_node(s) << "\n";
+  out << s.name << ": " << s.model.name << " on " << s.hardware.name << ", " << network_or_one_node(s) << "\n"
+      << profile_note(s.hardware);
   std::snprintf(line, sizeof line, "%6s %6s  %-44s %10s %12s %6s %8s %8s  %s\n", "nodes", "GPUs", "layout", "step",
                 "tokens/s", "MFU", "eff/1GPU", "eff/min", "largest exposed overhead");
   out << line;
@@ -276,7 +277,8 @@ int run_search(const PlannerOptions& o, std::ostream& out, std::ostream& progres
     return 0;
   }
   char line[320];
-  out << s.name << ": " << s.model.name << " on " << s.hardware.name << ", " << network_or_one_node(s) << "\n";
+  out << s.name << ": " << s.model.name << " on " << s.hardware.name << ", " << network_or_one_node(s) << "\n"
+      << profile_note(s.hardware);
   std::snprintf(line, sizeof line, "%zu layouts, %zu pruned by memory, %zu simulated in %.2f s (objective %s)\n", r.evaluated, r.pruned_oom, r.evaluated - r.pruned_oom - r.pruned_bound, r.wall_s, s.search.objective.c_str());
   out << line;
   if (r.pruned_bound > 0) {

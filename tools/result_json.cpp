@@ -26,7 +26,10 @@ json cluster_to_json(const Scenario& s) {
   net["allreduce_algorithm"] = n.allreduce_algorithm;
   net["nvls"] = n.nvls;
   net["description"] = describe_network(s);
-  return json{{"hardware", s.hardware.name}, {"gpus_per_node", s.cluster.gpus_per_node}, {"network", net}};
+  return json{{"hardware", s.hardware.name},
+              {"hardware_profile", s.hardware.provenance.source},
+              {"gpus_per_node", s.cluster.gpus_per_node},
+              {"network", net}};
 }
 
 json layout_to_json(const Layout& l) {

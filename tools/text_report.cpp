@@ -80,6 +80,13 @@ double change_pct(double t, double base) {
 }
 }  // namespace
 
+std::string profile_note(const HardwareProfile& hp) {
+  if (hp.provenance.source == "measured") return "";
+  if (hp.provenance.source == "derived")
+    return "note: " + hp.name + " is a derived profile (datasheets and a calibrated part's efficiency): its times are estimates\n";
+  return "note: " + hp.name + " is a " + hp.provenance.source + " profile, not measured on its part: its times are estimates\n";
+}
+
 std::string every_gpu_reason(const char* why) { return std::string(why) + ", so one GPU per stage cannot stand for the rest"; }
 
 std::string format_energy(double kWh) {
@@ -188,7 +195,7 @@ void print_evaluation(std::ostream& os, const Scenario& s, const Evaluation& ev)
      << s.hardware.name << " (" << ev.gpus << " GPUs)";
   if (s.cluster.network.allreduce_algorithm != "auto") os << ", all-reduce forced to " << s.cluster.network.allreduce_algorithm;
   if (s.cluster.network.nvls) os << ", NVLS on";
-  os << "\n";
+  os << "\n" << profile_note(s.hardware);
   if (ev.nodes > 1) os << "network " << describe_network(s) << "\n";
   os << "layout  " << describe(ev.layout) << "\n";
   if (ev.simulated) {
@@ -297,7 +304,7 @@ void print_what_if(std::ostream& os, const Scenario& s, const WhatIf& w) {
   const Evaluation& b = w.base;
   char line[256];
   os << s.name << ": " << s.model.name << " on " << b.nodes << " x " << s.cluster.gpus_per_node << " " << s.hardware.name
-     << " (" << b.gpus << " GPUs)\n";
+     << " (" << b.gpus << " GPUs)\n" << profile_note(s.hardware);
   if (b.nodes > 1) os << "network " << describe_network(s) << "\n";
   os << "layout  " << describe(b.layout) << "\n";
   std::snprintf(line, sizeof line, "step    %s   %.0f tokens/s as profiled\n", format_seconds(b.step.step_time_s).c_str(), b.tokens_per_s);
@@ -373,7 +380,8 @@ void print_what_if_search(std::ostream& os, const Scenario& s, const WhatIfSearc
   const Evaluation& b = w.kept.base;
   char line[320];
   os << s.name << ": " << s.model.name << " on " << w.nodes << " x " << s.cluster.gpus_per_node << " " << s.hardware.name << " ("
-     << b.gpus << " GPUs), the search space searched again with each part of the hardware changed\n";
+     << b.gpus << " GPUs), the search space searched again with each part of the hardware changed\n"
+     << profile_note(s.hardware);
   if (w.nodes > 1) os << "network " << describe_network(s) << "\n";
   os << w.layouts << " layouts, " << w.fit << " fit in memory; ranked by " << s.search.objective << "\n";
   std::snprintf(line, sizeof line, "as profiled: %s   %s   %.0f tokens/s\n", describe_short(b.layout).c_str(),

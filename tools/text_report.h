@@ -35,6 +35,10 @@ std::string why_slower(const Evaluation& fewer, const Evaluation& more);
 // Why symmetric mode does not apply, as the reports say it: "<why>, so one GPU per stage cannot
 // stand for the rest".
 std::string every_gpu_reason(const char* why);
+
+// A line saying that the hardware profile was not measured on its part (derived from datasheets and a
+// calibrated part, or datasheet figures alone), so its times are estimates; empty for a measured one.
+std::string profile_note(const HardwareProfile& hp);
 // A note for a table: the rows (each named by its label, "#3" or "6 nodes") whose step was
 // simulated on every GPU, or on one GPU per tensor-parallel group, because one GPU per stage could
 // not stand for the rest, by reason; empty when there are none.
