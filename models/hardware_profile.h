@@ -138,7 +138,8 @@ struct HardwareProfile {
 
 // Loads and validates a profile; `name_or_path` is either a name resolved in `profile_dir`
 // (NAME.json) or a path to a file. Profiles may say `"derive_from": "other-name"` to carry over
-// efficiency tables from a calibrated part (rule: same fraction of peak), which is resolved here.
+// efficiency tables from a calibrated part (the rule of carry_over.h), resolved in that profile's
+// folder.
 HardwareProfile load_hardware_profile(const std::string& name_or_path, const std::string& profile_dir);
 HardwareProfile parse_hardware_profile(const std::string& json_text, const std::string& file,
                                        const std::string& profile_dir);
