@@ -348,7 +348,14 @@ HardwareProfile parse_impl(const std::string& text, const std::string& file, con
       if (depth > 2) throw InputError("derive_from", "profiles derive from each other too deeply");
       double base_bw = 0;
       const std::string base_file = dir + "/" + base_name + ".json";
-      HardwareProfile base = parse_impl(read_file(base_file), base_file, dir, depth + 1, &base_bw);
+      HardwareProfile base;
+      try {
+        base = parse_impl(read_file(base_file), base_file, dir, depth + 1, &base_bw);
+      } catch (const InputError& e) {
+        // The base is looked up beside this file: a datasheet folder's copy of a part has no tables.
+        throw InputError("derive_from", "\"" + base_name + "\", resolved beside this profile as " + base_file +
+                                            ", cannot be derived from: " + e.what());
+      }
       carry_over(hp, base, datasheet_bw, base_bw, "derive_from");
     }
     if (hp.gemm.empty() && hp.measured_tflops.empty())

@@ -205,6 +205,25 @@ TEST(Profiles, TheCarryOverRuleSplitsEachTimeIntoMemoryTrafficAndCompute) {
   }
 }
 
+TEST(Profiles, ADerivedProfilesBaseIsLookedUpBesideIt) {
+  // calibrate/datasheets/h100-sxm.json derives from h200-sxm, which beside it is the datasheet file
+  // calibrate fills (no tables): loaded from there it is an input error that says where the base
+  // was looked for; beside the calibrated profiles it loads.
+  try {
+    load_hardware_profile(kSource + "/calibrate/datasheets/h100-sxm.json", kProfiles);
+    ADD_FAILURE() << "derived from a profile without tables";
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("derive_from: \"h200-sxm\", resolved beside this profile as "), std::string::npos) << what;
+    EXPECT_NE(what.find("calibrate/datasheets/h200-sxm.json"), std::string::npos) << what;
+    EXPECT_NE(what.find("no GEMM table"), std::string::npos) << what;
+  }
+  std::ifstream in(kSource + "/calibrate/datasheets/h100-sxm.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_FALSE(parse_hardware_profile(text.str(), "h100-sxm.json", kProfiles).gemm.empty());
+}
+
 TEST(Profiles, DerivedProfilesCarryEfficiencyAsFractionOfPeak) {
   // Rule: GEMM rate at each shape = H200's rate x (this peak / H200 peak).
   const HardwareProfile h200 = load_hardware_profile("h200-sxm", kProfiles);
