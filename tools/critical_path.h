@@ -19,7 +19,7 @@ struct CriticalPath {
 };
 CriticalPath summarize_critical_path(const sim::StepResult& r, const Layout& l);
 
-// Where a recorded step's critical path runs: its task count, the stages holding most of it, and
+// Where a recorded step's critical path runs: its slice count, the stages holding most of it, and
 // how much of it is contention ("925 slices, runs on stage 7 90.4%, ...; contention 290.5 ms of it
 // (1.4%)"); empty without one.
 std::string critical_path_summary(const sim::StepResult& r, const Layout& l);

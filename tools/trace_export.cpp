@@ -10,6 +10,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "critical_path.h"
 #include "input_error.h"
 
 namespace trainsim {

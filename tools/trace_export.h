@@ -2,7 +2,6 @@
 #include <string>
 #include <vector>
 
-#include "critical_path.h"
 #include "layout.h"
 #include "step_builder.h"
 
