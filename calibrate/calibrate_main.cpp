@@ -170,7 +170,8 @@ int main(int argc, char** argv) {
   merge->add_option("--imported-from", merge_imported,
                     "profile whose imported tables that calibration does not measure (intra_node.nvls_collectives) are kept");
   merge->add_option("--peaks-from", merge_peaks,
-                    "profile, usually the part's datasheet file, whose vendor peaks (gpu.peak_tflops) are written instead of the runs'");
+                    "profile, usually the part's datasheet file, whose vendor peaks (gpu.peak_tflops) are written instead of the runs', "
+                    "and its vendor memory figure as gpu.datasheet_memory_bytes");
   auto* conditions = app.add_subcommand(
       "gemm-conditions", "time the GEMMs of a few GPT layers with random or training-like operands, back to back or between "
                          "memory-bound kernels (a diagnostic; writes nothing)");
@@ -244,6 +245,12 @@ int main(int argc, char** argv) {
         if (!from.contains("gpu") || !from["gpu"].is_object() || !from["gpu"].contains("peak_tflops"))
           throw InputError(merge_peaks, "has no vendor peaks to keep (gpu.peak_tflops)");
         merged["gpu"]["peak_tflops"] = from["gpu"]["peak_tflops"];
+        // Its memory as the vendor gives it too (a datasheet file's memory_bytes), beside the runs'
+        // CUDA total.
+        const json& fg = from["gpu"];
+        if (fg.contains("datasheet_memory_bytes")) merged["gpu"]["datasheet_memory_bytes"] = fg["datasheet_memory_bytes"];
+        else if (from.value("provenance", json::object()).value("source", "") != "measured" && fg.contains("memory_bytes"))
+          merged["gpu"]["datasheet_memory_bytes"] = fg["memory_bytes"];
       }
       write_atomically(merge_out, merged.dump(1) + "\n");
       std::printf("calibrate merge: %zu runs, per-sample medians written to %s\n", runs.size(), merge_out.c_str());

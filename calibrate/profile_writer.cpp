@@ -150,6 +150,11 @@ json make_profile(const gpu::Measurements& m, const json& base, const std::strin
   p["provenance"] = prov;
   p.erase("derive_from");
   json& g = p["gpu"];
+  // The vendor's figure stays beside CUDA's total: a datasheet base's memory_bytes (a profile
+  // measured before keeps its datasheet_memory_bytes).
+  if (!g.contains("datasheet_memory_bytes") && base.value("provenance", json::object()).value("source", "") != "measured" &&
+      g.contains("memory_bytes"))
+    g["datasheet_memory_bytes"] = g["memory_bytes"];
   g["memory_bytes"] = m.device.memory_bytes;
   json measured = json::object();
   std::map<std::string, double> best;

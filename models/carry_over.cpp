@@ -43,7 +43,8 @@ double median(std::vector<double> v) {
 // fp32 peak for the memory-bound kernels (element-wise, the optimizer, compression), which run at a
 // third of the device copy's rate or less and so are mostly not waiting on memory. A kernel at the
 // device copy's rate carries at the bandwidth ratio alone. Launch overhead, host links and the
-// comm/compute interference carry unchanged; runtime memory in bytes.
+// comm/compute interference carry unchanged; runtime memory in bytes, and so does the device memory
+// the driver keeps for itself (below).
 void carry_over(HardwareProfile& hp, const HardwareProfile& base, double datasheet_bw, double base_datasheet_bw,
                 const std::string& where) {
   const double peak_ratio = hp.peak("bf16") / base.peak("bf16");
@@ -106,6 +107,17 @@ void carry_over(HardwareProfile& hp, const HardwareProfile& base, double datashe
   if (hp.topk_select_GBps == 0) hp.topk_select_GBps = carry_GBps(base.topk_select_GBps);
   if (hp.comm_compute_interference == 0) hp.comm_compute_interference = base.comm_compute_interference;
   if (hp.h2d_GBps == 0) { hp.h2d_GBps = base.h2d_GBps; hp.d2h_GBps = base.d2h_GBps; }
+  // Device memory: the part's vendor figure (as nvidia-smi reports it) less what the base's driver
+  // keeps for itself, in bytes (the vendor's figure less CUDA's total on the base). A file that
+  // gives its own datasheet_memory_bytes gives the allocatable memory_bytes too, which is kept.
+  if (hp.datasheet_memory_bytes == 0) {
+    if (base.datasheet_memory_bytes <= 0)
+      throw InputError(where, "derive_from needs gpu.datasheet_memory_bytes in the base profile (the memory nvidia-smi reports, "
+                              "beside the memory_bytes CUDA could allocate)");
+    hp.datasheet_memory_bytes = hp.memory_bytes;
+    hp.memory_bytes -= base.datasheet_memory_bytes - base.memory_bytes;
+    if (!(hp.memory_bytes > 0)) throw InputError(where, "the base's driver reservation leaves this part no memory");
+  }
   // Runtime memory carries over in bytes: the same driver, CUDA and NCCL versions allocate alike.
   if (hp.context_bytes == 0) {
     hp.context_bytes = base.context_bytes;

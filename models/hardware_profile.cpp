@@ -113,6 +113,9 @@ std::vector<std::vector<double>> read_rows(const json& arr, const std::string& p
 void read_gpu(JsonFields& top, HardwareProfile& hp, bool derived) {
   JsonFields g = top.object("gpu");
   hp.memory_bytes = g.number("memory_bytes", std::nullopt, 1.0, 1e15);
+  hp.datasheet_memory_bytes = g.positive("datasheet_memory_bytes", 1e15);
+  if (hp.datasheet_memory_bytes > 0 && hp.datasheet_memory_bytes < hp.memory_bytes)
+    throw InputError(g.path("datasheet_memory_bytes"), "is below gpu.memory_bytes: the vendor's figure includes what CUDA can allocate");
   hp.peak_tflops = read_rates(g, "peak_tflops");
   if (!hp.peak_tflops.count("bf16"))
     throw InputError(g.path("peak_tflops.bf16"), "required key is missing (the vendor's dense bf16 rate)");

@@ -68,7 +68,13 @@ struct HardwareProfile {
   Provenance provenance;
 
   // Compute.
+  // Device memory a training process can allocate: CUDA's total where measured. A datasheet or
+  // derived profile gives the vendor's figure (as nvidia-smi reports it) in its file, and a derived
+  // one's is carried to CUDA's by the rule of models/carry_over.cpp.
   double memory_bytes = 0;
+  // The vendor's figure, as nvidia-smi reports it (0 where the file gives none): above
+  // memory_bytes by what the driver keeps for itself.
+  double datasheet_memory_bytes = 0;
   std::map<std::string, double> peak_tflops;      // vendor dense figures by dtype
   std::map<std::string, double> measured_tflops;  // best rate calibration achieved
   double memory_bandwidth_GBps = 0;               // achieved device copy, read + write

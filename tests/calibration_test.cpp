@@ -324,8 +324,12 @@ TEST(ProfileWriter, AFirstCalibrationOfADerivedPartCarriesWhatOneGpuCannotMeasur
   gpu::Measurements m = single_gpu_measurements(run);
   m.context_bytes = 6.9e8;
   m.interference_slowdown = -1;  // one GPU: not measured
+  m.device.memory_bytes = 85017493504.0;  // what CUDA reported on the H100 (the run's tables are an H200's)
   const nlohmann::json base = carry_unmeasured(datasheet, h200);
   const HardwareProfile p = parse_hardware_profile(make_profile(m, base, "h100-test", "test", "2026-12-05").dump(), "p.json", kProfiles);
+  // CUDA's total is the profile's memory; the datasheet's figure (nvidia-smi's) is kept beside it.
+  EXPECT_EQ(p.memory_bytes, 85017493504.0);
+  EXPECT_EQ(p.datasheet_memory_bytes, datasheet["gpu"]["memory_bytes"].get<double>());
   const HardwareProfile origin = load_hardware_profile("h200-sxm", kProfiles);
   EXPECT_EQ(p.comm_compute_interference, origin.comm_compute_interference);
   EXPECT_GT(p.comm_compute_interference, 0);
@@ -338,6 +342,7 @@ TEST(ProfileWriter, AFirstCalibrationOfADerivedPartCarriesWhatOneGpuCannotMeasur
   const nlohmann::json first = make_profile(m, base, "h100-test", "test", "2026-12-05");
   const HardwareProfile again = parse_hardware_profile(make_profile(m, first, "h100-test", "test", "2026-12-06").dump(), "p.json", kProfiles);
   EXPECT_EQ(again.nccl_first_communicator_bytes, origin.nccl_first_communicator_bytes);
+  EXPECT_EQ(again.datasheet_memory_bytes, p.datasheet_memory_bytes);  // not the measured profile's CUDA total
   EXPECT_NE(again.runtime_memory_provenance.rule.find("NCCL communicators kept from h200-sxm, measured"), std::string::npos)
       << again.runtime_memory_provenance.rule;
   // The shipped h100-sxm, whose rule was written out by hand, keeps its clause the same way.

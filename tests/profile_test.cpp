@@ -173,12 +173,14 @@ TEST(Profiles, TheCarryOverRuleSplitsEachTimeIntoMemoryTrafficAndCompute) {
   HardwareProfile::AttentionPoint p;
   p.batch_heads = 1, p.seq = 1000, p.head_dim = 100, p.fwd_fraction = 0.1, p.bwd_fraction = 0.2, p.dropout = true;
   base.attention = {p};
+  base.memory_bytes = 99e9, base.datasheet_memory_bytes = 100e9;
   EXPECT_EQ(attention_score_bytes(p, false), 10e6);
   EXPECT_EQ(attention_score_bytes(p, true), 15e6);
   for (const double datasheet : {2000.0, 1000.0}) {
     HardwareProfile hp;
     hp.name = "made-up-target";
     hp.peak_tflops = {{"bf16", 200}, {"fp32", 10}};
+    hp.memory_bytes = 50e9;
     carry_over(hp, base, datasheet, 1000, "test");
     EXPECT_NEAR(hp.memory_bandwidth_GBps, datasheet, 1e-9);
     EXPECT_NEAR(hp.memory_bound[0].GBps, datasheet, 1e-9);
@@ -197,11 +199,71 @@ TEST(Profiles, TheCarryOverRuleSplitsEachTimeIntoMemoryTrafficAndCompute) {
   // Without the CUDA cores' rate of both parts the memory-bound tables cannot be carried.
   HardwareProfile no_fp32;
   no_fp32.peak_tflops = {{"bf16", 200}};
+  no_fp32.memory_bytes = 50e9;
   try {
     carry_over(no_fp32, base, 2000, 1000, "derive_from");
     ADD_FAILURE() << "carried without the fp32 rate";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("peak_tflops.fp32"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Profiles, ADerivedPartsMemoryIsItsVendorFigureLessTheBasesDriverReservation) {
+  // What the driver keeps of the device memory carries over in bytes: the base's vendor figure
+  // (nvidia-smi's total) less what CUDA could allocate there. Made up: 100 GB reported, 99 GB to
+  // CUDA, so a part of 50 GB reported gets 49 GB; one whose file gives its own vendor figure gave
+  // its allocatable memory as measured, and keeps it.
+  HardwareProfile base;
+  base.name = "made-up-base";
+  base.peak_tflops = {{"bf16", 100}, {"fp32", 10}};
+  base.memory_bandwidth_GBps = 1000;
+  base.memory_bytes = 99e9, base.datasheet_memory_bytes = 100e9;
+  HardwareProfile hp;
+  hp.peak_tflops = {{"bf16", 200}, {"fp32", 10}};
+  hp.memory_bytes = 50e9;
+  carry_over(hp, base, 1000, 1000, "test");
+  EXPECT_EQ(hp.memory_bytes, 49e9);
+  EXPECT_EQ(hp.datasheet_memory_bytes, 50e9);
+  HardwareProfile own;
+  own.peak_tflops = {{"bf16", 200}, {"fp32", 10}};
+  own.memory_bytes = 49.5e9, own.datasheet_memory_bytes = 50e9;
+  carry_over(own, base, 1000, 1000, "test");
+  EXPECT_EQ(own.memory_bytes, 49.5e9);
+  // A base without its vendor figure cannot say what its driver keeps.
+  base.datasheet_memory_bytes = 0;
+  try {
+    HardwareProfile again;
+    again.peak_tflops = {{"bf16", 200}, {"fp32", 10}};
+    again.memory_bytes = 50e9;
+    carry_over(again, base, 1000, 1000, "derive_from");
+    ADD_FAILURE() << "carried without the base's vendor memory figure";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("gpu.datasheet_memory_bytes"), std::string::npos) << e.what();
+  }
+  // Against the measured H100: the H200 reports 143,771 MiB (150,754,820,096 bytes) and CUDA
+  // allocated 150,109,880,320, so the driver kept 644,939,776 bytes (615 MiB); the H100 reports
+  // 81,559 MiB (85,520,809,984 bytes), so the rule gives 84,875,870,208 bytes (80,944 MiB). CUDA
+  // gave 85,017,493,504 (81,079 MiB) on the H100: the rule is 0.17% under, where the vendor figure
+  // alone was 0.59% over (enough to call a layout at 79.6 GiB a fit).
+  std::ifstream in(kSource + "/calibrate/datasheets/h100-sxm.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  const HardwareProfile derived = parse_hardware_profile(text.str(), "h100-sxm.json", kProfiles);
+  const HardwareProfile measured = load_hardware_profile("h100-sxm", kProfiles);
+  EXPECT_EQ(derived.memory_bytes, 84875870208.0);
+  EXPECT_EQ(derived.datasheet_memory_bytes, measured.datasheet_memory_bytes);
+  EXPECT_NEAR(derived.memory_bytes / measured.memory_bytes, 1.0, 0.002);
+  EXPECT_GT(derived.datasheet_memory_bytes / measured.memory_bytes - 1.0, 0.005);
+  // A file's vendor figure below its allocatable memory is an input error naming the key.
+  std::string bad = text.str();
+  const std::string key = "\"memory_bytes\": 85520809984";
+  ASSERT_NE(bad.find(key), std::string::npos);
+  bad.replace(bad.find(key), key.size(), key + ", \"datasheet_memory_bytes\": 8e10");
+  try {
+    parse_hardware_profile(bad, "bad.json", kProfiles);
+    ADD_FAILURE() << "a vendor figure below CUDA's";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("bad.json: gpu.datasheet_memory_bytes: is below gpu.memory_bytes"), std::string::npos) << e.what();
   }
 }
 
@@ -512,12 +574,15 @@ TEST(Profiles, ValidateSaysWhenTheGpuIsNotTheProfilesPart) {
   ASSERT_EQ(both.size(), 2u);
   EXPECT_NE(both[0].find("measured on NVIDIA H200 and this GPU is NVIDIA H100 80GB HBM3"), std::string::npos) << both[0];
   EXPECT_NE(both[1].find("79.18 GiB and the profile h200-sxm 139.80 GiB"), std::string::npos) << both[1];
-  // A derived profile names no device: only its memory is checked, and the H100 datasheet file
-  // carries nvidia-smi's 81,559 MiB, more than CUDA hands out.
+  // A derived profile names no device: only its memory is checked. The H100 datasheet file's
+  // nvidia-smi figure less the H200's driver reservation (79.05 GiB) is under what CUDA hands out
+  // on the H100; the figure itself, 81,559 MiB, is over it.
   std::ifstream in(kSource + "/calibrate/datasheets/h100-sxm.json");
   std::stringstream text;
   text << in.rdbuf();
-  const HardwareProfile derived = parse_hardware_profile(text.str(), "h100-sxm.json", kProfiles);
+  HardwareProfile derived = parse_hardware_profile(text.str(), "h100-sxm.json", kProfiles);
+  EXPECT_TRUE(profile_device_mismatches(derived, "NVIDIA H100 80GB HBM3", 85017493504.0).empty());
+  derived.memory_bytes = derived.datasheet_memory_bytes;
   const auto mem = profile_device_mismatches(derived, "NVIDIA H100 80GB HBM3", 85017493504.0);
   ASSERT_EQ(mem.size(), 1u);
   EXPECT_NE(mem[0].find("79.65 GiB"), std::string::npos) << mem[0];
