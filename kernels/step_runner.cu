@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
+#include <optional>
 #include <vector>
 
 #include "clock_monitor.h"
@@ -231,8 +233,26 @@ RunnerResult StepRun::run() {
 }  // namespace detail
 
 RunnerResult run_gpt_training(const RunnerConfig& c) {
-  detail::StepRun run(c);
-  return run.run();
+  if (!c.agree_setup) {
+    detail::StepRun run(c);
+    return run.run();
+  }
+  // Every buffer is allocated while the run is set up, before its first collective: the ranks
+  // agree there whether all of them fit.
+  std::unique_ptr<detail::StepRun> run;
+  std::optional<DeviceOutOfMemory> mine;
+  try {
+    run = std::make_unique<detail::StepRun>(c);
+  } catch (const DeviceOutOfMemory& e) {
+    mine = e;
+  }
+  const bool all = c.agree_setup(!mine);
+  if (mine) throw *mine;
+  if (!all) {
+    run.reset();
+    throw PeerOutOfMemory();
+  }
+  return run->run();
 }
 
 }  // namespace trainsim::gpu

@@ -31,6 +31,7 @@
 // Parameters are initialised by their index in the whole model's flat array, so any layout starts
 // from the same weights as one GPU, and dropout draws what one GPU would: a layout's losses and
 // summed gradients match a one-GPU run of the same micro-batches up to rounding.
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -76,6 +77,12 @@ struct RunnerConfig {
   // events around it (a few microseconds of overhead each), into RunnerResult::gemm_ms,
   // attention_ms, elementwise_ms and their per-shape and per-kernel lists.
   bool time_kernel_classes = false;
+  // Ranks that run one step together: called on every rank once its buffers are allocated, before
+  // any communication, with whether its allocation fit; returns whether every rank's did (the
+  // caller agrees across ranks). A rank whose allocation failed then throws DeviceOutOfMemory, the
+  // others PeerOutOfMemory, so that none waits in a collective for one that stopped. Unset: this
+  // rank's DeviceOutOfMemory is thrown at once.
+  std::function<bool(bool)> agree_setup;
 };
 
 // One GEMM shape of the step as the runner calls it (A m x k, B k x n, transposed as flagged; fp32
@@ -128,7 +135,8 @@ struct RunnerResult {
   double timed_begin_wall_s = 0, timed_end_wall_s = 0;
 };
 
-// Throws std::runtime_error on CUDA errors, or when the model does not fit.
+// Throws DeviceOutOfMemory when this rank's buffers do not fit, PeerOutOfMemory when another
+// rank's did not (RunnerConfig::agree_setup), std::runtime_error on other CUDA errors.
 RunnerResult run_gpt_training(const RunnerConfig& c);
 
 }  // namespace trainsim::gpu

@@ -319,6 +319,67 @@ std::vector<RunnerResult> run_ranks(int n, bool llama, F configure) {
   return out;
 }
 
+TEST(GpuKernels, RanksAgreeWhetherTheirBuffersFitBeforeTheirFirstCollective) {
+  // Two ranks of one step (threads sharing the GPU), the second with a model whose parameters and
+  // Adam state alone (400 layers of hidden 2,048: 20 G parameters, 18 bytes each) exceed any
+  // device: it throws DeviceOutOfMemory, the first PeerOutOfMemory, each after one call of the
+  // agreement, and neither waits in a collective. Alone, a rank that does not fit throws at once
+  // after telling the agreement; the device stays usable.
+  REQUIRE_GPU();
+  std::mutex mu;
+  std::condition_variable cv;
+  int arrived = 0;
+  bool any_failed = false;
+  std::vector<int> calls(2, 0), fits_told(2, -1);
+  auto agree_for = [&](int rank) {
+    return [&, rank](bool fits) {
+      std::unique_lock<std::mutex> lock(mu);
+      ++calls[rank];
+      fits_told[rank] = fits ? 1 : 0;
+      any_failed = any_failed || !fits;
+      ++arrived;
+      cv.notify_all();
+      cv.wait(lock, [&] { return arrived == 2; });
+      return !any_failed;
+    };
+  };
+  std::vector<std::string> caught(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      RunnerConfig c = small_model(false);
+      if (r == 1) c.layers = 400, c.hidden = 2048, c.heads = 16, c.ffn = 8192;
+      c.agree_setup = agree_for(r);
+      try {
+        run_gpt_training(c);
+        caught[r] = "none";
+      } catch (const DeviceOutOfMemory&) {
+        caught[r] = "device";
+      } catch (const PeerOutOfMemory&) {
+        caught[r] = "peer";
+      } catch (const std::exception& e) {
+        caught[r] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(caught[0], "peer");
+  EXPECT_EQ(caught[1], "device");
+  EXPECT_EQ(calls, (std::vector<int>{1, 1}));
+  EXPECT_EQ(fits_told, (std::vector<int>{1, 0}));
+  RunnerConfig alone = small_model(false);
+  alone.layers = 400, alone.hidden = 2048, alone.heads = 16, alone.ffn = 8192;
+  int told = -1;
+  alone.agree_setup = [&](bool fits) {
+    told = fits ? 1 : 0;
+    return fits;
+  };
+  EXPECT_THROW(run_gpt_training(alone), DeviceOutOfMemory);
+  EXPECT_EQ(told, 0);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  const RunnerResult ok = run_gpt_training(small_model(false));
+  EXPECT_TRUE(ok.finite);
+}
+
 // The passes of `stage` in the simulator's order.
 void set_schedule(RunnerConfig& c, trainsim::sim::PipelineKind kind, int pp, int vpp, int stage) {
   for (const auto& op : trainsim::sim::pipeline_order(kind, pp, vpp, c.microbatches, stage))

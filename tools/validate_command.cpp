@@ -414,9 +414,64 @@ int validate_parallel(const Scenario& s, const PlannerOptions& opt, std::ostream
           const auto ref_key = std::make_tuple(ev.layout.compression.kind, ev.layout.zero, ev.layout.vpp);
           const bool reference_done = std::find(referenced.begin(), referenced.end(), ref_key) != referenced.end();
           const int micro = microbatches_per_step(ev.layout, s.training.global_batch);
-          const gpu::RunnerConfig rc = rank_runner_config(m, ev.layout, micro, v.timed_steps, g);
+          gpu::RunnerConfig rc = rank_runner_config(m, ev.layout, micro, v.timed_steps, g);
+          // Whether every rank's buffers fit, agreed before the step's first collective.
+          rc.agree_setup = [&sh](bool fits) {
+            double failed = fits ? 0.0 : 1.0;
+            sh.all_reduce_max(&failed, 1);
+            return failed == 0.0;
+          };
           monitor.start();
-          const gpu::RunnerResult rr = gpu::run_gpt_training(rc);
+          gpu::RunnerResult rr;
+          // A rank that ran out: 1, what it asked for, what was free, the device's total.
+          double oom[4] = {0, 0, 0, 0};
+          bool out_of_memory = false;
+          try {
+            rr = gpu::run_gpt_training(rc);
+          } catch (const gpu::DeviceOutOfMemory& e) {
+            out_of_memory = true;
+            oom[0] = 1, oom[1] = e.requested_bytes, oom[2] = e.free_bytes, oom[3] = e.total_bytes;
+          } catch (const gpu::PeerOutOfMemory&) {
+            out_of_memory = true;
+          }
+          if (out_of_memory) {
+            // The memory model said it fits and a rank's device said no: a prediction that failed,
+            // recorded as one by every rank together; the runs after it go on.
+            monitor.stop();
+            std::vector<double> per_rank(4 * static_cast<std::size_t>(world));
+            sh.all_gather(oom, per_rank.data(), sizeof oom);
+            json ranks = json::array();
+            int first = -1;
+            for (int w = 0; w < world; ++w)
+              if (per_rank[4 * w] > 0) {
+                ranks.push_back(w);
+                if (first < 0) first = w;
+              }
+            const double* f = &per_rank[4 * static_cast<std::size_t>(first)];
+            const double pmem = ev.memory.peak().arena_peak_bytes();
+            const std::string lay = layout_label(ev.layout, dp, micro);
+            std::snprintf(line, sizeof line, "%-9s %-34s %11s %11s %7s %10s %10s\n", m.name.c_str(), lay.c_str(),
+                          format_seconds(ev.step.step_time_s).c_str(), "-", "", format_bytes(pmem).c_str(), "OUT OF MEMORY");
+            out << line << std::flush;
+            progress << "validate: " << m.name << " " << describe(ev.layout) << ": predicted to fit (" << format_bytes(pmem) << " of "
+                     << format_bytes(sc.hardware.memory_bytes) << " per GPU) but " << ranks.size() << " of " << world
+                     << " ranks ran out of device memory, rank " << first << " asking for " << format_bytes(f[1]) << " with "
+                     << format_bytes(f[2]) << " free of " << format_bytes(f[3])
+                     << (shared ? " (ranks share a GPU here: their buffers add up on it)" : "") << "\n";
+            all_ok = false;
+            json rec;
+            rec["model"] = m.name;
+            rec["layout"] = layout_to_json(ev.layout);
+            rec["ranks"] = world;
+            rec["replicas"] = dp;
+            rec["microbatches"] = micro;
+            rec["global_batch"] = s.training.global_batch;
+            rec["predicted"] = {{"step_time_s", ev.step.step_time_s}, {"peak_bytes", pmem}};
+            rec["measured"] = {{"out_of_memory", true}, {"ranks_out_of_memory", ranks}, {"requested_bytes", f[1]},
+                               {"free_bytes", f[2]}, {"device_total_bytes", f[3]}};
+            records.push_back(rec);
+            continue;
+          }
           const json clock = gpu_clock_json(monitor, monitor.stop(), rr);
           // Every rank's clock and power over its timed steps (NaN where its GPU gave no readings).
           const double my_clock[2] = {clock.contains("sm_mhz") ? clock["sm_mhz"].get<double>() : std::nan(""),
@@ -454,7 +509,8 @@ int validate_parallel(const Scenario& s, const PlannerOptions& opt, std::ostream
           // each time): gradient norm to 1%, last loss to 2%. Tensor parallelism sums bf16 partial
           // products (each rounded to 8 bits of mantissa before the sum): first loss to 1e-3,
           // gradient norm to 1%, last loss to 2%.
-          double ref[4] = {0, 0, 0, 0};
+          // ref[4]: the one-GPU run did not fit its GPU (it holds every stage and TP rank's share).
+          double ref[5] = {0, 0, 0, 0, 0};
           bool ref_ok = true;
           // Top-K changes what is summed (the rest waits in the residual): there is no one-GPU
           // equivalent to hold it to, only finiteness and agreement. The one-GPU run is also the
@@ -462,14 +518,20 @@ int validate_parallel(const Scenario& s, const PlannerOptions& opt, std::ostream
           // are compared once per summing method.
           if (!topk) {
             if (sh.rank == 0) {
-              const gpu::RunnerResult r1 = gpu::run_gpt_training(runner_config(m, ev.layout, micro * dp, v.timed_steps));
-              ref[0] = r1.first_loss;
-              ref[1] = r1.last_loss;
-              ref[2] = r1.first_grad_sq;
-              ref[3] = r1.step_ms * 1e-3;
+              try {
+                const gpu::RunnerResult r1 = gpu::run_gpt_training(runner_config(m, ev.layout, micro * dp, v.timed_steps));
+                ref[0] = r1.first_loss;
+                ref[1] = r1.last_loss;
+                ref[2] = r1.first_grad_sq;
+                ref[3] = r1.step_ms * 1e-3;
+              } catch (const gpu::DeviceOutOfMemory& e) {
+                ref[4] = 1;
+                progress << "validate: " << m.name << " " << describe(ev.layout) << ": the one-GPU reference (the whole model on one GPU) "
+                         << "does not fit: " << e.what() << "; numerics and scaling not compared\n";
+              }
             }
-            sh.all_reduce_max(ref, 4);
-            if (!reference_done) {
+            sh.all_reduce_max(ref, 5);
+            if (!reference_done && ref[4] == 0) {
               const bool loose = int8 || tp > 1;
               ref_ok = std::fabs(loss[0] / ref[0] - 1.0) < (tp > 1 ? 1e-3 : 1e-4) &&
                        std::fabs(std::sqrt(grad_sq / ref[2]) - 1.0) < (loose ? 1e-2 : 1e-3) &&
