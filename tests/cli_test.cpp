@@ -717,7 +717,8 @@ TEST(Cli, CalibrateRefitReproducesTheCommittedFits) {
 TEST(Cli, CalibrateMergeOfTheRecordedRunsIsTheCommittedProfile) {
   // models/hardware/h200-sxm.json is the merge of the five recorded calibration runs with its
   // runtime memory kept as read off the validation runs, its imported NVLS curve and the datasheet's
-  // peaks (its fp32 CUDA-core rate was added to the datasheet after the runs): merging them again,
+  // peaks and memory figure (its fp32 CUDA-core rate was added to the datasheet after the runs, the
+  // memory figure written beside CUDA's total after them too): merging them again,
   // keeping those blocks,
   // gives the committed profile field for field but for the command line in its provenance. A
   // --runtime-memory-from profile without the block is an input error that writes nothing.
