@@ -49,7 +49,7 @@ void carry_over(HardwareProfile& hp, const HardwareProfile& base, double datashe
                 const std::string& where) {
   const double peak_ratio = hp.peak("bf16") / base.peak("bf16");
   if (datasheet_bw <= 0 || base_datasheet_bw <= 0)
-    throw InputError(where, "derive_from needs gpu.datasheet_memory_bandwidth_GBps in both profiles");
+    throw InputError(where, "both profiles need gpu.datasheet_memory_bandwidth_GBps (the vendor figure)");
   const double bw_ratio = datasheet_bw / base_datasheet_bw;
   const double stream = base.memory_bandwidth_GBps;
   if (hp.gemm.empty()) {
@@ -90,7 +90,7 @@ void carry_over(HardwareProfile& hp, const HardwareProfile& base, double datashe
                              (hp.topk_select_GBps == 0 && base.topk_select_GBps > 0);
   const double core_ratio = base.peak("fp32") > 0 ? hp.peak("fp32") / base.peak("fp32") : 0.0;
   if (memory_tables && core_ratio <= 0)
-    throw InputError(where, "derive_from needs gpu.peak_tflops.fp32 (the CUDA cores' rate) in both profiles");
+    throw InputError(where, "both profiles need gpu.peak_tflops.fp32 (the CUDA cores' rate)");
   auto carry_GBps = [&](double GBps) { return carried_rate(GBps, GBps / stream, bw_ratio, core_ratio); };
   if (hp.memory_bandwidth_GBps == 0) hp.memory_bandwidth_GBps = base.memory_bandwidth_GBps * bw_ratio;
   if (hp.memory_bound.empty()) {
@@ -112,7 +112,7 @@ void carry_over(HardwareProfile& hp, const HardwareProfile& base, double datashe
   // gives its own datasheet_memory_bytes gives the allocatable memory_bytes too, which is kept.
   if (hp.datasheet_memory_bytes == 0) {
     if (base.datasheet_memory_bytes <= 0)
-      throw InputError(where, "derive_from needs gpu.datasheet_memory_bytes in the base profile (the memory nvidia-smi reports, "
+      throw InputError(where, "the base profile " + base.name + " needs gpu.datasheet_memory_bytes (the memory nvidia-smi reports, "
                               "beside the memory_bytes CUDA could allocate)");
     hp.datasheet_memory_bytes = hp.memory_bytes;
     hp.memory_bytes -= base.datasheet_memory_bytes - base.memory_bytes;
