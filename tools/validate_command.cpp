@@ -335,6 +335,17 @@ KernelClasses predicted_classes(const Scenario& s, const ModelConfig& m, const L
 // memory with MPI: numerics only, no timing). Each layout uses every rank: tp x pp x dp of them,
 // for the validate block's tensor- and pipeline-parallel degrees that divide the rank count. Rank 0
 // prints and records.
+// The summary line of the runs that were predicted to fit and ran out of memory (each given as its
+// predicted peak over the device's memory; `where` after "device memory"), or nothing if none did.
+std::string out_of_memory_summary(const std::vector<double>& runs, const char* where) {
+  if (runs.empty()) return "";
+  char line[240];
+  std::snprintf(line, sizeof line, "%zu run%s predicted to fit ran out of device memory%s (the smallest predicted peak among them: "
+                "%.2f%% of the memory CUDA reports)\n",
+                runs.size(), runs.size() == 1 ? "" : "s", where, 100 * *std::min_element(runs.begin(), runs.end()));
+  return line;
+}
+
 int validate_parallel(const Scenario& s, const PlannerOptions& opt, std::ostream& out_all, std::ostream& progress_all) {
   const Sharding& sh = opt.sharding;
   const int world = sh.size;
@@ -422,6 +433,21 @@ int validate_parallel(const Scenario& s, const PlannerOptions& opt, std::ostream
             sh.all_reduce_max(&failed, 1);
             return failed == 0.0;
           };
+          // What every record of this run says first: the model, layout and ranks.
+          auto run_record = [&] {
+            json rec;
+            rec["model"] = m.name;
+            rec["layout"] = layout_to_json(ev.layout);
+            rec["ranks"] = world;
+            rec["replicas"] = dp;
+            rec["nodes"] = nodes;
+            rec["gpus_per_node"] = gpus_per_node;
+            rec["communication"] = shared ? "host memory (MPI), GPUs shared: timing not comparable"
+                                   : rank_per_node ? "NCCL network transport (peer-to-peer and shared memory off)" : "NCCL";
+            rec["microbatches"] = micro;
+            rec["global_batch"] = s.training.global_batch;
+            return rec;
+          };
           monitor.start();
           gpu::RunnerResult rr;
           // A rank that ran out: 1, what it asked for, what was free, the device's total.
@@ -460,13 +486,7 @@ int validate_parallel(const Scenario& s, const PlannerOptions& opt, std::ostream
                      << format_bytes(f[2]) << " free of " << format_bytes(f[3])
                      << (shared ? " (ranks share a GPU here: their buffers add up on it)" : "") << "\n";
             out_of_memory_runs.push_back(pmem / f[3]);
-            json rec;
-            rec["model"] = m.name;
-            rec["layout"] = layout_to_json(ev.layout);
-            rec["ranks"] = world;
-            rec["replicas"] = dp;
-            rec["microbatches"] = micro;
-            rec["global_batch"] = s.training.global_batch;
+            json rec = run_record();
             rec["predicted"] = {{"step_time_s", ev.step.step_time_s}, {"peak_bytes", pmem}};
             rec["measured"] = {{"out_of_memory", true}, {"ranks_out_of_memory", ranks}, {"requested_bytes", f[1]},
                                {"free_bytes", f[2]}, {"device_total_bytes", f[3]}};
@@ -580,17 +600,7 @@ int validate_parallel(const Scenario& s, const PlannerOptions& opt, std::ostream
                           eff_meas * world < 1.0 ? ": MORE GPUS, LESS THROUGHPUT" : "");
             out << line << std::flush;
           }
-          json rec;
-          rec["model"] = m.name;
-          rec["layout"] = layout_to_json(ev.layout);
-          rec["ranks"] = world;
-          rec["replicas"] = dp;
-          rec["nodes"] = nodes;
-          rec["gpus_per_node"] = gpus_per_node;
-          rec["communication"] = shared ? "host memory (MPI), GPUs shared: timing not comparable"
-                                 : rank_per_node ? "NCCL network transport (peer-to-peer and shared memory off)" : "NCCL";
-          rec["microbatches"] = micro;
-          rec["global_batch"] = s.training.global_batch;
+          json rec = run_record();
           rec["predicted"] = {{"step_time_s", pred}, {"peak_bytes", pmem}, {"breakdown_s", result_to_json(sc, ev)["breakdown_s"]}};
           rec["measured"] = {{"step_time_s", meas}, {"device_used_bytes", mmem}, {"buckets", rr.buckets}, {"finite", finite},
                              {"rank0_phases_s", {{"forward", rr.forward_ms * 1e-3}, {"backward", rr.backward_ms * 1e-3},
@@ -622,13 +632,7 @@ int validate_parallel(const Scenario& s, const PlannerOptions& opt, std::ostream
   if (shared) out << "step time and memory not comparable (ranks share a GPU); numerics " << (all_ok ? "checked" : "CHECK FAILED") << "\n";
   else out << "median |error| of step time " << percent(mt).substr(1) << ", of memory peak " << percent(mm).substr(1)
            << (all_ok ? "" : "; NUMERICS CHECK FAILED") << "\n";
-  if (!out_of_memory_runs.empty()) {
-    std::snprintf(line, sizeof line, "%zu run%s predicted to fit ran out of device memory on a rank (the smallest predicted peak "
-                  "among them: %.2f%% of the memory CUDA reports)\n",
-                  out_of_memory_runs.size(), out_of_memory_runs.size() == 1 ? "" : "s",
-                  100 * *std::min_element(out_of_memory_runs.begin(), out_of_memory_runs.end()));
-    out << line;
-  }
+  out << out_of_memory_summary(out_of_memory_runs, " on a rank");
   if (opt.json && sh.rank == 0) {
     json doc = {{"scenario", s.name}, {"hardware", s.hardware.name}, {"date", today()}, {"ranks", world}, {"measured_on", measured_on()},
                 {"profile_provenance", {{"device", s.hardware.provenance.device}, {"date", s.hardware.provenance.date}}},
@@ -850,13 +854,7 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
     }
     out << "\n";
   }
-  if (!out_of_memory.empty()) {
-    std::snprintf(line, sizeof line, "%zu run%s predicted to fit ran out of device memory (the smallest predicted peak among them: %.2f%% of "
-                  "the memory CUDA reports)\n",
-                  out_of_memory.size(), out_of_memory.size() == 1 ? "" : "s",
-                  100 * *std::min_element(out_of_memory.begin(), out_of_memory.end()));
-    out << line;
-  }
+  out << out_of_memory_summary(out_of_memory, "");
   if (opt.json) {
     json doc = {{"scenario", s.name}, {"hardware", s.hardware.name}, {"date", today()}, {"measured_on", measured_on()},
                 {"profile_provenance", {{"device", s.hardware.provenance.device}, {"date", s.hardware.provenance.date}}},
