@@ -23,11 +23,11 @@ class DeviceOutOfMemory : public std::runtime_error {
   }
 };
 
-// Another rank of the same step ran out of device memory while setting up (RunnerConfig::agree_setup):
-// this rank's buffers fit, and it stopped with the others.
-class PeerOutOfMemory : public std::runtime_error {
+// Another rank of the same step could not set up (RunnerConfig::agree_setup): out of device memory,
+// or another error that rank reports itself. This rank's buffers fit, and it stopped with the others.
+class PeerSetupFailed : public std::runtime_error {
  public:
-  PeerOutOfMemory() : std::runtime_error("another rank of the step ran out of device memory") {}
+  PeerSetupFailed() : std::runtime_error("another rank of the step could not set up") {}
 };
 
 }  // namespace trainsim::gpu

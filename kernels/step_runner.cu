@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <memory>
-#include <optional>
 #include <vector>
 
 #include "clock_monitor.h"
@@ -238,19 +238,19 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
     return run.run();
   }
   // Every buffer is allocated while the run is set up, before its first collective: the ranks
-  // agree there whether all of them fit.
+  // agree there whether all of them set up (a rank that failed for any reason says so first).
   std::unique_ptr<detail::StepRun> run;
-  std::optional<DeviceOutOfMemory> mine;
+  std::exception_ptr failed;
   try {
     run = std::make_unique<detail::StepRun>(c);
-  } catch (const DeviceOutOfMemory& e) {
-    mine = e;
+  } catch (...) {
+    failed = std::current_exception();
   }
-  const bool all = c.agree_setup(!mine);
-  if (mine) throw *mine;
+  const bool all = c.agree_setup(!failed);
+  if (failed) std::rethrow_exception(failed);
   if (!all) {
     run.reset();
-    throw PeerOutOfMemory();
+    throw PeerSetupFailed();
   }
   return run->run();
 }

@@ -78,10 +78,10 @@ struct RunnerConfig {
   // attention_ms, elementwise_ms and their per-shape and per-kernel lists.
   bool time_kernel_classes = false;
   // Ranks that run one step together: called on every rank once its buffers are allocated, before
-  // any communication, with whether its allocation fit; returns whether every rank's did (the
-  // caller agrees across ranks). A rank whose allocation failed then throws DeviceOutOfMemory, the
-  // others PeerOutOfMemory, so that none waits in a collective for one that stopped. Unset: this
-  // rank's DeviceOutOfMemory is thrown at once.
+  // any communication, with whether its set-up succeeded; returns whether every rank's did (the
+  // caller agrees across ranks). A rank whose set-up failed then throws what failed it
+  // (DeviceOutOfMemory where its buffers did not fit), the others PeerSetupFailed, so that none
+  // waits in a collective for one that stopped. Unset: this rank's error is thrown at once.
   std::function<bool(bool)> agree_setup;
 };
 
@@ -135,8 +135,8 @@ struct RunnerResult {
   double timed_begin_wall_s = 0, timed_end_wall_s = 0;
 };
 
-// Throws DeviceOutOfMemory when this rank's buffers do not fit, PeerOutOfMemory when another
-// rank's did not (RunnerConfig::agree_setup), std::runtime_error on other CUDA errors.
+// Throws DeviceOutOfMemory when this rank's buffers do not fit, PeerSetupFailed when another rank
+// could not set up (RunnerConfig::agree_setup), std::runtime_error on other CUDA errors.
 RunnerResult run_gpt_training(const RunnerConfig& c);
 
 }  // namespace trainsim::gpu

@@ -322,7 +322,7 @@ std::vector<RunnerResult> run_ranks(int n, bool llama, F configure) {
 TEST(GpuKernels, RanksAgreeWhetherTheirBuffersFitBeforeTheirFirstCollective) {
   // Two ranks of one step (threads sharing the GPU), the second with a model whose parameters and
   // Adam state alone (400 layers of hidden 2,048: 20 G parameters, 18 bytes each) exceed any
-  // device: it throws DeviceOutOfMemory, the first PeerOutOfMemory, each after one call of the
+  // device: it throws DeviceOutOfMemory, the first PeerSetupFailed, each after one call of the
   // agreement, and neither waits in a collective. Alone, a rank that does not fit throws at once
   // after telling the agreement; the device stays usable.
   REQUIRE_GPU();
@@ -355,7 +355,7 @@ TEST(GpuKernels, RanksAgreeWhetherTheirBuffersFitBeforeTheirFirstCollective) {
         caught[r] = "none";
       } catch (const DeviceOutOfMemory&) {
         caught[r] = "device";
-      } catch (const PeerOutOfMemory&) {
+      } catch (const PeerSetupFailed&) {
         caught[r] = "peer";
       } catch (const std::exception& e) {
         caught[r] = e.what();

@@ -458,7 +458,8 @@ int validate_parallel(const Scenario& s, const PlannerOptions& opt, std::ostream
           } catch (const gpu::DeviceOutOfMemory& e) {
             out_of_memory = true;
             oom[0] = 1, oom[1] = e.requested_bytes, oom[2] = e.free_bytes, oom[3] = e.total_bytes;
-          } catch (const gpu::PeerOutOfMemory&) {
+          } catch (const gpu::PeerSetupFailed&) {
+            // Where the rank that failed did not run out of memory, it stops the job with its error.
             out_of_memory = true;
           }
           if (out_of_memory) {
