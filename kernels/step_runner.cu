@@ -4,6 +4,8 @@
 #include <cmath>
 #include <exception>
 #include <memory>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "clock_monitor.h"
@@ -252,7 +254,14 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
     run.reset();
     throw PeerSetupFailed();
   }
-  return run->run();
+  // Past the agreement a rank cannot stop alone without the others waiting for it: a later
+  // allocation that fails (the GEMM autotuner's scratch) is an error that ends the job, not a
+  // DeviceOutOfMemory that a caller would record and go on from.
+  try {
+    return run->run();
+  } catch (const DeviceOutOfMemory& e) {
+    throw std::runtime_error(std::string(e.what()) + ", during the step, after the ranks agreed that their buffers fit");
+  }
 }
 
 }  // namespace trainsim::gpu

@@ -331,10 +331,6 @@ KernelClasses predicted_classes(const Scenario& s, const ModelConfig& m, const L
   return k;
 }
 
-// Under mpirun: one rank per GPU (NCCL), or several ranks sharing a GPU (communication through host
-// memory with MPI: numerics only, no timing). Each layout uses every rank: tp x pp x dp of them,
-// for the validate block's tensor- and pipeline-parallel degrees that divide the rank count. Rank 0
-// prints and records.
 // The summary line of the runs that were predicted to fit and ran out of memory (each given as its
 // predicted peak over the device's memory; `where` after "device memory"), or nothing if none did.
 std::string out_of_memory_summary(const std::vector<double>& runs, const char* where) {
@@ -346,6 +342,10 @@ std::string out_of_memory_summary(const std::vector<double>& runs, const char* w
   return line;
 }
 
+// Under mpirun: one rank per GPU (NCCL), or several ranks sharing a GPU (communication through host
+// memory with MPI: numerics only, no timing). Each layout uses every rank: tp x pp x dp of them,
+// for the validate block's tensor- and pipeline-parallel degrees that divide the rank count. Rank 0
+// prints and records.
 int validate_parallel(const Scenario& s, const PlannerOptions& opt, std::ostream& out_all, std::ostream& progress_all) {
   const Sharding& sh = opt.sharding;
   const int world = sh.size;
