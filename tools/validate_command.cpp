@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <stdexcept>
 #include <tuple>
 #include <ctime>
 #include <nlohmann/json.hpp>
@@ -475,6 +476,8 @@ int validate_parallel(const Scenario& s, const PlannerOptions& opt, std::ostream
                 ranks.push_back(w);
                 if (first < 0) first = w;
               }
+            // A rank that failed otherwise ends the job with its own error before this gather.
+            if (first < 0) throw std::runtime_error("validate: a rank could not set up the step and reported no out-of-memory error");
             const double* f = &per_rank[4 * static_cast<std::size_t>(first)];
             const double pmem = ev.memory.peak().arena_peak_bytes();
             const std::string lay = layout_label(ev.layout, dp, micro);
