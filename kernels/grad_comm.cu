@@ -181,21 +181,37 @@ std::unique_ptr<GradComm> make_host_grad_comm(int rank, int size, HostCollective
   return std::make_unique<HostGradComm>(rank, size, std::move(h));
 }
 
+namespace {
+
+// Chunks of whole quantisation blocks, one per rank; the padding quantises to zero.
+std::size_t int8_padded(std::size_t count, int n) {
+  const std::size_t unit = static_cast<std::size_t>(kQuantBlock) * n;
+  return (count + unit - 1) / unit * unit;
+}
+
+std::size_t topk_capacity(std::size_t count, double fraction) {
+  return std::max<std::size_t>(1, static_cast<std::size_t>(std::ceil(fraction * count)));
+}
+
+}  // namespace
+
+void Int8AllReduce::reserve(std::size_t count, int n) {
+  const std::size_t padded = int8_padded(count, n);
+  if (padded <= cap_ && n == n_) return;
+  cap_ = padded;
+  n_ = n;
+  q_ = DeviceBuffer(padded);
+  q_recv_ = DeviceBuffer(padded);
+  s_ = DeviceBuffer(padded / kQuantBlock * sizeof(float));
+  s_recv_ = DeviceBuffer(padded / kQuantBlock * sizeof(float));
+  acc_ = DeviceBuffer(padded / n * sizeof(float));
+}
+
 void Int8AllReduce::run(GradComm& comm, float* buf, std::size_t count, void* stream) {
   auto st = static_cast<cudaStream_t>(stream);
   const int n = comm.size();
-  // Chunks of whole quantisation blocks, one per rank; the padding quantises to zero.
-  const std::size_t unit = static_cast<std::size_t>(kQuantBlock) * n;
-  const std::size_t padded = (count + unit - 1) / unit * unit, chunk = padded / n, cblocks = chunk / kQuantBlock;
-  if (padded > cap_ || n != n_) {
-    cap_ = padded;
-    n_ = n;
-    q_ = DeviceBuffer(padded);
-    q_recv_ = DeviceBuffer(padded);
-    s_ = DeviceBuffer(padded / kQuantBlock * sizeof(float));
-    s_recv_ = DeviceBuffer(padded / kQuantBlock * sizeof(float));
-    acc_ = DeviceBuffer(chunk * sizeof(float));
-  }
+  const std::size_t padded = int8_padded(count, n), chunk = padded / n, cblocks = chunk / kQuantBlock;
+  reserve(count, n);
   auto* q = q_.get<signed char>();
   auto* q_recv = q_recv_.get<signed char>();
   auto* sc = s_.get<float>();
@@ -218,20 +234,24 @@ void Int8AllReduce::run(GradComm& comm, float* buf, std::size_t count, void* str
   int8_dequantize(q_recv, sc_recv, buf, count, st);
 }
 
+void TopKAllGather::reserve(std::size_t count, int n, double fraction) {
+  const std::size_t capacity = topk_capacity(count, fraction);
+  if (capacity <= cap_ && n == n_) return;
+  cap_ = capacity;
+  n_ = n;
+  vals_ = DeviceBuffer(capacity * sizeof(float));
+  idx_ = DeviceBuffer(capacity * sizeof(int));
+  all_vals_ = DeviceBuffer(capacity * n * sizeof(float));
+  all_idx_ = DeviceBuffer(capacity * n * sizeof(int));
+  scratch_ = DeviceBuffer(topk_device_scratch_bytes());
+  counter_ = DeviceBuffer(sizeof(int));
+}
+
 void TopKAllGather::run(GradComm& comm, float* buf, float* residual, std::size_t count, double fraction, void* stream) {
   auto st = static_cast<cudaStream_t>(stream);
   const int n = comm.size();
-  const std::size_t capacity = std::max<std::size_t>(1, static_cast<std::size_t>(std::ceil(fraction * count)));
-  if (capacity > cap_ || n != n_) {
-    cap_ = capacity;
-    n_ = n;
-    vals_ = DeviceBuffer(capacity * sizeof(float));
-    idx_ = DeviceBuffer(capacity * sizeof(int));
-    all_vals_ = DeviceBuffer(capacity * n * sizeof(float));
-    all_idx_ = DeviceBuffer(capacity * n * sizeof(int));
-    scratch_ = DeviceBuffer(topk_device_scratch_bytes());
-    counter_ = DeviceBuffer(sizeof(int));
-  }
+  const std::size_t capacity = topk_capacity(count, fraction);
+  reserve(count, n, fraction);
   float* vals = vals_.get<float>();
   float* all_vals = all_vals_.get<float>();
   int* idx = idx_.get<int>();

@@ -67,6 +67,9 @@ struct HostCollectives {
 class Int8AllReduce {
  public:
   void run(GradComm& comm, float* buf, std::size_t count, void* stream);
+  // Allocates now what a run of up to `count` floats over `n` ranks needs (throws
+  // DeviceOutOfMemory where it does not fit); run allocates it itself otherwise.
+  void reserve(std::size_t count, int n);
 
  private:
   std::size_t cap_ = 0;
@@ -86,6 +89,8 @@ std::unique_ptr<GradComm> make_host_grad_comm(int rank, int size, HostCollective
 class TopKAllGather {
  public:
   void run(GradComm& comm, float* buf, float* residual, std::size_t count, double fraction, void* stream);
+  // As Int8AllReduce::reserve, for buckets of up to `count` floats at `fraction`.
+  void reserve(std::size_t count, int n, double fraction);
 
  private:
   std::size_t cap_ = 0;

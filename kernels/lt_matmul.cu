@@ -63,11 +63,17 @@ LtMatmul::Plan& LtMatmul::plan_for(const Key& k, const void* A, const void* B, v
   double best = 1e300;
   // Timing runs the GEMM several times on the real output: with beta != 0 (gradient accumulation)
   // each run would add to it again. C is saved first and put back after.
-  DeviceBuffer saved;
+  DeviceBuffer own;
+  void* saved = nullptr;
   const size_t c_bytes = static_cast<size_t>(M) * N * (c32 ? 4 : 2);
   if (accumulate && found > 1) {
-    saved = DeviceBuffer(c_bytes);
-    TRAINSIM_CUDA(cudaMemcpyAsync(saved.get(), C, c_bytes, cudaMemcpyDeviceToDevice, stream_));
+    if (tuning_scratch_.bytes() >= c_bytes) {
+      saved = tuning_scratch_.get();
+    } else {
+      own = DeviceBuffer(c_bytes);
+      saved = own.get();
+    }
+    TRAINSIM_CUDA(cudaMemcpyAsync(saved, C, c_bytes, cudaMemcpyDeviceToDevice, stream_));
   }
   for (int i = 0; i < found && found > 1; ++i) {
     const double us = time_median_us(stream_, 1, 3, [&] {
@@ -77,11 +83,23 @@ LtMatmul::Plan& LtMatmul::plan_for(const Key& k, const void* A, const void* B, v
     if (us < best) { best = us; p->algo = cands[i].algo; }
   }
   if (accumulate && found > 1) {
-    TRAINSIM_CUDA(cudaMemcpyAsync(C, saved.get(), c_bytes, cudaMemcpyDeviceToDevice, stream_));
+    TRAINSIM_CUDA(cudaMemcpyAsync(C, saved, c_bytes, cudaMemcpyDeviceToDevice, stream_));
     TRAINSIM_CUDA(cudaStreamSynchronize(stream_));
   }
   plans_[k] = p;
   return *p;
+}
+
+void LtMatmul::reserve_tuning_scratch(size_t bytes) {
+  if (bytes > tuning_scratch_.bytes()) {
+    tuning_scratch_ = DeviceBuffer();
+    tuning_scratch_ = DeviceBuffer(bytes);
+  }
+}
+
+void LtMatmul::release_tuning_scratch() {
+  TRAINSIM_CUDA(cudaStreamSynchronize(stream_));
+  tuning_scratch_ = DeviceBuffer();
 }
 
 void LtMatmul::gemm(bool ta, bool tb, int M, int N, int K, const void* A, const void* B, void* C, bool c_fp32, float alpha,

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <thread>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "gemm_bench.h"
 #include "grad_comm.h"
 #include "kernel_mix.h"
+#include "lt_matmul.h"
 #include "measurements.h"
 #include "pipeline_schedule.h"
 #include "runtime_memory.h"
@@ -317,6 +319,55 @@ std::vector<RunnerResult> run_ranks(int n, bool llama, F configure) {
     });
   for (auto& t : threads) t.join();
   return out;
+}
+
+TEST(GpuKernels, AnAccumulatingGemmTunesOnItsReservedScratchWhenTheDeviceHasNoRoomLeft) {
+  // The runner reserves, while it sets up, the scratch where the GEMM autotuner saves C while it
+  // times the candidates of an accumulating GEMM on it (C += A B), so that a full device cannot fail
+  // the first step. C is 1 GiB here (16,384 x 16,384 fp32) and the device is filled until about
+  // half a GiB is left: the first call must tune without allocating and leave C + A B exactly, with
+  // A and B all ones over K = 64 and C zero, every element 64 (in fp32, exact), not 64 more for each
+  // timed candidate.
+  REQUIRE_GPU();
+  const int M = 16384, N = 16384, K = 64;
+  const size_t c_bytes = static_cast<size_t>(M) * N * sizeof(float);
+  cudaStream_t st = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&st), cudaSuccess);
+  {
+    DeviceBuffer A(static_cast<size_t>(M) * K * 2), B(static_cast<size_t>(K) * N * 2), C(c_bytes);
+    const std::vector<uint16_t> ones(static_cast<size_t>(M) * K, 0x3F80);  // bf16 1.0
+    ASSERT_EQ(cudaMemcpy(A.get(), ones.data(), A.bytes(), cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(B.get(), ones.data(), B.bytes(), cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemset(C.get(), 0, c_bytes), cudaSuccess);
+    LtMatmul mm(st);
+    mm.reserve_tuning_scratch(c_bytes);
+    std::vector<DeviceBuffer> filler;
+    const size_t slack = 512ull << 20;
+    for (int tries = 0; tries < 64; ++tries) {
+      size_t free_b = 0, total_b = 0;
+      ASSERT_EQ(cudaMemGetInfo(&free_b, &total_b), cudaSuccess);
+      if (free_b <= slack + (64ull << 20)) break;
+      try {
+        filler.emplace_back(free_b - slack);
+      } catch (const DeviceOutOfMemory&) {
+        filler.emplace_back((free_b - slack) / 2);
+      }
+    }
+    size_t free_b = 0, total_b = 0;
+    ASSERT_EQ(cudaMemGetInfo(&free_b, &total_b), cudaSuccess);
+    ASSERT_LT(free_b, c_bytes) << "the device could not be filled";
+    EXPECT_NO_THROW(mm.gemm(false, false, M, N, K, A.get(), B.get(), C.get(), true, 1.0f, 1.0f));
+    ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+    filler.clear();
+    std::vector<float> host(static_cast<size_t>(M) * N);
+    ASSERT_EQ(cudaMemcpy(host.data(), C.get(), c_bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+    const size_t wrong = static_cast<size_t>(std::count_if(host.begin(), host.end(), [](float v) { return v != 64.0f; }));
+    EXPECT_EQ(wrong, 0u) << "C[0] = " << host[0];
+    std::printf("[ info ] an accumulating GEMM tuned with %.2f GiB free, C %.2f GiB\n", free_b / double(1 << 30),
+                c_bytes / double(1 << 30));
+  }
+  cudaStreamDestroy(st);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
 
 TEST(GpuKernels, RanksAgreeWhetherTheirBuffersFitBeforeTheirFirstCollective) {
