@@ -10,6 +10,15 @@ namespace trainsim::gpu {
 namespace {
 constexpr size_t kWorkspace = 64ull << 20;
 constexpr int kCandidates = 6;
+
+// *flag = 1 if any of the n 16-bit words at p is not all zero bits (a C of bf16 or fp32 alike).
+__global__ void any_nonzero(const unsigned short* p, size_t n, unsigned* flag) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<size_t>(gridDim.x) * blockDim.x)
+    if (p[i]) {
+      *flag = 1;
+      return;
+    }
+}
 }  // namespace
 
 struct LtMatmul::Plan {
@@ -62,18 +71,27 @@ LtMatmul::Plan& LtMatmul::plan_for(const Key& k, const void* A, const void* B, v
   p->algo = cands[0].algo;
   double best = 1e300;
   // Timing runs the GEMM several times on the real output: with beta != 0 (gradient accumulation)
-  // each run would add to it again. C is saved first and put back after.
-  DeviceBuffer own;
-  void* saved = nullptr;
+  // each run would add to it again, so C is put back after. No device memory is taken for that
+  // (a run sets up every buffer before its first step, and this one may come at the device's
+  // limit): a C of zero bits, a gradient's first accumulation, is zeroed again; any other is saved
+  // to host memory.
   const size_t c_bytes = static_cast<size_t>(M) * N * (c32 ? 4 : 2);
+  bool c_zero = false;
+  std::vector<unsigned char> saved;
   if (accumulate && found > 1) {
-    if (tuning_scratch_.bytes() >= c_bytes) {
-      saved = tuning_scratch_.get();
-    } else {
-      own = DeviceBuffer(c_bytes);
-      saved = own.get();
+    auto* flag = static_cast<unsigned*>(workspace_);
+    TRAINSIM_CUDA(cudaMemsetAsync(flag, 0, sizeof(unsigned), stream_));
+    any_nonzero<<<1024, 256, 0, stream_>>>(static_cast<const unsigned short*>(C), c_bytes / 2, flag);
+    TRAINSIM_CUDA(cudaGetLastError());
+    unsigned nonzero = 1;
+    TRAINSIM_CUDA(cudaMemcpyAsync(&nonzero, flag, sizeof nonzero, cudaMemcpyDeviceToHost, stream_));
+    TRAINSIM_CUDA(cudaStreamSynchronize(stream_));
+    c_zero = nonzero == 0;
+    if (!c_zero) {
+      saved.resize(c_bytes);
+      TRAINSIM_CUDA(cudaMemcpyAsync(saved.data(), C, c_bytes, cudaMemcpyDeviceToHost, stream_));
+      TRAINSIM_CUDA(cudaStreamSynchronize(stream_));
     }
-    TRAINSIM_CUDA(cudaMemcpyAsync(saved, C, c_bytes, cudaMemcpyDeviceToDevice, stream_));
   }
   for (int i = 0; i < found && found > 1; ++i) {
     const double us = time_median_us(stream_, 1, 3, [&] {
@@ -83,23 +101,12 @@ LtMatmul::Plan& LtMatmul::plan_for(const Key& k, const void* A, const void* B, v
     if (us < best) { best = us; p->algo = cands[i].algo; }
   }
   if (accumulate && found > 1) {
-    TRAINSIM_CUDA(cudaMemcpyAsync(C, saved, c_bytes, cudaMemcpyDeviceToDevice, stream_));
+    if (c_zero) TRAINSIM_CUDA(cudaMemsetAsync(C, 0, c_bytes, stream_));
+    else TRAINSIM_CUDA(cudaMemcpyAsync(C, saved.data(), c_bytes, cudaMemcpyHostToDevice, stream_));
     TRAINSIM_CUDA(cudaStreamSynchronize(stream_));
   }
   plans_[k] = p;
   return *p;
-}
-
-void LtMatmul::reserve_tuning_scratch(size_t bytes) {
-  if (bytes > tuning_scratch_.bytes()) {
-    tuning_scratch_ = DeviceBuffer();
-    tuning_scratch_ = DeviceBuffer(bytes);
-  }
-}
-
-void LtMatmul::release_tuning_scratch() {
-  TRAINSIM_CUDA(cudaStreamSynchronize(stream_));
-  tuning_scratch_ = DeviceBuffer();
 }
 
 void LtMatmul::gemm(bool ta, bool tb, int M, int N, int K, const void* A, const void* B, void* C, bool c_fp32, float alpha,

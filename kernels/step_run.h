@@ -121,7 +121,7 @@ class StepRun {
   void check_schedule();
   void initialise_parameters();
   void allocate_activations();
-  void reserve_late_buffers(size_t largest_bucket);
+  void reserve_compression_buffers(size_t largest_bucket);
   void alloc_layer(LayerActs& x, bool scores);
 
   // step_run_layers.cu: one layer's forward, its attention core alone (selective recompute) and its

@@ -89,7 +89,7 @@ StepRun::StepRun(const RunnerConfig& config) : c(config) {
   }
   initialise_parameters();
   allocate_activations();
-  reserve_late_buffers(std::max(other_len, final_len));
+  reserve_compression_buffers(std::max(other_len, final_len));
   w_at.assign(nb, nullptr);
   g_at.assign(nb, nullptr);
   shape = AttentionShape{bsz * al, s, d};
@@ -103,22 +103,13 @@ StepRun::StepRun(const RunnerConfig& config) : c(config) {
   exchanges = pipeline_exchanges(passes, pp, vpp, stage, c.warmup);
 }
 
-// What the step would otherwise allocate once it has begun, allocated while the run is set up
-// (before its first collective, so that the ranks' agreement covers it): the compression buffers
-// for the largest bucket, and the scratch where the GEMM autotuner saves an accumulated gradient
-// while it times the candidates on it (the largest fp32 weight gradient a GEMM writes: the MLP's,
-// the QKV projection's, the output projection's, the output layer's on the last stage). The
-// scratch is held through the first step, when every shape is tuned, and released after it, so
-// the measured memory does not hold it.
-void StepRun::reserve_late_buffers(size_t largest_bucket) {
-  if (c.comm && dp > 1) {
-    if (topk) topk_ag.reserve(largest_bucket, dp, c.topk_fraction);
-    else if (c.int8_compression && zs == 0) int8.reserve(largest_bucket, dp);
-  }
-  size_t cols = std::max({static_cast<size_t>(fl), static_cast<size_t>(fc1_w), static_cast<size_t>(hl), static_cast<size_t>(qkv_w)});
-  size_t largest = cols * h;
-  if (last) largest = std::max(largest, static_cast<size_t>(Vl) * h);
-  mm->reserve_tuning_scratch(largest * sizeof(float));
+// The compression buffers for the largest bucket, which the step would otherwise allocate at its
+// first bucket: allocated while the run is set up, before its first collective, so that the ranks'
+// agreement covers them. (The GEMM autotuner takes no device memory of its own: lt_matmul.cu.)
+void StepRun::reserve_compression_buffers(size_t largest_bucket) {
+  if (!c.comm || dp <= 1) return;
+  if (topk) topk_ag.reserve(largest_bucket, dp, c.topk_fraction);
+  else if (c.int8_compression && zs == 0) int8.reserve(largest_bucket, dp);
 }
 
 StepRun::~StepRun() {

@@ -195,7 +195,6 @@ RunnerResult StepRun::run() {
       step_ms.push_back(ms);
       opt_ms.push_back(ms_opt);
     }
-    if (step == 0) mm->release_tuning_scratch();  // every GEMM shape has been tuned
   }
   r.timed_end_wall_s = wall_clock_s();
   if (zs >= 3) {
@@ -256,8 +255,9 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
     throw PeerSetupFailed();
   }
   // Past the agreement a rank cannot stop alone without the others waiting for it: an allocation
-  // that fails later (the runner makes none of its own; cuBLAS's or NCCL's could) is an error that
-  // ends the job, not a DeviceOutOfMemory that a caller would record and go on from.
+  // that fails later (cuBLAS's or NCCL's own, a checksum's 4 KiB: the runner's buffers are all
+  // set up) is an error that ends the job, not a DeviceOutOfMemory that a caller would record and
+  // go on from.
   try {
     return run->run();
   } catch (const DeviceOutOfMemory& e) {
