@@ -384,6 +384,15 @@ int validate_parallel(const Scenario& s, const PlannerOptions& opt, std::ostream
                             (rank_per_node ? " through its network transport (peer-to-peer and shared memory off)" : ""))
            << "; the scenario's cluster is scaled to " << nodes << " x " << gpus_per_node << " GPUs, global batch "
            << s.training.global_batch << "\n";
+  // Ranks sharing a GPU share its memory: a layout is picked only where that many of its ranks fit
+  // on the GPU together (the device's memory, or the profile's where that is less, divided among
+  // them), for their numerics to be checked at all.
+  const int ranks_per_gpu = shared ? (sh.local_size + devices - 1) / devices : 1;
+  const double memory_per_rank =
+      shared ? std::min(s.hardware.memory_bytes, gpu::describe_devices().memory_bytes) / ranks_per_gpu : s.hardware.memory_bytes;
+  if (shared)
+    progress << "validate: " << ranks_per_gpu << " ranks share a GPU: layouts are picked to fit " << format_bytes(memory_per_rank)
+             << " a rank\n";
   const ValidateSpec v = s.validate;
   const ParallelAxes axes = parallel_axes(s, opt);
   const std::vector<ModelConfig>& models = axes.space.models;
@@ -417,6 +426,7 @@ int validate_parallel(const Scenario& s, const PlannerOptions& opt, std::ostream
         sc.model = m;
         sc.cluster.nodes = {nodes};
         sc.cluster.gpus_per_node = gpus_per_node;
+        sc.hardware.memory_bytes = memory_per_rank;
         const std::vector<Evaluation> cands = parallel_candidates(s, sc, axes, tp, pp, world, nodes, gpus_per_node);
         if (cands.empty())
           progress << "validate: " << m.name << ": no tp " << tp << " x pp " << pp << " layout fits this machine and the batch\n";
@@ -485,7 +495,7 @@ int validate_parallel(const Scenario& s, const PlannerOptions& opt, std::ostream
                           format_seconds(ev.step.step_time_s).c_str(), "-", "", format_bytes(pmem).c_str(), "OUT OF MEMORY");
             out << line << std::flush;
             progress << "validate: " << m.name << " " << describe(ev.layout) << ": predicted to fit (" << format_bytes(pmem) << " of "
-                     << format_bytes(sc.hardware.memory_bytes) << " per GPU) but " << ranks.size() << " of " << world
+                     << format_bytes(sc.hardware.memory_bytes) << (shared ? " a rank" : " per GPU") << ") but " << ranks.size() << " of " << world
                      << " ranks ran out of device memory, rank " << first << " asking for " << format_bytes(f[1]) << " with "
                      << format_bytes(f[2]) << " free of " << format_bytes(f[3])
                      << (shared ? " (ranks share a GPU here: their buffers add up on it)" : "") << "\n";
