@@ -642,8 +642,10 @@ int validate_parallel(const Scenario& s, const PlannerOptions& opt, std::ostream
       }
     }
   const double mt = median(time_err), mm = median(mem_err);
-  out << "\n" << records.size() - out_of_memory_runs.size() << " runs: ";
-  if (shared) out << "step time and memory not comparable (ranks share a GPU); numerics " << (all_ok ? "checked" : "CHECK FAILED") << "\n";
+  const std::size_t ran = records.size() - out_of_memory_runs.size();
+  out << "\n" << ran << " runs: ";
+  if (ran == 0) out << "no layout ran to compare\n";
+  else if (shared) out << "step time and memory not comparable (ranks share a GPU); numerics " << (all_ok ? "checked" : "CHECK FAILED") << "\n";
   else out << "median |error| of step time " << percent(mt).substr(1) << ", of memory peak " << percent(mm).substr(1)
            << (all_ok ? "" : "; NUMERICS CHECK FAILED") << "\n";
   out << out_of_memory_summary(out_of_memory_runs, " on a rank");
@@ -854,7 +856,11 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
     }
   }
   const double mt = median(time_err), mm = median(mem_err);
-  std::snprintf(line, sizeof line, "\n%zu runs: median |error| of step time %.1f%%, of memory peak %.1f%%\n", time_err.size(), 100 * mt, 100 * mm);
+  if (time_err.empty())
+    std::snprintf(line, sizeof line, "\n0 runs: no layout ran to compare\n");
+  else
+    std::snprintf(line, sizeof line, "\n%zu runs: median |error| of step time %.1f%%, of memory peak %.1f%%\n", time_err.size(), 100 * mt,
+                  100 * mm);
   out << line;
   // The model prices kernels at calibrate's unthrottled clock: the runs the power cap slowed are
   // set apart, with the sign of their errors (negative: the step took longer than predicted).
