@@ -307,9 +307,10 @@ TEST(Validation, AnH100RunAtTheCardsEdgeHoldsTheBuffersTheModelCounts) {
   // The Llama 3B shape at micro-batch 2 without recompute on one H100 (record
   // calibrate/records/2026-12-06-h100-session-45-setup-agreement-oom/, call 2, run with a profile
   // that gave the card nvidia-smi's 81,559 MiB, as derived profiles did before they carried the
-  // driver's reservation): the layout whose run had twice stopped on the GEMM autotuner's own
-  // 1.47 GiB scratch. With the autotuner taking no device memory it ran, within 1.1% of the 79.18
-  // GiB CUDA reports. Predicted again with the measured h100-sxm: the buffers the model counts (its
+  // driver's reservation): the layout whose run had stopped in session 38 (which allocation failed
+  // was not logged) and in call 1, where the 1.47 GiB the GEMM autotuner set aside for its own
+  // use was what did not fit. With the autotuner taking no device memory it ran, within 1.1% of the
+  // 79.18 GiB CUDA reports, leaving less free than the model's fragmentation allowance. Predicted again with the measured h100-sxm: the buffers the model counts (its
   // peak less the fragmentation allowance, what a runner with one exact arena holds) within 0.5% of
   // what the run held, as for every run of the record; and the model's fit, which adds 5% of
   // activations and buffers for a caching allocator's fragmentation, refuses the layout on this
@@ -337,7 +338,7 @@ TEST(Validation, AnH100RunAtTheCardsEdgeHoldsTheBuffersTheModelCounts) {
     if (s.model.name == "llama-3b" && l.micro_batch == 2) {
       edge = true;
       EXPECT_LE(used, measured.memory_bytes);
-      EXPECT_GT(used / measured.memory_bytes, 0.985);
+      EXPECT_LT(measured.memory_bytes - used, ev.memory.peak().fragmentation_bytes);
       EXPECT_TRUE(ev.memory.oom);
       std::printf("[ info ] Llama 3B mb2 on one H100: held %.2f GiB of %.2f; the model counts %.2f GiB of buffers, %.2f GiB with "
                   "its fragmentation allowance\n",

@@ -652,7 +652,7 @@ int validate_parallel(const Scenario& s, const PlannerOptions& opt, std::ostream
   if (opt.json && sh.rank == 0) {
     json doc = {{"scenario", s.name}, {"hardware", s.hardware.name}, {"date", today()}, {"ranks", world}, {"measured_on", measured_on()},
                 {"profile_provenance", {{"device", s.hardware.provenance.device}, {"date", s.hardware.provenance.date}}},
-                {"median_abs_error", shared ? json(nullptr) : json{{"step_time", mt}, {"peak_bytes", mm}}}, {"runs", records}};
+                {"median_abs_error", shared || time_err.empty() ? json(nullptr) : json{{"step_time", mt}, {"peak_bytes", mm}}}, {"runs", records}};
     write_record(opt.json_out, doc);
   }
   return all_ok ? 0 : 3;
@@ -878,7 +878,7 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
   if (opt.json) {
     json doc = {{"scenario", s.name}, {"hardware", s.hardware.name}, {"date", today()}, {"measured_on", measured_on()},
                 {"profile_provenance", {{"device", s.hardware.provenance.device}, {"date", s.hardware.provenance.date}}},
-                {"median_abs_error", {{"step_time", mt}, {"peak_bytes", mm}}}, {"runs", records}};
+                {"median_abs_error", time_err.empty() ? json(nullptr) : json{{"step_time", mt}, {"peak_bytes", mm}}}, {"runs", records}};
     write_record(opt.json_out, doc);
   }
   return 0;
