@@ -583,13 +583,12 @@ __global__ void checksum_k(const T* p, size_t n, bool squares, double* partial) 
 
 namespace {
 template <class T>
-double checksum_impl(const T* p, size_t n, cudaStream_t st, bool squares) {
-  constexpr int kBlocks = 512;
-  DeviceBuffer partial(kBlocks * sizeof(double));
-  checksum_k<<<kBlocks, 256, 0, st>>>(p, n, squares, partial.get<double>());
+double checksum_impl(const T* p, size_t n, double* partials, cudaStream_t st, bool squares) {
+  constexpr int kBlocks = kChecksumPartials;
+  checksum_k<<<kBlocks, 256, 0, st>>>(p, n, squares, partials);
   TRAINSIM_KERNEL_CHECK();
   std::vector<double> host(kBlocks);
-  TRAINSIM_CUDA(cudaMemcpyAsync(host.data(), partial.get(), kBlocks * sizeof(double), cudaMemcpyDeviceToHost, st));
+  TRAINSIM_CUDA(cudaMemcpyAsync(host.data(), partials, kBlocks * sizeof(double), cudaMemcpyDeviceToHost, st));
   TRAINSIM_CUDA(cudaStreamSynchronize(st));
   double sum = 0;
   for (double x : host) sum += x;
@@ -597,7 +596,9 @@ double checksum_impl(const T* p, size_t n, cudaStream_t st, bool squares) {
 }
 }  // namespace
 
-double checksum(const float* p, size_t n, cudaStream_t st, bool squares) { return checksum_impl(p, n, st, squares); }
-double checksum(const bf16* p, size_t n, cudaStream_t st) { return checksum_impl(p, n, st, false); }
+double checksum(const float* p, size_t n, double* partials, cudaStream_t st, bool squares) {
+  return checksum_impl(p, n, partials, st, squares);
+}
+double checksum(const bf16* p, size_t n, double* partials, cudaStream_t st) { return checksum_impl(p, n, partials, st, false); }
 
 }  // namespace trainsim::gpu

@@ -45,9 +45,11 @@ void gelu_backward(const bf16* dout, const bf16* gelu_in, bf16* din, size_t n, c
 void column_sum(const bf16* dy, float* grad, int T, int n, cudaStream_t st);
 // Sum of `n` floats in double, deterministic (fixed-order block partials summed on the host);
 // synchronises `st`. Replicas that applied the same update hold bitwise-equal parameters, so
-// equal sums.
-double checksum(const float* p, size_t n, cudaStream_t st, bool squares = false);
-double checksum(const bf16* p, size_t n, cudaStream_t st);
+// equal sums. `partials`: kChecksumPartials doubles of device memory for the block partials, the
+// caller's, so that a sum allocates nothing.
+constexpr int kChecksumPartials = 512;
+double checksum(const float* p, size_t n, double* partials, cudaStream_t st, bool squares = false);
+double checksum(const bf16* p, size_t n, double* partials, cudaStream_t st);
 void add_inplace(bf16* x, const bf16* y, size_t n, cudaStream_t st);
 void add_inplace(float* x, const float* y, size_t n, cudaStream_t st);
 // Cross-entropy over rows of logits (vocab-wide softmax in fp32 through logits32); writes the

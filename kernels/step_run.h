@@ -240,6 +240,7 @@ class StepRun {
   bf16* W = nullptr;  // ZeRO-3: the owned blocks only
   float *master = nullptr, *mom = nullptr, *var = nullptr;
   float* grad = nullptr;  // ZeRO-2/3: the owned blocks, accumulated over micro-batches
+  double* sums = nullptr;  // the checksums' block partials (kChecksumPartials)
   bool topk = false;
   float* residual = nullptr;  // Top-K's unsent remainder
   // ZeRO-2/3 working buffers: the bucket holding the embeddings (the last to finish, and under

@@ -71,6 +71,7 @@ StepRun::StepRun(const RunnerConfig& config) : c(config) {
   mom = arena.take<float>(shard);
   var = arena.take<float>(shard);
   grad = arena.take<float>(zs >= 2 ? shard : n);
+  sums = arena.take<double>(kChecksumPartials);
   topk = c.topk_fraction > 0 && c.comm && dp > 1;
   residual = topk ? arena.take<float>(n) : nullptr;
   if (topk) TRAINSIM_CUDA(cudaMemsetAsync(residual, 0, n * 4, st));

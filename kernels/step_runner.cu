@@ -121,10 +121,10 @@ RunnerResult StepRun::run() {
       // Squares over the flat range [lo, hi), whose gradients start at g, with replicated
       // parameters counted 1/tp and the last stage's copy of the word embedding not at all.
       auto weighted_sq = [&](const float* g, size_t lo, size_t hi) {
-        double sum = checksum(g, hi - lo, st, true);
+        double sum = checksum(g, hi - lo, sums, st, true);
         auto part = [&](size_t b, size_t len) {
           const size_t x = std::max(lo, b), y = std::min(hi, b + len);
-          return x < y ? checksum(g + (x - lo), y - x, st, true) : 0.0;
+          return x < y ? checksum(g + (x - lo), y - x, sums, st, true) : 0.0;
         };
         if (tp > 1)
           for (auto [b, len] : layout.replicated) sum -= (1.0 - 1.0 / tp) * part(b, len);
@@ -202,10 +202,10 @@ RunnerResult StepRun::run() {
     r.param_checksum = 0;
     for (int b = 0; b < nb; ++b) {
       use_weights(b, -1);
-      r.param_checksum += checksum(w_at[b], layout.buckets[b].len, st);
+      r.param_checksum += checksum(w_at[b], layout.buckets[b].len, sums, st);
     }
   } else {
-    r.param_checksum = checksum(W, n, st);
+    r.param_checksum = checksum(W, n, sums, st);
   }
   size_t free_b = 0, total_b = 0;
   TRAINSIM_CUDA(cudaMemGetInfo(&free_b, &total_b));
@@ -255,9 +255,9 @@ RunnerResult run_gpt_training(const RunnerConfig& c) {
     throw PeerSetupFailed();
   }
   // Past the agreement a rank cannot stop alone without the others waiting for it: an allocation
-  // that fails later (cuBLAS's or NCCL's own, a checksum's 4 KiB: the runner's buffers are all
-  // set up) is an error that ends the job, not a DeviceOutOfMemory that a caller would record and
-  // go on from.
+  // that fails later (cuBLAS's or NCCL's own: the runner's buffers, its checksums' scratch
+  // included, are all set up) is an error that ends the job, not a DeviceOutOfMemory that a caller
+  // would record and go on from.
   try {
     return run->run();
   } catch (const DeviceOutOfMemory& e) {
