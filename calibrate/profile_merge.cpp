@@ -192,6 +192,7 @@ json merge_profiles(const std::vector<json>& runs, const std::string& name, cons
   if (!context.empty()) out.context_bytes = median_of(context);  // communicators: the last run's profile keeps them
   for (const auto& m : ms) out.gemm_check_rel_error = std::max(out.gemm_check_rel_error, m.gemm_check_rel_error);
   out.interference_slowdown = -1;  // measured with several GPUs only: the last run's profile keeps it
+  out.p2p_interference_slowdown = -1;
   out.notes.push_back("merged: each sample is the median of its times over " + std::to_string(runs.size()) + " calibration runs");
   json p = make_profile(out, runs.back(), name, command, date);
   json sources = json::array();

@@ -229,8 +229,10 @@ json make_profile(const gpu::Measurements& m, const json& base, const std::strin
     if (c.kernel == "topk_select") tk = c.GBps;
   }
   if (q > 0) p["compression"] = {{"int8_quantize_GBps", q}, {"topk_select_GBps", tk}, {"provenance", prov}};
-  if (m.interference_slowdown >= 0)
+  if (m.interference_slowdown >= 0) {
     p["interference"] = {{"gemm_slowdown_with_comm", std::max(0.0, m.interference_slowdown)}, {"provenance", prov}};
+    if (m.p2p_interference_slowdown >= 0) p["interference"]["gemm_slowdown_with_p2p"] = std::max(0.0, m.p2p_interference_slowdown);
+  }
   // Runtime memory: the context as this run measured it; the communicators' figures need two GPUs,
   // and a one-GPU run keeps the base profile's (saying so), or writes no section without them.
   if (m.context_bytes > 0) {

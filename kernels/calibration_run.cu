@@ -438,6 +438,7 @@ Measurements run_calibration(const CalibrationPlan& plan) {
       std::fprintf(stderr, "calibrate: collectives over %d GPUs done\n", g);
     }
     m.interference_slowdown = bench_interference(m.device.count);
+    m.p2p_interference_slowdown = bench_p2p_interference(m.device.count);
   } else {
     // One GPU: NCCL's single-rank path is still exercised and checked; there is no link to measure.
     auto c = bench_collectives(1, 64.0 * (1 << 20), true);

@@ -79,6 +79,7 @@ struct Measurements {
   double launch_overhead_us = 0;
   double gemm_check_rel_error = -1;  // cuBLASLt result against a CPU reference
   double interference_slowdown = -1; // GEMM slowdown with NCCL beside it (-1: not measured)
+  double p2p_interference_slowdown = -1;  // the same beside NCCL send/recv between two GPUs
   // Device memory besides the tensors (runtime_memory.h; -1: not measured).
   double context_bytes = -1;
   double nccl_first_comm_bytes = -1, nccl_further_comm_bytes = -1;

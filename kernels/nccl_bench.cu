@@ -206,19 +206,19 @@ std::vector<CollectiveSample> bench_collectives_rank(const NcclId& id, int nrank
   return sweep(ranks, nranks, max_bytes, quick);
 }
 
-double bench_interference(int n) {
-  if (n < 2) return -1;
+namespace {
+
+// Fractional slowdown of a large bf16 GEMM on GPU 0 while `launch_load` keeps NCCL busy on the n
+// devices' communicators (it enqueues on each device's communication stream, for longer than the
+// timed GEMMs take).
+double gemm_slowdown_beside(int n, const std::function<void(std::vector<ncclComm_t>&, std::vector<cudaStream_t>&)>& launch_load) {
   std::vector<int> devs(n);
   for (int i = 0; i < n; ++i) devs[i] = i;
   std::vector<ncclComm_t> comms(n);
   TRAINSIM_NCCL(ncclCommInitAll(comms.data(), n, devs.data()));
-  const size_t elems = 64ull << 20;  // 256 MiB all-reduce
-  std::vector<DeviceBuffer> bufs;
   std::vector<cudaStream_t> comm_streams(n);
   for (int r = 0; r < n; ++r) {
     TRAINSIM_CUDA(cudaSetDevice(r));
-    bufs.emplace_back(elems * 4);
-    fill_random_f32(bufs.back().get<float>(), elems, 5 + r, 1.0f, 0);
     TRAINSIM_CUDA(cudaStreamCreateWithFlags(&comm_streams[r], cudaStreamNonBlocking));
   }
   TRAINSIM_CUDA(cudaSetDevice(0));
@@ -237,12 +237,8 @@ double bench_interference(int n) {
                  C.get(), CUDA_R_16BF, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   };
   const double alone = time_median_us(gs, 3, 10, gemm);
-  // Keep the all-reduce loop busy for longer than the timed GEMMs.
-  TRAINSIM_NCCL(ncclGroupStart());
-  for (int i = 0; i < 40; ++i)
-    for (int r = 0; r < n; ++r)
-      TRAINSIM_NCCL(ncclAllReduce(bufs[r].get(), bufs[r].get(), elems, ncclFloat, ncclSum, comms[r], comm_streams[r]));
-  TRAINSIM_NCCL(ncclGroupEnd());
+  launch_load(comms, comm_streams);
+  TRAINSIM_CUDA(cudaSetDevice(0));
   const double loaded = time_median_us(gs, 1, 10, gemm);
   for (int r = 0; r < n; ++r) {
     TRAINSIM_CUDA(cudaSetDevice(r));
@@ -254,6 +250,50 @@ double bench_interference(int n) {
   cublasDestroy(h);
   cudaStreamDestroy(gs);
   return loaded / alone - 1.0;
+}
+
+}  // namespace
+
+double bench_interference(int n) {
+  if (n < 2) return -1;
+  const size_t elems = 64ull << 20;  // 256 MiB all-reduce
+  std::vector<DeviceBuffer> bufs;
+  for (int r = 0; r < n; ++r) {
+    TRAINSIM_CUDA(cudaSetDevice(r));
+    bufs.emplace_back(elems * 4);
+    fill_random_f32(bufs.back().get<float>(), elems, 5 + r, 1.0f, 0);
+  }
+  return gemm_slowdown_beside(n, [&](std::vector<ncclComm_t>& comms, std::vector<cudaStream_t>& streams) {
+    TRAINSIM_NCCL(ncclGroupStart());
+    for (int i = 0; i < 40; ++i)
+      for (int r = 0; r < n; ++r)
+        TRAINSIM_NCCL(ncclAllReduce(bufs[r].get(), bufs[r].get(), elems, ncclFloat, ncclSum, comms[r], streams[r]));
+    TRAINSIM_NCCL(ncclGroupEnd());
+  });
+}
+
+double bench_p2p_interference(int n) {
+  if (n < 2) return -1;
+  // GPUs 0 and 1 exchange 64 MiB both ways at once, as a pipeline stage sends activations
+  // forward and receives gradients back, 200 times (about 20x the timed GEMMs' time over NVLink).
+  const size_t bytes = 64ull << 20;
+  std::vector<DeviceBuffer> send, recv;
+  for (int r = 0; r < 2; ++r) {
+    TRAINSIM_CUDA(cudaSetDevice(r));
+    send.emplace_back(bytes);
+    recv.emplace_back(bytes);
+    fill_random_f32(send.back().get<float>(), bytes / 4, 7 + r, 1.0f, 0);
+  }
+  return gemm_slowdown_beside(n, [&](std::vector<ncclComm_t>& comms, std::vector<cudaStream_t>& streams) {
+    for (int i = 0; i < 200; ++i) {
+      TRAINSIM_NCCL(ncclGroupStart());
+      for (int r = 0; r < 2; ++r) {
+        TRAINSIM_NCCL(ncclSend(send[r].get(), bytes, ncclInt8, 1 - r, comms[r], streams[r]));
+        TRAINSIM_NCCL(ncclRecv(recv[r].get(), bytes, ncclInt8, 1 - r, comms[r], streams[r]));
+      }
+      TRAINSIM_NCCL(ncclGroupEnd());
+    }
+  });
 }
 
 }  // namespace trainsim::gpu

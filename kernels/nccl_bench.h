@@ -22,5 +22,8 @@ std::vector<CollectiveSample> bench_collectives_rank(const NcclId& id, int nrank
                                                      bool quick, const std::function<bool()>& after_init);
 // Fractional slowdown of a large bf16 GEMM on GPU 0 while an all-reduce loop runs on all GPUs.
 double bench_interference(int gpus);
+// The same while GPUs 0 and 1 exchange point-to-point messages both ways (NCCL send/recv), as
+// pipeline stages do. -1 with fewer than two GPUs.
+double bench_p2p_interference(int gpus);
 
 }  // namespace trainsim::gpu

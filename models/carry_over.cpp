@@ -105,7 +105,10 @@ void carry_over(HardwareProfile& hp, const HardwareProfile& base, double datashe
   if (hp.kernel_launch_us == 0) hp.kernel_launch_us = base.kernel_launch_us;
   if (hp.int8_quantize_GBps == 0) hp.int8_quantize_GBps = carry_GBps(base.int8_quantize_GBps);
   if (hp.topk_select_GBps == 0) hp.topk_select_GBps = carry_GBps(base.topk_select_GBps);
-  if (hp.comm_compute_interference == 0) hp.comm_compute_interference = base.comm_compute_interference;
+  if (hp.comm_compute_interference == 0) {
+    hp.comm_compute_interference = base.comm_compute_interference;
+    hp.p2p_compute_interference = base.p2p_compute_interference;
+  }
   if (hp.h2d_GBps == 0) { hp.h2d_GBps = base.h2d_GBps; hp.d2h_GBps = base.d2h_GBps; }
   // Device memory: the part's vendor figure (as nvidia-smi reports it) less what the base's driver
   // keeps for itself, in bytes (the vendor's figure less CUDA's total on the base). A file that

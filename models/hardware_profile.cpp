@@ -308,6 +308,7 @@ void read_links(JsonFields& top, HardwareProfile& hp) {
   if (top.has("interference")) {
     JsonFields c = top.object("interference");
     hp.comm_compute_interference = c.number("gemm_slowdown_with_comm", std::nullopt, 0.0, 10.0);
+    if (c.has("gemm_slowdown_with_p2p")) hp.p2p_compute_interference = c.number("gemm_slowdown_with_p2p", std::nullopt, 0.0, 10.0);
     read_provenance(c, "provenance", false);
     c.finish();
   }

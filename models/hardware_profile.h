@@ -137,6 +137,12 @@ struct HardwareProfile {
   double topk_select_GBps = 0;
   // Fractional GEMM slowdown while a communication kernel runs beside it (0.05 = 5% slower).
   double comm_compute_interference = 0;
+  // The same beside point-to-point traffic (pipeline transfers); -1 where not measured: they take
+  // comm_compute_interference.
+  double p2p_compute_interference = -1;
+  double pipeline_transfer_interference() const {
+    return p2p_compute_interference >= 0 ? p2p_compute_interference : comm_compute_interference;
+  }
   // Adam update: achieved bandwidth over the bytes it moves (the memory-bound table otherwise).
 
   double peak(const std::string& dtype) const;

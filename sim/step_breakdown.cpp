@@ -65,7 +65,7 @@ void Builder::breakdown(StepResult& r) {
       double fixed = 0;
       for (int i = 0; i < g.nparts; ++i) b[g.cat[i]] += g.seconds[i], fixed += g.seconds[i];
       const double beyond = std::max(0.0, span - fixed);
-      const double tp = interference_ > 0 ? std::min(beyond, g.tp_idle_s) : beyond;
+      const double tp = any_interference() ? std::min(beyond, g.tp_idle_s) : beyond;
       b[kTpComm] += tp;
       if (fixed > 0)
         for (int i = 0; i < g.nparts; ++i) b[g.cat[i]] += (beyond - tp) * (g.seconds[i] / fixed);

@@ -244,7 +244,8 @@ StepResult simulate_in_mode(const StepInput& in) {
       const double periods = static_cast<double>(m - M) / P;
       const double T = r.step_time_s;
       const bool periodic = per.deviation_s <= 1e-9 * T;
-      const bool slow_drift = drift && in.cost->hardware().comm_compute_interference > 0 &&
+      const HardwareProfile& hw = in.cost->hardware();
+      const bool slow_drift = drift && (hw.comm_compute_interference > 0 || hw.pipeline_transfer_interference() > 0) &&
                               per.deviation_s * periods * (periods + 1) / 2 <= 1e-3 * T;
       if (!per.measured || !(periodic || slow_drift)) return false;
       r.step_time_s += periods * per.lambda_s;

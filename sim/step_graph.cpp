@@ -99,7 +99,7 @@ void Builder::build() {
   }
   q_.assign(sh.gpus(), RankQueues{});
   proc_.assign(sh.gpus(), -1);
-  if (interference_ > 0)
+  if (any_interference())
     for (int g : sim_gpus_) proc_[g] = e_.add_processor();
   speed_.assign(sh.gpus(), 1.0);
   if (in_.gpu_speed) {
@@ -193,7 +193,7 @@ void Builder::build() {
     } else {
       t = k.like = e_.add_task(spec);
       if (dst != g) e_.add_flow(t, k.bytes, k.path.data(), static_cast<int>(k.path.size()));
-      interfere(t, g, k.dst_simulated && dst != g ? dst : -1);
+      interfere_transfer(t, g, k.dst_simulated && dst != g ? dst : -1);
     }
     lane_stream_.push_back(2);
     ws_.transfer_tasks.push_back({t, kind_index});
@@ -279,6 +279,7 @@ StepResult Builder::run() {
   fuse_tp_ = in_.mode == SimMode::symmetric || L_.tp == 1;
   split_recompute_ = fuse_tp_ && L_.tp > 1 && L_.recompute == Recompute::full;
   interference_ = cost_.hardware().comm_compute_interference;
+  p2p_interference_ = cost_.hardware().pipeline_transfer_interference();
   if (reuse_) {
     try {
       refilled_ = refill();

@@ -391,6 +391,9 @@ class Builder {
   // slowed by the profile's measured GEMM slowdown while that GPU's communication tasks run. Without
   // a measured slowdown there are no processors and compute runs at full speed.
   double interference_ = 0;
+  // Pipeline transfers slow their GPUs by the profile's point-to-point figure where it has one.
+  double p2p_interference_ = 0;
+  bool any_interference() const { return interference_ > 0 || p2p_interference_ > 0; }
   std::vector<ProcessorId>& proc_ = ws_.proc;  // by GPU id, -1 if none
   // By GPU id: the fraction of the profile's speed its compute stream runs at (StepInput::gpu_speed).
   std::vector<double>& speed_ = ws_.speed;
@@ -399,10 +402,11 @@ class Builder {
     for (int g : gpus)
       if (proc_[g] >= 0) e_.add_interference(t, proc_[g], interference_);
   }
-  void interfere(TaskId t, int a, int b = -1) {
-    if (interference_ <= 0) return;
+  // A pipeline transfer between GPUs a and b (-1: not simulated).
+  void interfere_transfer(TaskId t, int a, int b) {
+    if (p2p_interference_ <= 0) return;
     for (int g : {a, b})
-      if (g >= 0 && proc_[g] >= 0) e_.add_interference(t, proc_[g], interference_);
+      if (g >= 0 && proc_[g] >= 0) e_.add_interference(t, proc_[g], p2p_interference_);
   }
   // Scratch for run_parts: the fused task's flows, one per distinct path.
   std::vector<CachedFlow> fused_flows_;

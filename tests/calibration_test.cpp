@@ -351,11 +351,17 @@ TEST(ProfileWriter, AFirstCalibrationOfADerivedPartCarriesWhatOneGpuCannotMeasur
   const HardwareProfile next = parse_hardware_profile(make_profile(m, shipped, "h100-test", "test", "2026-12-06").dump(), "p.json", kProfiles);
   EXPECT_NE(next.runtime_memory_provenance.rule.find("NCCL communicators carried over in bytes from h200-sxm"), std::string::npos)
       << next.runtime_memory_provenance.rule;
-  // What the run measures replaces what was carried.
+  // What the run measures replaces what was carried. The point-to-point figure is written only
+  // where it was measured; without it pipeline transfers take the all-reduce's.
   m.interference_slowdown = 0.2;
-  EXPECT_EQ(parse_hardware_profile(make_profile(m, base, "h100-test", "test", "2026-12-05").dump(), "p.json", kProfiles)
-                .comm_compute_interference,
-            0.2);
+  const HardwareProfile measured = parse_hardware_profile(make_profile(m, base, "h100-test", "test", "2026-12-05").dump(), "p.json", kProfiles);
+  EXPECT_EQ(measured.comm_compute_interference, 0.2);
+  EXPECT_EQ(measured.p2p_compute_interference, -1);
+  EXPECT_EQ(measured.pipeline_transfer_interference(), 0.2);
+  m.p2p_interference_slowdown = 0.05;
+  const HardwareProfile with_p2p = parse_hardware_profile(make_profile(m, base, "h100-test", "test", "2026-12-05").dump(), "p.json", kProfiles);
+  EXPECT_EQ(with_p2p.comm_compute_interference, 0.2);
+  EXPECT_EQ(with_p2p.pipeline_transfer_interference(), 0.05);
   // A base that derives from nothing is left as it is.
   EXPECT_EQ(carry_unmeasured(h200, h200), h200);
 }

@@ -23,6 +23,7 @@
 #include "kernel_mix.h"
 #include "lt_matmul.h"
 #include "measurements.h"
+#include "nccl_bench.h"
 #include "pipeline_schedule.h"
 #include "runtime_memory.h"
 #include "step_runner.h"
@@ -55,6 +56,28 @@ TEST(GpuKernels, RuntimeMemoryIsTheContextAndEachCommunicatorsBuffers) {
     std::printf("; communicators over %d GPUs: first %.3f GiB, further %.3f GiB", s.gpus, s.nccl_first_bytes / (1 << 30),
                 s.nccl_further_bytes / (1 << 30));
   std::printf("\n");
+}
+
+TEST(GpuKernels, GemmSlowdownBesideCommunicationIsMeasuredWithTwoGpus) {
+  // calibrate's interference figures: a bf16 GEMM's time on GPU 0 beside a loop of NCCL traffic
+  // over its time alone, less one; beside a 256 MiB all-reduce over every GPU (0.35 on the H200
+  // pair) and beside send/recv both ways between GPUs 0 and 1 (what pipeline transfers do). With
+  // one GPU neither can be measured: -1. With two, each is finite, not below -0.05 (a GEMM does not
+  // run faster beside traffic, beyond timing noise) and below 1.
+  REQUIRE_GPU();
+  const int n = cuda_device_count();
+  const double all_reduce = bench_interference(n), p2p = bench_p2p_interference(n);
+  if (n < 2) {
+    EXPECT_EQ(all_reduce, -1);
+    EXPECT_EQ(p2p, -1);
+    return;
+  }
+  for (double x : {all_reduce, p2p}) {
+    EXPECT_TRUE(std::isfinite(x));
+    EXPECT_GT(x, -0.05);
+    EXPECT_LT(x, 1.0);
+  }
+  std::printf("[ info ] GEMM slowdown beside an all-reduce %.3f, beside send/recv %.3f (%d GPUs)\n", all_reduce, p2p, n);
 }
 
 TEST(GpuKernels, AnAllocationLargerThanTheDeviceSaysWhatItAskedAndLeavesTheDeviceUsable) {

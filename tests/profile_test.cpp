@@ -424,6 +424,13 @@ TEST(Profiles, MeasuredTablesAreReadStrictly) {
             std::vector<std::string>{"GPU-00010203-0405-0607-0809-0a0b0c0d0e0f"});
   fails_at([](nlohmann::json& p) { p["provenance"]["device_uuids"] = "GPU-0"; }, "provenance.device_uuids");
   fails_at([](nlohmann::json& p) { p["provenance"]["device_uuids"] = {7}; }, "provenance.device_uuids[0]");
+  // The GEMM slowdown beside point-to-point traffic is optional, and read like the all-reduce's.
+  EXPECT_EQ(parse_hardware_profile(good.dump(), "p.json", kProfiles).p2p_compute_interference, -1);
+  nlohmann::json p2p = good;
+  p2p["interference"]["gemm_slowdown_with_p2p"] = 0.07;
+  EXPECT_EQ(parse_hardware_profile(p2p.dump(), "p.json", kProfiles).pipeline_transfer_interference(), 0.07);
+  fails_at([](nlohmann::json& p) { p["interference"]["gemm_slowdown_with_p2p"] = -0.1; }, "interference.gemm_slowdown_with_p2p");
+  fails_at([](nlohmann::json& p) { p["interference"]["gemm_slowdown_with_p2p"] = "small"; }, "interference.gemm_slowdown_with_p2p");
 }
 
 TEST(Profiles, MisalignedShapesOnlyMatchMisalignedMeasurements) {

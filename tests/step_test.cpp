@@ -778,6 +778,35 @@ TEST(Step, TheTpLatenciesFusedIntoAComputeTaskAreNotSlowedByCommunicationBesideI
   EXPECT_NEAR(a.step_time_s / b.step_time_s, 1.0, 1e-9);
 }
 
+TEST(Step, PipelineTransfersSlowComputeByThePointToPointFigure) {
+  // Llama 2 7B over 8 pipeline stages in one node (tp 1, dp 1, untied embeddings): the pipeline
+  // transfers are its only communication, so the GEMM slowdown beside communication reaches the
+  // step through them alone. They slow compute by the profile's point-to-point figure where it has
+  // one: at 0 the step is the one without any slowdown (to rounding: the compute then runs on a
+  // processor that never slows), and the all-reduce's figure given as the point-to-point one
+  // changes nothing. A profile without the figure charges the all-reduce's, which does lengthen the
+  // step (transfers overlap the next micro-batch's compute), and half of it falls in between.
+  const Scenario base = case_scenario({.model = "llama2-7b", .hardware = "h200-sxm", .nodes = 1, .tp = 1, .pp = 8, .zero = 0,
+                                       .recompute = "none", .global_batch = 32});
+  const double x = base.hardware.comm_compute_interference;
+  ASSERT_GT(x, 0.3);
+  ASSERT_EQ(base.hardware.p2p_compute_interference, -1);
+  auto step = [&](double comm, double p2p) {
+    Scenario s = base;
+    s.hardware.comm_compute_interference = comm;
+    s.hardware.p2p_compute_interference = p2p;
+    return evaluate(s, resolve_layout(s, s.layout, false, 1), 1, EvalOptions{}).step.step_time_s;
+  };
+  const double none = step(0, -1), all_reduce = step(x, -1);
+  EXPECT_NEAR(step(x, 0) / none, 1.0, 1e-12);
+  EXPECT_EQ(step(x, x), all_reduce);
+  EXPECT_NEAR(step(0, x) / all_reduce, 1.0, 1e-12);
+  EXPECT_GT(all_reduce, none * (1 + 1e-6));
+  const double half = step(x, x / 2);
+  EXPECT_GT(half, none * (1 + 1e-6));
+  EXPECT_LT(half, all_reduce);
+}
+
 TEST(Step, SymmetricAndFullAgreeOnRandomLayouts) {
   // Random layouts on 1-4 nodes of 8 GPUs (TP, PP with every schedule, ZeRO 0-3, recompute,
   // buckets, compression, NIC counts and rates, a forced all-reduce algorithm): where symmetric
