@@ -275,7 +275,8 @@ double bench_interference(int n) {
 double bench_p2p_interference(int n) {
   if (n < 2) return -1;
   // GPUs 0 and 1 exchange 64 MiB both ways at once, as a pipeline stage sends activations
-  // forward and receives gradients back, 200 times (about 20x the timed GEMMs' time over NVLink).
+  // forward and receives gradients back, 400 times: some 70 ms at NVLink 4's 375 GB/s a direction,
+  // more than three times the 11 GEMMs timed beside it (8192^3 each, about 1.6 ms on an H100).
   const size_t bytes = 64ull << 20;
   std::vector<DeviceBuffer> send, recv;
   for (int r = 0; r < 2; ++r) {
@@ -285,7 +286,7 @@ double bench_p2p_interference(int n) {
     fill_random_f32(send.back().get<float>(), bytes / 4, 7 + r, 1.0f, 0);
   }
   return gemm_slowdown_beside(n, [&](std::vector<ncclComm_t>& comms, std::vector<cudaStream_t>& streams) {
-    for (int i = 0; i < 200; ++i) {
+    for (int i = 0; i < 400; ++i) {
       TRAINSIM_NCCL(ncclGroupStart());
       for (int r = 0; r < 2; ++r) {
         TRAINSIM_NCCL(ncclSend(send[r].get(), bytes, ncclInt8, 1 - r, comms[r], streams[r]));
