@@ -275,8 +275,9 @@ double bench_interference(int n) {
 double bench_p2p_interference(int n) {
   if (n < 2) return -1;
   // GPUs 0 and 1 exchange 64 MiB both ways at once, as a pipeline stage sends activations
-  // forward and receives gradients back, 400 times: some 70 ms at NVLink 4's 375 GB/s a direction,
-  // more than three times the 11 GEMMs timed beside it (8192^3 each, about 1.6 ms on an H100).
+  // forward and receives gradients back, 400 times: some 70 ms at the 394 GB/s a direction that
+  // calibrate measured between the H200 pair's peers, about three times the 11 GEMMs timed beside
+  // it (8192^3 each, 1.4-1.6 ms alone at 700-800 TFLOP/s, some 2 ms slowed).
   const size_t bytes = 64ull << 20;
   std::vector<DeviceBuffer> send, recv;
   for (int r = 0; r < 2; ++r) {
