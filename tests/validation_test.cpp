@@ -437,6 +437,93 @@ TEST(Validation, LongSequencesOnOneGpu) {
               100 * median(t), 100 * median(m), 100 * *std::max_element(t.begin(), t.end()));
 }
 
+TEST(Validation, TheMeasuredClockExplainsPartOfThePowerCappedStepsShortfall) {
+  // A step at the 700 W power cap runs below the 1,980 MHz that calibrate times its kernels at,
+  // and the model, which does not know the clock a step will hold, prices those steps short. Half
+  // of a power model is measured already: inside sustained mixes with GEMMs, a Llama layer's
+  // element-wise kernels take 1 + s (1980 / f - 1) times their burst time at a median SM clock
+  // f, with s = 0.58 on the H200 (0.54-0.65 below 1,850 MHz; record
+  // calibrate/records/2026-12-03-h200-session-15-kernel-mix/) and s = 0.54 on the H100 (the median
+  // of its seven capped points between 1,550 and 1,850 MHz, 0.37-0.66; record
+  // calibrate/records/2026-12-06-h100-session-46-kernel-mix/). Those are synthetic mixes, not these
+  // steps. Here every one-GPU run that `planner validate` recorded with its clock (NVML over the
+  // timed steps) below 1,850 MHz is re-predicted twice: as the model prices it, and with the time
+  // the model gives its memory-bound kernels (micro-batches x (layers x the layer's memory-bound
+  // ops + the embedding's and the head's)) stretched by that rule at the run's own clock. The rule
+  // must bring the median error closer to zero without overshooting it: the clock explains part
+  // of the shortfall, not more than all of it. (GEMMs slow with the clock too, 1.02-1.17 times in
+  // the same mixes, but calibrate's table is timed at an unknown clock of its own, so no rule is
+  // applied to them here.)
+  std::map<std::string, std::string> scenario_file;  // scenario name -> file
+  for (const auto& e : std::filesystem::directory_iterator(kScenarios)) {
+    const std::string f = e.path().filename().string();
+    if (f.rfind("validate-", 0) != 0) continue;
+    std::ifstream in(e.path());
+    scenario_file[nlohmann::json::parse(in).at("name").get<std::string>()] = e.path().string();
+  }
+  struct Part {
+    double s;
+    std::vector<double> before, after;  // signed errors of the capped runs
+  };
+  std::map<std::string, Part> parts{{"h200-sxm", {0.58, {}, {}}}, {"h100-sxm", {0.54, {}, {}}}};
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(kRecords))
+    if (e.path().extension() == ".json") files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  for (const auto& file : files) {
+    std::ifstream in(file);
+    const auto doc = nlohmann::json::parse(in);
+    if (!doc.contains("runs") || !doc.contains("hardware") || !parts.count(doc["hardware"].get<std::string>())) continue;
+    const auto sf = scenario_file.find(doc.value("scenario", std::string()));
+    if (sf == scenario_file.end()) continue;
+    Part& part = parts[doc["hardware"].get<std::string>()];
+    Scenario base = load_scenario(sf->second, kProfiles);
+    base.hardware = load_hardware_profile(doc["hardware"].get<std::string>(), kProfiles);
+    const CostModel cost(base.hardware, base.training.precision);
+    for (const auto& run : doc["runs"]) {
+      const auto& m = run["measured"];
+      if (!m.contains("gpu_clock") || m["gpu_clock"]["sm_mhz"].get<double>() >= 1850) continue;
+      const Layout l = layout_of(run["layout"]);
+      if (l.tp * l.pp * l.dp != 1) continue;
+      Scenario s = base;
+      s.model = model_named(base, run["model"].get<std::string>());
+      s.training.global_batch = run["global_batch"].get<int>();
+      const Evaluation ev = evaluate(s, l, 1, EvalOptions{});
+      const OpContext c{s.model, 1, false, l.recompute, l.micro_batch, s.training.precision};
+      double per_microbatch = 0;
+      auto add = [&](const LayerOps& ops, double times) {
+        for (const auto* list : {&ops.forward, &ops.backward, &ops.recompute})
+          for (const Op& op : *list)
+            if (op.kind == OpKind::memory) per_microbatch += times * cost.op_time_s(op);
+      };
+      add(transformer_layer_ops(c), s.model.layers);
+      add(embedding_ops(c), 1);
+      add(head_ops(c), 1);
+      const double memory_bound = per_microbatch * (s.training.global_batch / l.micro_batch);
+      ASSERT_GT(memory_bound, 0.05 * ev.step.step_time_s) << file;
+      ASSERT_LT(memory_bound, 0.5 * ev.step.step_time_s) << file;
+      const double f = m["gpu_clock"]["sm_mhz"].get<double>(), measured = m["step_time_s"].get<double>();
+      part.before.push_back(ev.step.step_time_s / measured - 1.0);
+      part.after.push_back((ev.step.step_time_s + memory_bound * part.s * (1980.0 / f - 1.0)) / measured - 1.0);
+    }
+  }
+  for (const auto& [hw, p] : parts) {
+    ASSERT_GE(p.before.size(), 8u) << hw;
+    std::vector<double> abs_before, abs_after;
+    for (double e : p.before) abs_before.push_back(std::fabs(e));
+    for (double e : p.after) abs_after.push_back(std::fabs(e));
+    std::printf("[ info ] %s, %zu runs below 1,850 MHz: median error %+.2f%% as priced, %+.2f%% with the clock rule "
+                "(median |error| %.2f%% -> %.2f%%; largest %.1f%% -> %.1f%%)\n",
+                hw.c_str(), p.before.size(), 100 * median(p.before), 100 * median(p.after), 100 * median(abs_before),
+                100 * median(abs_after), 100 * *std::max_element(abs_before.begin(), abs_before.end()),
+                100 * *std::max_element(abs_after.begin(), abs_after.end()));
+    EXPECT_LT(median(p.before), 0.0) << hw << ": the capped steps are priced short";
+    EXPECT_GT(median(p.after), median(p.before)) << hw;
+    EXPECT_LE(median(p.after), 0.0) << hw << ": the clock explains no more than the shortfall";
+    EXPECT_LT(median(abs_after), median(abs_before)) << hw;
+  }
+}
+
 TEST(Validation, H200TwoGpuDataParallel) {
   // Two replicas, one per H200, gradients summed by NCCL over NVLink during the last backward:
   // plain, ZeRO-1, INT8 and Top-K 1%, 25 MB and 200 MB buckets, GPT 125M and 350M. The model
