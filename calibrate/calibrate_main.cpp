@@ -164,11 +164,13 @@ int main(int argc, char** argv) {
       ->required();
   merge->add_option("--out", merge_out, "profile to write")->required();
   merge->add_option("--name", merge_name, "profile name (default: the --out file's stem)");
-  std::string merge_runtime, merge_imported, merge_peaks;
+  std::string merge_runtime, merge_imported, merge_peaks, merge_clock;
   merge->add_option("--runtime-memory-from", merge_runtime,
                     "profile whose runtime_memory block is kept as it is (read off validation runs) instead of the runs' median context");
   merge->add_option("--imported-from", merge_imported,
                     "profile whose imported tables that calibration does not measure (intra_node.nvls_collectives) are kept");
+  merge->add_option("--clock-from", merge_clock,
+                    "profile whose clock block (the element-wise kernels' clock sensitivity, read off a kernel-mix record) is kept");
   merge->add_option("--peaks-from", merge_peaks,
                     "profile, usually the part's datasheet file, whose vendor peaks (gpu.peak_tflops) are written instead of the runs', "
                     "and its vendor memory figure as gpu.datasheet_memory_bytes");
@@ -239,6 +241,11 @@ int main(int argc, char** argv) {
         if (!from.contains("intra_node") || !from["intra_node"].contains("nvls_collectives"))
           throw InputError(merge_imported, "has no imported tables to keep (intra_node.nvls_collectives)");
         merged["intra_node"]["nvls_collectives"] = from["intra_node"]["nvls_collectives"];
+      }
+      if (!merge_clock.empty()) {
+        const json from = read_json(merge_clock);
+        if (!from.contains("clock") || !from["clock"].is_object()) throw InputError(merge_clock, "has no clock block to keep");
+        merged["clock"] = from["clock"];
       }
       if (!merge_peaks.empty()) {
         const json from = read_json(merge_peaks);

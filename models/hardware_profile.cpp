@@ -305,6 +305,13 @@ void read_links(JsonFields& top, HardwareProfile& hp) {
     hp.power_provenance = read_provenance(pw, "provenance", true);
     pw.finish();
   }
+  if (top.has("clock")) {
+    JsonFields c = top.object("clock");
+    hp.max_sm_mhz = c.number("max_sm_mhz", std::nullopt, 100.0, 10000.0);
+    hp.elementwise_clock_sensitivity = c.number("elementwise_sensitivity", std::nullopt, 0.0, 4.0);
+    hp.clock_provenance = read_provenance(c, "provenance", true);
+    c.finish();
+  }
   if (top.has("interference")) {
     JsonFields c = top.object("interference");
     hp.comm_compute_interference = c.number("gemm_slowdown_with_comm", std::nullopt, 0.0, 10.0);

@@ -107,6 +107,19 @@ struct HardwareProfile {
   // Power: a node's (the NVLink domain's) maximum input power, datasheet (0: not given).
   double node_max_kW = 0;
   Provenance power_provenance;
+  // The SM clock: the highest the part runs (the one its kernels were timed at), and how the
+  // step's element-wise kernels stretch below it at the power cap: 1 + s (max_sm_mhz / f - 1)
+  // times their time at a median SM clock f (`clock`; s = -1 where not measured). The simulator
+  // does not know the clock a step will hold; validation applies this at a run's measured clock.
+  double max_sm_mhz = 0;
+  double elementwise_clock_sensitivity = -1;
+  Provenance clock_provenance;
+  // The rule above: how many times its burst time an element-wise kernel takes at SM clock f
+  // (1 where the profile has no sensitivity or f is at the maximum or above).
+  double elementwise_clock_factor(double f_mhz) const {
+    if (elementwise_clock_sensitivity < 0 || !(f_mhz > 0) || f_mhz >= max_sm_mhz) return 1.0;
+    return 1.0 + elementwise_clock_sensitivity * (max_sm_mhz / f_mhz - 1.0);
+  }
 
   // Inside a node.
   std::string intra_link;  // nvlink3 | nvlink4 | pcie4 | pcie5 ...

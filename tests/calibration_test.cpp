@@ -310,6 +310,22 @@ TEST(ProfileWriter, RuntimeMemoryIsWrittenAsMeasuredAndKeptWhereAOneGpuRunCannot
   EXPECT_EQ(old["runtime_memory"], base["runtime_memory"]);
 }
 
+TEST(ProfileWriter, TheClockSectionIsKeptFromTheBaseProfile) {
+  // calibrate's own run does not measure the element-wise kernels' clock sensitivity (the
+  // kernel-mix diagnostic does, beside a clock log): a recalibration on top of a profile that has
+  // it keeps it as it was, provenance and all, and so does a merge of such runs.
+  std::ifstream in(TRAINSIM_RUNS "/2026-11-29-run1.json"), bin(kProfiles + "/h200-sxm.json");
+  ASSERT_TRUE(in && bin);
+  const nlohmann::json run = nlohmann::json::parse(in), base = nlohmann::json::parse(bin);
+  ASSERT_TRUE(base.contains("clock"));
+  const nlohmann::json again = make_profile(single_gpu_measurements(run), base, "h200-test", "test", "2026-12-06");
+  EXPECT_EQ(again["clock"], base["clock"]);
+  const HardwareProfile p = parse_hardware_profile(again.dump(), "again.json", kProfiles);
+  EXPECT_EQ(p.elementwise_clock_sensitivity, base["clock"]["elementwise_sensitivity"].get<double>());
+  EXPECT_EQ(p.clock_provenance.reference, base["clock"]["provenance"]["reference"].get<std::string>());
+  EXPECT_EQ(merge_profiles({again, again}, "h200-merged", "test", "2026-12-06")["clock"], base["clock"]);
+}
+
 TEST(ProfileWriter, AFirstCalibrationOfADerivedPartCarriesWhatOneGpuCannotMeasure) {
   // calibrate --base calibrate/datasheets/h100-sxm.json on one GPU, as the H100 was first measured:
   // that file derives its GPU tables from h200-sxm and has no interference or runtime memory of its

@@ -716,10 +716,10 @@ TEST(Cli, CalibrateRefitReproducesTheCommittedFits) {
 
 TEST(Cli, CalibrateMergeOfTheRecordedRunsIsTheCommittedProfile) {
   // models/hardware/h200-sxm.json is the merge of the five recorded calibration runs with its
-  // runtime memory kept as read off the validation runs, its imported NVLS curve and the datasheet's
-  // peaks and memory figure (its fp32 CUDA-core rate was added to the datasheet after the runs, the
-  // memory figure written beside CUDA's total after them too): merging them again,
-  // keeping those blocks,
+  // runtime memory kept as read off the validation runs, its imported NVLS curve, the element-wise
+  // kernels' clock sensitivity read off the kernel-mix record, and the datasheet's peaks and memory
+  // figure (its fp32 CUDA-core rate was added to the datasheet after the runs, the memory figure
+  // written beside CUDA's total after them too): merging them again, keeping those blocks,
   // gives the committed profile field for field but for the command line in its provenance. A
   // --runtime-memory-from profile without the block is an input error that writes nothing.
   const std::string runs = TRAINSIM_RUNS, committed = std::string(TRAINSIM_PROFILES) + "/h200-sxm.json";
@@ -731,7 +731,7 @@ TEST(Cli, CalibrateMergeOfTheRecordedRunsIsTheCommittedProfile) {
     args += " " + runs + "/" + f;
   const std::string datasheet = std::string(TRAINSIM_SOURCE_DIR) + "/calibrate/datasheets/h200-sxm.json";
   const Outcome r = run(args + " --name h200-sxm --runtime-memory-from " + committed + " --imported-from " + committed +
-                            " --peaks-from " + datasheet + " --out " + out,
+                            " --clock-from " + committed + " --peaks-from " + datasheet + " --out " + out,
                         kCalibrate);
   ASSERT_EQ(r.status, 0) << r.err;
   auto without_commands = [](nlohmann::json j) {
@@ -747,6 +747,10 @@ TEST(Cli, CalibrateMergeOfTheRecordedRunsIsTheCommittedProfile) {
   const Outcome bad = run(args + " --runtime-memory-from " + std::string(TRAINSIM_PROFILES) + "/a100-80g-sxm.json --out " + out, kCalibrate);
   EXPECT_EQ(bad.status, 2);
   EXPECT_NE(bad.err.find("runtime_memory"), std::string::npos) << bad.err;
+  EXPECT_FALSE(std::filesystem::exists(out));
+  const Outcome no_clock = run(args + " --clock-from " + std::string(TRAINSIM_PROFILES) + "/a100-80g-sxm.json --out " + out, kCalibrate);
+  EXPECT_EQ(no_clock.status, 2);
+  EXPECT_NE(no_clock.err.find("clock"), std::string::npos) << no_clock.err;
   EXPECT_FALSE(std::filesystem::exists(out));
   const Outcome no_imported = run(args + " --imported-from " + std::string(TRAINSIM_PROFILES) + "/a100-80g-sxm.json --out " + out, kCalibrate);
   EXPECT_EQ(no_imported.status, 2);

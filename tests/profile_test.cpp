@@ -431,6 +431,21 @@ TEST(Profiles, MeasuredTablesAreReadStrictly) {
   EXPECT_EQ(parse_hardware_profile(p2p.dump(), "p.json", kProfiles).pipeline_transfer_interference(), 0.07);
   fails_at([](nlohmann::json& p) { p["interference"]["gemm_slowdown_with_p2p"] = -0.1; }, "interference.gemm_slowdown_with_p2p");
   fails_at([](nlohmann::json& p) { p["interference"]["gemm_slowdown_with_p2p"] = "small"; }, "interference.gemm_slowdown_with_p2p");
+  // The element-wise kernels' clock sensitivity: 1 + s (max / f - 1) times their time below the
+  // maximum clock, 1 at it or above and where a profile has no `clock` section.
+  const HardwareProfile clocked = parse_hardware_profile(good.dump(), "p.json", kProfiles);
+  EXPECT_EQ(clocked.max_sm_mhz, 1980);
+  EXPECT_DOUBLE_EQ(clocked.elementwise_clock_factor(1650), 1 + clocked.elementwise_clock_sensitivity * 0.2);
+  EXPECT_EQ(clocked.elementwise_clock_factor(1980), 1.0);
+  EXPECT_EQ(clocked.elementwise_clock_factor(2100), 1.0);
+  nlohmann::json unclocked = good;
+  unclocked.erase("clock");
+  EXPECT_EQ(parse_hardware_profile(unclocked.dump(), "p.json", kProfiles).elementwise_clock_factor(1500), 1.0);
+  fails_at([](nlohmann::json& p) { p["clock"]["elementwise_sensitivity"] = -0.1; }, "clock.elementwise_sensitivity");
+  fails_at([](nlohmann::json& p) { p["clock"]["elementwise_sensitivity"] = "half"; }, "clock.elementwise_sensitivity");
+  fails_at([](nlohmann::json& p) { p["clock"].erase("max_sm_mhz"); }, "clock.max_sm_mhz");
+  fails_at([](nlohmann::json& p) { p["clock"].erase("provenance"); }, "clock.provenance");
+  fails_at([](nlohmann::json& p) { p["clock"]["boost_mhz"] = 1980; }, "clock.boost_mhz");
 }
 
 TEST(Profiles, MisalignedShapesOnlyMatchMisalignedMeasurements) {

@@ -442,20 +442,21 @@ TEST(Validation, LongSequencesOnOneGpu) {
 TEST(Validation, TheMeasuredClockExplainsPartOfThePowerCappedStepsShortfall) {
   // A step at the 700 W power cap runs below the 1,980 MHz that calibrate times its kernels at,
   // and the model, which does not know the clock a step will hold, prices those steps short. Half
-  // of a power model is measured already: inside sustained mixes with GEMMs, a Llama layer's
-  // element-wise kernels take 1 + s (1980 / f - 1) times their burst time at a median SM clock
-  // f, with s = 0.58 on the H200 (0.54-0.65 below 1,850 MHz; record
-  // calibrate/records/2026-12-03-h200-session-15-kernel-mix/) and s = 0.54 on the H100 (the median
-  // of its seven capped points between 1,550 and 1,850 MHz, 0.37-0.66; record
-  // calibrate/records/2026-12-06-h100-session-46-kernel-mix/). Those are synthetic mixes, not these
-  // steps. Here every one-GPU run that `planner validate` recorded with its clock (NVML over the
-  // timed steps) below 1,850 MHz is re-predicted twice: as the model prices it, and with the time
-  // the model gives its memory-bound kernels (micro-batches x (layers x the layer's memory-bound
-  // ops + the embedding's and the head's)) stretched by that rule at the run's own clock. The rule
-  // must bring the median error closer to zero without overshooting it: the clock explains part
-  // of the shortfall, not more than all of it. (GEMMs slow with the clock too, 1.02-1.17 times in
-  // the same mixes, but calibrate's table is timed at an unknown clock of its own, so no rule is
-  // applied to them here.)
+  // of a power model is measured already: inside sustained mixes with GEMMs or attention, a Llama
+  // layer's element-wise kernels take 1 + s (1980 / f - 1) times their time at full clock, at a
+  // median SM clock f. Each profile's `clock` section gives s, read off that part's kernel-mix
+  // record by one stated rule (0.564 on the H200, record
+  // calibrate/records/2026-12-03-h200-session-15-kernel-mix/; 0.437 on the H100,
+  // calibrate/records/2026-12-06-h100-session-46-kernel-mix/; the rule and its script in
+  // calibrate/records/2026-12-06-h100-session-47-llama-clock-check/). Those are synthetic mixes,
+  // not these steps. Here every one-GPU run that `planner validate` recorded with its clock (NVML
+  // over the timed steps) below 1,850 MHz is re-predicted twice: as the model prices it, and with
+  // the time the model gives its memory-bound kernels (micro-batches x (layers x the layer's
+  // memory-bound ops + the embedding's and the head's)) stretched by the profile's factor at the
+  // run's own clock. The rule must bring the median error closer to zero without overshooting it:
+  // the clock explains part of the shortfall, not more than all of it. (GEMMs slow with the clock
+  // too, 1.02-1.17 times in the same mixes, but calibrate's table is timed at an unknown clock of
+  // its own, so nothing is applied to them here.)
   std::map<std::string, std::string> scenario_file;  // scenario name -> file
   for (const auto& e : std::filesystem::directory_iterator(kScenarios)) {
     const std::string f = e.path().filename().string();
@@ -464,10 +465,9 @@ TEST(Validation, TheMeasuredClockExplainsPartOfThePowerCappedStepsShortfall) {
     scenario_file[nlohmann::json::parse(in).at("name").get<std::string>()] = e.path().string();
   }
   struct Part {
-    double s;
     std::vector<double> before, after;  // signed errors of the capped runs
   };
-  std::map<std::string, Part> parts{{"h200-sxm", {0.58, {}, {}}}, {"h100-sxm", {0.54, {}, {}}}};
+  std::map<std::string, Part> parts{{"h200-sxm", {}}, {"h100-sxm", {}}};
   std::vector<std::string> files;
   for (const auto& e : std::filesystem::directory_iterator(kRecords))
     if (e.path().extension() == ".json") files.push_back(e.path().string());
@@ -481,6 +481,7 @@ TEST(Validation, TheMeasuredClockExplainsPartOfThePowerCappedStepsShortfall) {
     Part& part = parts[doc["hardware"].get<std::string>()];
     Scenario base = load_scenario(sf->second, kProfiles);
     base.hardware = load_hardware_profile(doc["hardware"].get<std::string>(), kProfiles);
+    ASSERT_GE(base.hardware.elementwise_clock_sensitivity, 0) << doc["hardware"] << " has no clock section";
     const CostModel cost(base.hardware, base.training.precision);
     for (const auto& run : doc["runs"]) {
       const auto& m = run["measured"];
@@ -506,7 +507,9 @@ TEST(Validation, TheMeasuredClockExplainsPartOfThePowerCappedStepsShortfall) {
       ASSERT_LT(memory_bound, 0.5 * ev.step.step_time_s) << file;
       const double f = m["gpu_clock"]["sm_mhz"].get<double>(), measured = m["step_time_s"].get<double>();
       part.before.push_back(ev.step.step_time_s / measured - 1.0);
-      part.after.push_back((ev.step.step_time_s + memory_bound * part.s * (1980.0 / f - 1.0)) / measured - 1.0);
+      const double stretched = memory_bound * (base.hardware.elementwise_clock_factor(f) - 1.0);
+      ASSERT_GT(stretched, 0) << file;
+      part.after.push_back((ev.step.step_time_s + stretched) / measured - 1.0);
     }
   }
   for (const auto& [hw, p] : parts) {
