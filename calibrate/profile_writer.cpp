@@ -4,9 +4,11 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <string_view>
 #include <nlohmann/json.hpp>
 
 #include "alpha_beta_fit.h"
+#include "hardware_profile.h"
 #include "layer_ops.h"
 
 namespace trainsim::calib {
@@ -158,7 +160,10 @@ json make_profile(const gpu::Measurements& m, const json& base, const std::strin
   g["memory_bytes"] = m.device.memory_bytes;
   json measured = json::object();
   std::map<std::string, double> best;
-  for (const auto& s : m.gemm) best[s.dtype] = std::max(best[s.dtype], s.tflops);
+  static_assert(std::string_view(gpu::kBf16AccumulateFp32) == std::string_view(kGemmAccumulateFp32));
+  // Each dtype's ceiling (the accumulating weight-gradient table is a table, not a dtype).
+  for (const auto& s : m.gemm)
+    if (s.dtype != gpu::kBf16AccumulateFp32) best[s.dtype] = std::max(best[s.dtype], s.tflops);
   for (const auto& [d, v] : best) measured[d] = v;
   g["measured_tflops"] = measured;
   g["memory_bandwidth_GBps"] = std::max(best_bandwidth(m, "copy", 256e6), best_bandwidth(m, "memcpy_d2d", 256e6));

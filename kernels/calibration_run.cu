@@ -419,6 +419,13 @@ Measurements run_calibration(const CalibrationPlan& plan) {
     m.gemm.insert(m.gemm.end(), s.begin(), s.end());
     std::fprintf(stderr, "calibrate: %zu %s GEMMs\n", s.size(), dt);
   }
+  // The weight-gradient shapes again, accumulated into fp32 as the step runs them.
+  std::vector<GemmShape> wgrad;
+  for (const auto& s : shapes)
+    if (s.ta) wgrad.push_back(s);
+  const auto acc = bench_gemms(wgrad, kBf16AccumulateFp32, m.device.cc_major);
+  m.gemm.insert(m.gemm.end(), acc.begin(), acc.end());
+  std::fprintf(stderr, "calibrate: %zu bf16 weight-gradient GEMMs accumulated into fp32\n", acc.size());
   m.launch_overhead_us = bench_launch_overhead_us();
   auto mem = bench_memory_kernels(quick);
   m.bandwidth.insert(m.bandwidth.end(), mem.begin(), mem.end());

@@ -159,13 +159,17 @@ std::vector<GemmSample> bench_gemms(const std::vector<GemmShape>& shapes, const 
   const std::string dtype(dtype_c);
   std::vector<GemmSample> out;
   if (dtype == "fp8" && !fp8_supported(cc_major)) return out;
-  const LtTypes t = types_for(dtype);
+  // bf16 operands accumulated into an fp32 output (beta = 1): the weight-gradient GEMMs of a
+  // mixed-precision step, which add each micro-batch's gradient into the fp32 gradient buffer.
+  const bool accumulate = dtype == kBf16AccumulateFp32;
+  const LtTypes t = types_for(accumulate ? "bf16" : dtype);
   const auto [max_a, max_b, max_c] = largest_operands(shapes);
   LtGemm g;
-  DeviceBuffer A(max_a * t.ab_size), B(max_b * t.ab_size), C(max_c * t.cd_size);
-  fill(dtype, A.get(), max_a, 1, g.stream());
-  fill(dtype, B.get(), max_b, 2, g.stream());
-  if (dtype == "bf16") {
+  DeviceBuffer A(max_a * t.ab_size), B(max_b * t.ab_size), C(max_c * (accumulate ? 4 : t.cd_size));
+  fill(accumulate ? "bf16" : dtype, A.get(), max_a, 1, g.stream());
+  fill(accumulate ? "bf16" : dtype, B.get(), max_b, 2, g.stream());
+  if (accumulate) TRAINSIM_CUDA(cudaMemsetAsync(C.get(), 0, max_c * 4, g.stream()));
+  if (dtype == "bf16" || accumulate) {
     // As in a training step: operands at training magnitudes (activations +-1, weights +-0.035, the
     // runner's initialisation), and each GEMM timed alone right after a memory-bound copy about as
     // long as it, as element-wise kernels sit between a step's GEMMs. Back to back on random
@@ -183,7 +187,10 @@ std::vector<GemmSample> bench_gemms(const std::vector<GemmShape>& shapes, const 
       const double flops = 2.0 * s.m * s.n * s.k;
       const double guess_us = flops / 6e8;
       const int reps = std::max(7, std::min(40, static_cast<int>(30000.0 / std::max(1.0, guess_us))));
-      auto run = [&] { mm.gemm(s.ta, s.tb, s.m, s.n, s.k, A.get(), B.get(), C.get(), false); };
+      auto run = [&] {
+        if (accumulate) mm.gemm(s.ta, s.tb, s.m, s.n, s.k, A.get(), B.get(), C.get(), true, 1.0f, 1.0f);
+        else mm.gemm(s.ta, s.tb, s.m, s.n, s.k, A.get(), B.get(), C.get(), false);
+      };
       run();  // autotunes this shape
       for (int w = 0; w < 3; ++w) run();
       // Short GEMMs are timed as a burst of `inner` (launches overlapping execution), as before.

@@ -17,7 +17,8 @@ struct GemmShape {
 std::vector<GemmShape> transformer_gemm_shapes(bool quick);
 
 // Times cuBLASLt matmuls (fp32 accumulate) on random data: bf16 in each shape's own layout through
-// the runner's LtMatmul; fp16, fp8 (bf16 output) and tf32 in the TN layout.
+// the runner's LtMatmul (and kBf16AccumulateFp32 the same way, into an fp32 output with beta = 1);
+// fp16, fp8 (bf16 output) and tf32 in the TN layout.
 std::vector<GemmSample> bench_gemms(const std::vector<GemmShape>& shapes, const char* dtype, int device_cc_major);
 // One bf16 GEMM shape timed four ways, to see what its throughput depends on: operands uniform in
 // [-1, 1] (as bench_gemms) or training-like (activations unit-scale, weights +-0.035, the runner's

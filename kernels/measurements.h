@@ -19,8 +19,12 @@ struct DeviceInfo {
   std::vector<std::string> uuids;  // each device's UUID as nvidia-smi names it (device_identity.h)
 };
 
+// The GemmSample dtype of bf16 GEMMs whose fp32 output is accumulated into (beta = 1), as a
+// mixed-precision step's weight-gradient GEMMs add into the fp32 gradients.
+inline constexpr const char* kBf16AccumulateFp32 = "bf16_accumulate_fp32";
+
 struct GemmSample {
-  std::string dtype;  // bf16 | fp16 | fp8 | tf32
+  std::string dtype;  // bf16 | fp16 | fp8 | tf32 | bf16_accumulate_fp32 (bf16 into an fp32 output, beta = 1)
   int m = 0, n = 0, k = 0;
   double time_us = 0;
   double tflops = 0;

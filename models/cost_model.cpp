@@ -24,18 +24,22 @@ CostModel::CostModel(const HardwareProfile& hw, Precision p) : hw_(hw), precisio
   instance_ = ++made;
   const std::string want = to_string(p);
   if (auto it = hw_.gemm.find(want); it != hw_.gemm.end() && !it->second.empty()) {
-    table_ = &it->second;
+    table_.index(it->second, 1.0);
   } else if (auto b = hw_.gemm.find("bf16"); b != hw_.gemm.end() && !b->second.empty()) {
-    table_ = &b->second;
-    if (hw_.peak(want) > 0 && hw_.peak("bf16") > 0) table_scale_ = hw_.peak(want) / hw_.peak("bf16");
+    table_.index(b->second, hw_.peak(want) > 0 && hw_.peak("bf16") > 0 ? hw_.peak(want) / hw_.peak("bf16") : 1.0);
   }
-  if (table_) {
-    for (std::size_t i = 0; i < table_->size(); ++i) {
-      const GemmPoint& g = (*table_)[i];
-      log_table_.push_back({std::log(g.m), std::log(g.n), std::log(g.k), misaligned(g.m, g.n, g.k), i});
-    }
-    std::stable_sort(log_table_.begin(), log_table_.end(), [](const LogShape& a, const LogShape& b) { return a.lm < b.lm; });
-  }
+  // Mixed precision keeps fp32 gradients: its weight-gradient GEMMs add into them.
+  if (auto a = hw_.gemm.find(kGemmAccumulateFp32);
+      a != hw_.gemm.end() && !a->second.empty() && (p == Precision::bf16 || p == Precision::fp16))
+    accumulate_table_.index(a->second, 1.0);
+}
+
+void CostModel::Table::index(const std::vector<GemmPoint>& t, double s) {
+  rows = &t;
+  scale = s;
+  log.clear();
+  for (std::size_t i = 0; i < t.size(); ++i) log.push_back({std::log(t[i].m), std::log(t[i].n), std::log(t[i].k), misaligned(t[i].m, t[i].n, t[i].k), i});
+  std::stable_sort(log.begin(), log.end(), [](const LogShape& a, const LogShape& b) { return a.lm < b.lm; });
 }
 
 double CostModel::peak_flops() const {
@@ -43,13 +47,18 @@ double CostModel::peak_flops() const {
   return (p > 0 ? p : hw_.peak("bf16")) * 1e12;
 }
 
-double CostModel::gemm_rate_tflops(double m, double n, double k) const {
-  if (!table_) {
+double CostModel::gemm_rate_tflops(double m, double n, double k, bool accumulate) const {
+  if (accumulate && accumulate_table_.rows) return accumulate_table_.rate(m, n, k, tie_rows_);
+  if (!table_.rows) {
     // The profile loader requires a GEMM table or a measured ceiling.
     auto it = hw_.measured_tflops.find("bf16");
     TRAINSIM_ASSERT(it != hw_.measured_tflops.end(), "profile has neither a GEMM table nor a measured bf16 rate");
-    return it->second * table_scale_;
+    return it->second;
   }
+  return table_.rate(m, n, k, tie_rows_);
+}
+
+double CostModel::Table::rate(double m, double n, double k, std::vector<std::size_t>& tie_rows) const {
   const bool want = misaligned(m, n, k);
   const double lm = std::log(m), ln = std::log(n), lk = std::log(k);
   // Nearest measured shape (L1 distance in log space); shapes equally near (a power of two between
@@ -58,32 +67,31 @@ double CostModel::gemm_rate_tflops(double m, double n, double k) const {
   // rows are ordered by log m, and |log m - p.lm| alone bounds the distance from below, so each
   // scan walks outwards from log m and stops once that bound passes what it is looking for.
   constexpr double kTie = 1e-9;
-  const std::size_t n_rows = log_table_.size();
+  const std::size_t n_rows = log.size();
   const std::size_t mid = static_cast<std::size_t>(
-      std::lower_bound(log_table_.begin(), log_table_.end(), lm, [](const LogShape& p, double v) { return p.lm < v; }) - log_table_.begin());
+      std::lower_bound(log.begin(), log.end(), lm, [](const LogShape& p, double v) { return p.lm < v; }) - log.begin());
   auto dist = [&](const LogShape& p) { return std::fabs(lm - p.lm) + std::fabs(ln - p.ln) + std::fabs(lk - p.lk); };
   // Calls visit(p) for every row eligible in this pass whose log m is within `reach` of lm(); the
   // reach may shrink as it goes.
   auto scan = [&](bool aligned_only, double& reach, auto&& visit) {
-    for (std::size_t i = mid; i < n_rows && log_table_[i].lm - lm <= reach; ++i)
-      if (!aligned_only || log_table_[i].misaligned == want) visit(log_table_[i]);
-    for (std::size_t i = mid; i-- > 0 && lm - log_table_[i].lm <= reach;)
-      if (!aligned_only || log_table_[i].misaligned == want) visit(log_table_[i]);
+    for (std::size_t i = mid; i < n_rows && log[i].lm - lm <= reach; ++i)
+      if (!aligned_only || log[i].misaligned == want) visit(log[i]);
+    for (std::size_t i = mid; i-- > 0 && lm - log[i].lm <= reach;)
+      if (!aligned_only || log[i].misaligned == want) visit(log[i]);
   };
-  std::vector<std::size_t>& rows = tie_rows_;
   for (int pass = 0; pass < 2; ++pass) {
     double best_d = 1e300;
     scan(pass == 0, best_d, [&](const LogShape& p) { best_d = std::min(best_d, dist(p)); });
     if (best_d == 1e300) continue;
     double reach = best_d + kTie;
-    rows.clear();
+    tie_rows.clear();
     scan(pass == 0, reach, [&](const LogShape& p) {
-      if (dist(p) <= best_d + kTie) rows.push_back(p.row);
+      if (dist(p) <= best_d + kTie) tie_rows.push_back(p.row);
     });
-    std::sort(rows.begin(), rows.end());  // sum in table order
+    std::sort(tie_rows.begin(), tie_rows.end());  // sum in table order
     double inv = 0;
-    for (std::size_t r : rows) inv += 1.0 / (*table_)[r].tflops;
-    return static_cast<double>(rows.size()) / inv * table_scale_;
+    for (std::size_t r : tie_rows) inv += 1.0 / (*rows)[r].tflops;
+    return static_cast<double>(tie_rows.size()) / inv * scale;
   }
   TRAINSIM_ASSERT(false, "GEMM table is empty");
   return 0.0;
@@ -95,16 +103,19 @@ std::size_t CostModel::ShapeHash::operator()(const std::array<double, 3>& s) con
   return h;
 }
 
-double CostModel::gemm_time_s(double m, double n, double k) const {
+double CostModel::gemm_time_s(double m, double n, double k, bool accumulate) const {
   if (m <= 0 || n <= 0 || k <= 0) return 0.0;
+  accumulate = accumulate && accumulate_table_.rows;
+  auto& memo = accumulate ? accumulate_memo_ : gemm_memo_;
   const std::array<double, 3> key{m, n, k};
-  if (auto it = gemm_memo_.find(key); it != gemm_memo_.end()) return it->second;
+  if (auto it = memo.find(key); it != memo.end()) return it->second;
   const double flops = 2.0 * m * n * k;
-  const double compute = flops / (gemm_rate_tflops(m, n, k) * 1e12);
-  const double bytes = activation_bytes(precision_) * (m * k + k * n + m * n);
+  const double compute = flops / (gemm_rate_tflops(m, n, k, accumulate) * 1e12);
+  // An accumulated output is read and written in fp32.
+  const double bytes = activation_bytes(precision_) * (m * k + k * n) + (accumulate ? 8.0 : activation_bytes(precision_)) * m * n;
   // Kernels are issued asynchronously: a kernel shorter than the launch interval is launch-bound.
   const double t = std::max(launch_s(), std::max(compute, bytes / (hw_.memory_bandwidth_GBps * 1e9)));
-  gemm_memo_.emplace(key, t);
+  memo.emplace(key, t);
   return t;
 }
 
@@ -160,7 +171,7 @@ double CostModel::memory_time_s(double bytes) const {
 
 double CostModel::op_time_s(const Op& op) const {
   switch (op.kind) {
-    case OpKind::gemm: return gemm_time_s(op.m, op.n, op.k);
+    case OpKind::gemm: return gemm_time_s(op.m, op.n, op.k, op.accumulate);
     case OpKind::attention: {
       const bool bwd = op.name.find(".bwd") != std::string::npos;
       double frac = bwd ? hw_.attention_bwd_fraction : hw_.attention_fwd_fraction;

@@ -20,7 +20,9 @@ class CostModel {
   CostModel(const HardwareProfile& hw, Precision p);
 
   double op_time_s(const Op& op) const;
-  double gemm_time_s(double m, double n, double k) const;
+  // `accumulate`: the output is added into an fp32 buffer (a mixed-precision weight gradient),
+  // timed from the profile's table of such GEMMs where it has one (bf16 and fp16 steps).
+  double gemm_time_s(double m, double n, double k, bool accumulate = false) const;
   double memory_time_s(double bytes) const;
   // A memory-bound op of a kernel class the profile measured (else the generic table), at the
   // rates measured for the hidden size nearest `width` (in log space; 0: any).
@@ -31,7 +33,7 @@ class CostModel {
   double adam_time_s(double params) const;
   // Kernel time to compress `bytes` of gradients and to decompress the received result.
   double compression_time_s(const Compression& c, double bytes) const;
-  double gemm_rate_tflops(double m, double n, double k) const;
+  double gemm_rate_tflops(double m, double n, double k, bool accumulate = false) const;
 
   const HardwareProfile& hardware() const { return hw_; }
   // Distinct for every cost model the process builds: a cache of times worked out with one cost
@@ -44,24 +46,30 @@ class CostModel {
   const HardwareProfile& hw_;
   Precision precision_;
   std::uint64_t instance_ = 0;
-  const std::vector<GemmPoint>* table_ = nullptr;
-  double table_scale_ = 1.0;  // fp8 without an fp8 table: bf16 table times the peak ratio
-  // The table's shapes in log space, whether each is misaligned, and its row in the table;
-  // computed once and ordered by log m, so that a nearest-shape search can stop scanning once m
-  // alone is farther than the best match.
+  // A GEMM table with its shapes in log space, whether each is misaligned, and its row; computed
+  // once and ordered by log m, so that a nearest-shape search can stop scanning once m alone is
+  // farther than the best match.
   struct LogShape {
     double lm, ln, lk;
     bool misaligned;
     std::size_t row;
   };
-  std::vector<LogShape> log_table_;
+  struct Table {
+    const std::vector<GemmPoint>* rows = nullptr;
+    double scale = 1.0;  // fp8 without an fp8 table: bf16 table times the peak ratio
+    std::vector<LogShape> log;
+    void index(const std::vector<GemmPoint>& t, double s);
+    double rate(double m, double n, double k, std::vector<std::size_t>& tie_rows) const;
+  };
+  Table table_;
+  Table accumulate_table_;  // kGemmAccumulateFp32, where the profile has it and the step is bf16 or fp16
   mutable std::vector<std::size_t> tie_rows_;  // scratch for gemm_rate_tflops
   // GEMM times already looked up, by shape: a step asks for the same few shapes many times. Makes
   // a CostModel unsafe to share between threads; use one per thread.
   struct ShapeHash {
     std::size_t operator()(const std::array<double, 3>& s) const noexcept;
   };
-  mutable std::unordered_map<std::array<double, 3>, double, ShapeHash> gemm_memo_;
+  mutable std::unordered_map<std::array<double, 3>, double, ShapeHash> gemm_memo_, accumulate_memo_;
 };
 
 }  // namespace trainsim

@@ -128,7 +128,7 @@ void read_gpu(JsonFields& top, HardwareProfile& hp, bool derived) {
     const json& cols = t.required("columns");
     if (cols != json::array({"m", "n", "k", "tflops"}))
       throw InputError(t.path("columns"), "expected [\"m\", \"n\", \"k\", \"tflops\"], found " + json_excerpt(cols));
-    for (const char* d : {"bf16", "fp16", "fp8", "tf32"}) {
+    for (const char* d : {"bf16", "fp16", "fp8", "tf32", kGemmAccumulateFp32}) {
       const json* rows = t.find(d);
       if (!rows) continue;
       for (const auto& r : read_rows(*rows, t.path(d), 4)) hp.gemm[d].push_back({r[0], r[1], r[2], r[3]});

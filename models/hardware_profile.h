@@ -62,6 +62,10 @@ struct PeerCopy {
   bool peer_access = false;
 };
 
+// gpu.gemm_tflops's table of bf16 GEMMs accumulated into an fp32 output (beta = 1): the weight
+// gradients of a mixed-precision step, which add into the fp32 gradient buffer.
+inline constexpr const char* kGemmAccumulateFp32 = "bf16_accumulate_fp32";
+
 struct HardwareProfile {
   std::string name;
   std::string description;
@@ -80,7 +84,8 @@ struct HardwareProfile {
   double memory_bandwidth_GBps = 0;               // achieved device copy, read + write
   double datasheet_memory_bandwidth_GBps = 0;     // vendor figure
   double kernel_launch_us = 0;
-  std::map<std::string, std::vector<GemmPoint>> gemm;  // achieved rate by shape, per dtype
+  // Achieved rate by shape, per dtype (and kGemmAccumulateFp32 beside them, where measured).
+  std::map<std::string, std::vector<GemmPoint>> gemm;
   double attention_fwd_fraction = 0;  // achieved attention forward FLOP rate / bf16 peak (median)
   double attention_bwd_fraction = 0;
   struct AttentionPoint {

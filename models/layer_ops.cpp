@@ -21,6 +21,16 @@ Op gemm(const std::string& name, double m, double n, double k, double elem) {
   return op;
 }
 
+// A weight gradient dw[K,N] = x^T dy (m = K, n = N, k = tokens), added into the fp32 gradient
+// that mixed precision keeps (read and written in fp32), as Megatron-LM's fused gradient
+// accumulation and the project's runner do.
+Op weight_gradient(const std::string& name, double m, double n, double k, double elem) {
+  Op op = gemm(name, m, n, k, elem);
+  op.accumulate = true;
+  op.bytes = elem * (m * k + k * n) + 8.0 * m * n;
+  return op;
+}
+
 Op memory_op(const std::string& name, double bytes, const std::string& kernel = "") {
   Op op;
   op.name = name;
@@ -135,7 +145,7 @@ LayerOps transformer_layer_ops(const OpContext& c) {
   {
     Op g = gemm("fc2.dgrad", fc2.m, fc2.k, fc2.n, e);
     B.push_back(with_comm(g, enter_bwd, act));
-    B.push_back(gemm("fc2.wgrad", fc2.k, fc2.n, fc2.m, e));
+    B.push_back(weight_gradient("fc2.wgrad", fc2.k, fc2.n, fc2.m, e));
   }
   // GELU backward reads the gradient and the GELU input and writes one gradient; gpt then sums the
   // gradient over tokens for the bias.
@@ -143,7 +153,7 @@ LayerOps transformer_layer_ops(const OpContext& c) {
   {
     Op g = gemm(fc1.name + ".dgrad", fc1.m, fc1.k, fc1.n, e);
     B.push_back(with_comm(g, exit_bwd, act));
-    B.push_back(gemm(fc1.name + ".wgrad", fc1.k, fc1.n, fc1.m, e));
+    B.push_back(weight_gradient(fc1.name + ".wgrad", fc1.k, fc1.n, fc1.m, e));
   }
   B.push_back(memory_op(gpt ? "ln2.bwd" : "rmsnorm2.bwd", (gpt ? kLayerNormBackwardPasses : 2.0) * norm_bytes,
                         gpt ? "layernorm.bwd" : "rmsnorm.bwd"));
@@ -151,7 +161,7 @@ LayerOps transformer_layer_ops(const OpContext& c) {
   {
     Op g = gemm("attn_out.dgrad", proj.m, proj.k, proj.n, e);
     B.push_back(with_comm(g, enter_bwd, act));
-    B.push_back(gemm("attn_out.wgrad", proj.k, proj.n, proj.m, e));
+    B.push_back(weight_gradient("attn_out.wgrad", proj.k, proj.n, proj.m, e));
   }
   Op attn_b = attn;
   attn_b.name = "attention.bwd";
@@ -167,7 +177,7 @@ LayerOps transformer_layer_ops(const OpContext& c) {
   {
     Op g = gemm("qkv.dgrad", qkv.m, qkv.k, qkv.n, e);
     B.push_back(with_comm(g, exit_bwd, act));
-    B.push_back(gemm("qkv.wgrad", qkv.k, qkv.n, qkv.m, e));
+    B.push_back(weight_gradient("qkv.wgrad", qkv.k, qkv.n, qkv.m, e));
   }
   B.push_back(memory_op(gpt ? "ln1.bwd" : "rmsnorm1.bwd", (gpt ? kLayerNormBackwardPasses : 2.0) * norm_bytes,
                         gpt ? "layernorm.bwd" : "rmsnorm.bwd"));
@@ -224,7 +234,7 @@ LayerOps head_ops(const OpContext& c) {
   // The output layer's weight is kept vocabulary-major, [V/t, h] (the word embedding's layout,
   // tied or not, as Megatron-LM and the step runner keep it), so its gradient is dlogits^T x input:
   // a (V/t) x h x tokens GEMM, not the h x (V/t) one of a layer weight kept input-major.
-  L.backward.push_back(gemm("logits.wgrad", logits.n, logits.k, logits.m, e));
+  L.backward.push_back(weight_gradient("logits.wgrad", logits.n, logits.k, logits.m, e));
   L.backward.push_back(memory_op("final_norm.bwd", (m.family == Family::gpt ? kLayerNormBackwardPasses : 2.0) * 2.0 * rep * h * e,
                                  m.family == Family::gpt ? "layernorm.bwd" : "rmsnorm.bwd"));
   return with_width(std::move(L), c.model.hidden);

@@ -26,6 +26,9 @@ struct Op {
   // Attention: query heads per K/V head (grouped-query attention), and whether dropout is applied
   // to the probabilities (gpt) or not (llama): both pick the calibrated attention shapes.
   double kv_group = 1;
+  // GEMM: its output is added into an fp32 buffer (a weight gradient: mixed precision keeps fp32
+  // gradients, into which each micro-batch's is accumulated).
+  bool accumulate = false;
   bool dropout = true;
   TpComm comm = TpComm::none;  // collective issued after this op (before it for all_gather)
   double comm_bytes = 0;

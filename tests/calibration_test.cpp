@@ -310,6 +310,31 @@ TEST(ProfileWriter, RuntimeMemoryIsWrittenAsMeasuredAndKeptWhereAOneGpuRunCannot
   EXPECT_EQ(old["runtime_memory"], base["runtime_memory"]);
 }
 
+TEST(ProfileWriter, TheAccumulatingWeightGradientTableIsWrittenBesideTheDtypes) {
+  // calibrate times the weight-gradient shapes again accumulating into fp32: the profile gets them
+  // as gpu.gemm_tflops.bf16_accumulate_fp32, read back as such, and not as a dtype's ceiling
+  // (gpu.measured_tflops keeps bf16's best), and a merge takes each shape's median like any other.
+  std::ifstream in(TRAINSIM_RUNS "/2026-11-29-run1.json"), bin(kProfiles + "/h200-sxm.json");
+  ASSERT_TRUE(in && bin);
+  const nlohmann::json run = nlohmann::json::parse(in), base = nlohmann::json::parse(bin);
+  gpu::Measurements m = single_gpu_measurements(run);
+  const std::size_t bf16_rows = run["gpu"]["gemm_tflops"]["bf16"].size();
+  m.gemm.push_back({gpu::kBf16AccumulateFp32, 3072, 3072, 2048, 2.0 * 3072 * 3072 * 2048 / 5e8, 500});
+  m.gemm.push_back({gpu::kBf16AccumulateFp32, 8192, 3072, 2048, 2.0 * 8192 * 3072 * 2048 / 9e8, 900});
+  const nlohmann::json p = make_profile(m, base, "h200-test", "test", "2026-12-06");
+  EXPECT_EQ(p["gpu"]["gemm_tflops"][kGemmAccumulateFp32].size(), 2u);
+  EXPECT_EQ(p["gpu"]["gemm_tflops"]["bf16"].size(), bf16_rows);
+  EXPECT_FALSE(p["gpu"]["measured_tflops"].contains(kGemmAccumulateFp32));
+  EXPECT_EQ(p["gpu"]["measured_tflops"]["bf16"], run["gpu"]["measured_tflops"]["bf16"]);
+  const HardwareProfile hp = parse_hardware_profile(p.dump(), "p.json", kProfiles);
+  ASSERT_EQ(hp.gemm.at(kGemmAccumulateFp32).size(), 2u);
+  EXPECT_EQ(hp.gemm.at(kGemmAccumulateFp32)[1].tflops, 900);
+  nlohmann::json slower = p;
+  for (auto& r : slower["gpu"]["gemm_tflops"][kGemmAccumulateFp32]) r[3] = r[3].get<double>() / 2;
+  const nlohmann::json merged = merge_profiles({p, slower, p}, "h200-merged", "test", "2026-12-06");
+  EXPECT_NEAR(merged["gpu"]["gemm_tflops"][kGemmAccumulateFp32][1][3].get<double>(), 900, 1e-6);
+}
+
 TEST(ProfileWriter, TheClockSectionIsKeptFromTheBaseProfile) {
   // calibrate's own run does not measure the element-wise kernels' clock sensitivity (the
   // kernel-mix diagnostic does, beside a clock log): a recalibration on top of a profile that has

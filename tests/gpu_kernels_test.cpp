@@ -107,6 +107,29 @@ TEST(GpuKernels, GemmMatchesCpuReference) {
   EXPECT_LT(check_gemm_bf16(), 1e-2);
 }
 
+TEST(GpuKernels, WeightGradientGemmsAreTimedAccumulatingIntoFp32) {
+  REQUIRE_GPU();
+  // calibrate's table of weight-gradient GEMMs as a mixed-precision step runs them: the bf16
+  // product added into an fp32 output (beta = 1), which the GEMM reads and writes 4 bytes an
+  // element of instead of writing 2. Two of Llama 3B's (in x out x tokens at 2,048 tokens): each
+  // timed, at a rate that is a real one, and, with 6 more bytes an output element to move, no
+  // faster than the same shape with a bf16 output beyond the timing's few percent of noise.
+  const std::vector<GemmShape> shapes{{3072, 3072, 2048, true, false}, {8192, 3072, 2048, true, false}};
+  const auto acc = bench_gemms(shapes, kBf16AccumulateFp32, 9);
+  const auto plain = bench_gemms(shapes, "bf16", 9);
+  ASSERT_EQ(acc.size(), shapes.size());
+  ASSERT_EQ(plain.size(), shapes.size());
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    EXPECT_EQ(acc[i].dtype, kBf16AccumulateFp32);
+    EXPECT_EQ(acc[i].m, shapes[i].m);
+    EXPECT_GT(acc[i].tflops, 10.0) << i;
+    EXPECT_LT(acc[i].tflops, 2000.0) << i;
+    EXPECT_GT(acc[i].time_us, 0.95 * plain[i].time_us) << i << ": " << acc[i].time_us << " us against " << plain[i].time_us;
+    std::printf("[ info ] %d x %d x %d: %.1f us accumulating into fp32, %.1f us into bf16\n", shapes[i].m, shapes[i].n,
+                shapes[i].k, acc[i].time_us, plain[i].time_us);
+  }
+}
+
 TEST(GpuKernels, KernelMixRunsTheSharesAskedFor) {
   // Element-wise kernels alone (share 0), then with GEMMs, or attention, for about half the time:
   // the cycle's counts come from the times alone, and the shares measured in the mix stay near the

@@ -15,6 +15,7 @@
 #include "hardware_profile.h"
 #include "input_error.h"
 #include "measured_collective.h"
+#include "model_presets.h"
 #include "profile_device_match.h"
 #include "nccl_tests_import.h"
 
@@ -456,6 +457,48 @@ TEST(Profiles, MisalignedShapesOnlyMatchMisalignedMeasurements) {
   const CostModel c(hp, Precision::bf16);
   EXPECT_DOUBLE_EQ(c.gemm_rate_tflops(4096, 49152, 4096), 500);
   EXPECT_DOUBLE_EQ(c.gemm_rate_tflops(8192, 50257, 2048), 100);
+}
+
+TEST(Profiles, WeightGradientsTakeTheTableOfGemmsAccumulatedIntoFp32) {
+  // Mixed precision adds each micro-batch's weight gradient into an fp32 buffer: a GEMM whose fp32
+  // output is read and written again. Where the profile measured such GEMMs (gpu.gemm_tflops's
+  // bf16_accumulate_fp32 rows), the layer's four weight gradients and the logits' are timed from
+  // them; every other GEMM, every GEMM of an fp8 step, and a profile without the table keep the
+  // bf16 table. Here the bf16 table says 500 TFLOP/s and the accumulating one 250 for every shape,
+  // so a step's weight gradients take twice as long and nothing else moves.
+  HardwareProfile hp = load_hardware_profile("test-gpu", kData);
+  const HardwareProfile plain = hp;
+  hp.gemm[kGemmAccumulateFp32] = {{4096, 4096, 4096, 250}};
+  const CostModel with(hp, Precision::bf16), without(plain, Precision::bf16), fp8(hp, Precision::fp8);
+  EXPECT_DOUBLE_EQ(with.gemm_rate_tflops(4096, 4096, 4096), 500);
+  EXPECT_DOUBLE_EQ(with.gemm_rate_tflops(4096, 4096, 4096, true), 250);
+  EXPECT_DOUBLE_EQ(without.gemm_rate_tflops(4096, 4096, 4096, true), 500);
+  EXPECT_DOUBLE_EQ(fp8.gemm_time_s(4096, 4096, 4096, true), fp8.gemm_time_s(4096, 4096, 4096));
+  const auto preset = find_model_preset("llama3-8b");
+  ASSERT_TRUE(preset.has_value());
+  const ModelConfig m = *preset;
+  const LayerOps ops = transformer_layer_ops({m, 1, false, Recompute::none, 2, Precision::bf16});
+  const LayerOps head = head_ops({m, 1, false, Recompute::none, 2, Precision::bf16});
+  int weight_gradients = 0;
+  for (const auto* list : {&ops.forward, &ops.backward, &head.forward, &head.backward})
+    for (const Op& op : *list) {
+      if (op.kind != OpKind::gemm) continue;
+      const bool wgrad = op.name.find(".wgrad") != std::string::npos;
+      EXPECT_EQ(op.accumulate, wgrad) << op.name;
+      weight_gradients += wgrad;
+      if (wgrad) EXPECT_NEAR(with.op_time_s(op), 2 * without.op_time_s(op), 1e-12) << op.name;
+      else EXPECT_EQ(with.op_time_s(op), without.op_time_s(op)) << op.name;
+    }
+  EXPECT_EQ(weight_gradients, 5);  // Q/K/V, attention output, gate/up, down; the logits
+  // The table is read like the others, and written by calibrate apart from each dtype's ceiling.
+  std::ifstream in(kProfiles + "/h200-sxm.json");
+  nlohmann::json j = nlohmann::json::parse(in);
+  j["gpu"]["gemm_tflops"][kGemmAccumulateFp32] = {{2048, 4096, 8192, 600.0}};
+  const HardwareProfile read = parse_hardware_profile(j.dump(), "p.json", kProfiles);
+  ASSERT_EQ(read.gemm.at(kGemmAccumulateFp32).size(), 1u);
+  EXPECT_EQ(read.gemm.at(kGemmAccumulateFp32)[0].tflops, 600.0);
+  j["gpu"]["gemm_tflops"][kGemmAccumulateFp32] = {{2048, 4096, 8192}};
+  EXPECT_THROW(parse_hardware_profile(j.dump(), "p.json", kProfiles), InputError);
 }
 
 TEST(Profiles, EquidistantMeasuredShapesShareTheQuery) {

@@ -821,7 +821,7 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
         json shapes = json::array();
         for (const gpu::GemmTiming& g : rr.gemms) {
           if (g.calls_per_step <= 0) continue;
-          const double per_call = g.ms_per_step * 1e-3 / g.calls_per_step, model = cost.gemm_time_s(g.m, g.n, g.k);
+          const double per_call = g.ms_per_step * 1e-3 / g.calls_per_step, model = cost.gemm_time_s(g.m, g.n, g.k, g.fp32_out && g.accumulate);
           shapes.push_back({{"ta", g.ta}, {"tb", g.tb}, {"m", g.m}, {"n", g.n}, {"k", g.k}, {"fp32_out", g.fp32_out},
                             {"accumulate", g.accumulate}, {"calls_per_step", g.calls_per_step}, {"measured_s", per_call},
                             {"predicted_s", model}});
