@@ -99,8 +99,8 @@ TEST(Validation, H100OneGpuRunsWithItsMeasuredProfileAndWithTheCarryOverRule) {
   // Two H100 80GB HBM3 cards on 2026-12-05, the GPT, small-GPT and Llama one-GPU scenarios run as
   // if they named h100-sxm (tools/gpu_session.sh with HARDWARE=h100-sxm; record
   // calibrate/records/2026-12-05-h100-session-38-calibrate-validate/). Each run is predicted with
-  // the committed h100-sxm (measured on those two cards) and with the profile derived for it from
-  // the H200, calibrate/datasheets/h100-sxm.json (datasheet peaks and the H200's tables by the
+  // the committed h100-sxm (measured on those two cards and, since 2026-12-06, a third) and with
+  // the profile derived for it from the H200, calibrate/datasheets/h100-sxm.json (datasheet peaks and the H200's tables by the
   // carry-over rule, models/carry_over.cpp; the project's H100 profile before one could be
   // measured, then under the rule as it stood, which these runs led to revise). The measured profile is held
   // to the 5% at the median; so is the rule, whose tables are each within 10% of the
