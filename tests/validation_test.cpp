@@ -439,6 +439,45 @@ TEST(Validation, LongSequencesOnOneGpu) {
               100 * median(t), 100 * median(m), 100 * *std::max_element(t.begin(), t.end()));
 }
 
+TEST(Validation, WeightGradientsArePricedAsTheyAccumulateIntoFp32) {
+  // The H100's Llama steps with every GEMM timed in place (h100-llama-one-gpu-kernel-classes.json,
+  // record calibrate/records/2026-12-06-h100-session-47-wgrad-accumulate/, call 1, on a card the
+  // profile was not measured on): each weight-gradient GEMM adds its bf16 product into the fp32
+  // gradient (beta = 1). Priced from the profile's table of GEMMs timed that way, the 20 such
+  // shapes come out nearer their time in the step than priced as GEMMs with a bf16 output, which
+  // read and write a quarter of the output's bytes: the median |error| falls, and so does the
+  // shortfall summed over a step. (Two of the four steps ran at 1,725-1,755 MHz under the power
+  // cap, where every GEMM is slower than calibrate timed it; the check is which table is nearer.)
+  const HardwareProfile hp = load_hardware_profile("h100-sxm", kProfiles);
+  ASSERT_TRUE(hp.gemm.count(kGemmAccumulateFp32));
+  const CostModel cost(hp, Precision::bf16);
+  std::ifstream in(kRecords + "/h100-llama-one-gpu-kernel-classes.json");
+  ASSERT_TRUE(in);
+  const auto doc = nlohmann::json::parse(in);
+  std::vector<double> acc_err, plain_err;
+  double acc_sum = 0, plain_sum = 0, measured_sum = 0;
+  for (const auto& run : doc["runs"])
+    for (const auto& g : run["kernel_classes"]["gemm_shapes"]) {
+      if (!g["accumulate"].get<bool>()) continue;
+      ASSERT_TRUE(g["fp32_out"].get<bool>());
+      const double m = g["m"].get<double>(), n = g["n"].get<double>(), k = g["k"].get<double>();
+      const double measured = g["measured_s"].get<double>(), calls = g["calls_per_step"].get<double>();
+      const double acc = cost.gemm_time_s(m, n, k, true), plain = cost.gemm_time_s(m, n, k, false);
+      acc_err.push_back(std::fabs(acc / measured - 1.0));
+      plain_err.push_back(std::fabs(plain / measured - 1.0));
+      acc_sum += acc * calls;
+      plain_sum += plain * calls;
+      measured_sum += measured * calls;
+    }
+  ASSERT_EQ(acc_err.size(), 20u);
+  std::printf("[ info ] %zu weight-gradient GEMMs timed in the H100's Llama steps: median |error| %.1f%% priced as they "
+              "accumulate into fp32, %.1f%% with a bf16 output; summed over the steps %+.1f%% and %+.1f%%\n",
+              acc_err.size(), 100 * median(acc_err), 100 * median(plain_err), 100 * (acc_sum / measured_sum - 1),
+              100 * (plain_sum / measured_sum - 1));
+  EXPECT_LT(median(acc_err), median(plain_err));
+  EXPECT_LT(std::fabs(acc_sum / measured_sum - 1), std::fabs(plain_sum / measured_sum - 1));
+}
+
 TEST(Validation, TheMeasuredClockExplainsPartOfThePowerCappedStepsShortfall) {
   // A step at the 700 W power cap runs below the 1,980 MHz that calibrate times its kernels at,
   // and the model, which does not know the clock a step will hold, prices those steps short. Half
@@ -485,7 +524,8 @@ TEST(Validation, TheMeasuredClockExplainsPartOfThePowerCappedStepsShortfall) {
     const CostModel cost(base.hardware, base.training.precision);
     for (const auto& run : doc["runs"]) {
       const auto& m = run["measured"];
-      if (!m.contains("gpu_clock") || m["gpu_clock"]["sm_mhz"].get<double>() >= 1850) continue;
+      // Runs with every kernel timed in place carry the timing events' microseconds: not step records.
+      if (!m.contains("gpu_clock") || m["gpu_clock"]["sm_mhz"].get<double>() >= 1850 || run.contains("kernel_classes")) continue;
       const Layout l = layout_of(run["layout"]);
       if (l.tp * l.pp * l.dp != 1) continue;
       Scenario s = base;
