@@ -230,4 +230,17 @@ double CostModel::compression_time_s(const Compression& c, double bytes) const {
   return 0.0;
 }
 
+double one_gpu_memory_bound_time_s(const CostModel& c, const OpContext& ctx, int layers, double microbatches) {
+  double per_microbatch = 0;
+  auto add = [&](const LayerOps& ops, double times) {
+    for (const auto* list : {&ops.forward, &ops.backward, &ops.recompute})
+      for (const Op& op : *list)
+        if (op.kind == OpKind::memory) per_microbatch += times * c.op_time_s(op);
+  };
+  add(transformer_layer_ops(ctx), layers);
+  add(embedding_ops(ctx), 1);
+  add(head_ops(ctx), 1);
+  return per_microbatch * microbatches;
+}
+
 }  // namespace trainsim

@@ -72,4 +72,10 @@ class CostModel {
   mutable std::unordered_map<std::array<double, 3>, double, ShapeHash> gemm_memo_, accumulate_memo_;
 };
 
+// The time a step with every layer on one GPU spends in memory-bound kernels, as `c` prices them:
+// `microbatches` x (layers x the layer's memory-bound ops, forward, backward and recompute, + the
+// embedding's and the head's). The part a clock below calibrate's stretches by
+// HardwareProfile::elementwise_clock_factor.
+double one_gpu_memory_bound_time_s(const CostModel& c, const OpContext& ctx, int layers, double microbatches);
+
 }  // namespace trainsim

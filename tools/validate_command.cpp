@@ -722,6 +722,8 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
   json records = json::array();
   std::vector<double> time_err, mem_err;
   std::vector<double> capped_err, uncapped_err;  // signed, by whether the power cap held the clock
+  // Signed errors of the runs below the profile's clock, as priced and by the profile's clock rule.
+  std::vector<double> slow_clock_err, slow_clock_rule_err;
   std::vector<double> out_of_memory;             // each run that did not fit: its predicted peak over the device's memory
   char line[400];
   std::snprintf(line, sizeof line, "%-9s %-26s %11s %11s %7s %10s %10s %7s  %s\n", "model", "layout", "predicted", "measured",
@@ -781,12 +783,25 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
       const double pred = ev.step.step_time_s, meas = rr.step_ms * 1e-3;
       const double pmem = ev.memory.peak().arena_peak_bytes(), mmem = rr.device_used_bytes;
       const double te = pred / meas - 1.0, me = pmem / mmem - 1.0;
+      // The model's memory-bound kernels stretched to the clock the run held, by the profile's clock
+      // rule (its element-wise kernels were timed at the part's highest clock).
+      double at_clock = std::nan("");
+      if (clock.contains("sm_mhz") && one.hardware.elementwise_clock_sensitivity >= 0) {
+        const CostModel cost(one.hardware, one.training.precision);
+        const OpContext ctx{m, 1, false, ev.layout.recompute, ev.layout.micro_batch, one.training.precision};
+        const double stretch = one.hardware.elementwise_clock_factor(clock["sm_mhz"].get<double>()) - 1.0;
+        at_clock = pred + stretch * one_gpu_memory_bound_time_s(cost, ctx, m.layers, rc.microbatches);
+      }
       if (!rr.finite) progress << "validate: " << m.name << " " << describe(ev.layout) << ": loss is not finite; not counted\n";
       else {
         time_err.push_back(std::fabs(te));
         mem_err.push_back(std::fabs(me));
         const double capped = clock.contains("power_capped_fraction") ? clock["power_capped_fraction"].get<double>() : std::nan("");
         if (!std::isnan(capped)) (capped >= 0.5 ? capped_err : uncapped_err).push_back(te);
+        if (!std::isnan(at_clock) && clock["sm_mhz"].get<double>() < one.hardware.max_sm_mhz) {
+          slow_clock_err.push_back(te);
+          slow_clock_rule_err.push_back(at_clock / meas - 1.0);
+        }
       }
       std::snprintf(line, sizeof line, "%-9s %-26s %11s %11s %+6.1f%% %10s %10s %+6.1f%%  %.3f -> %.3f%s%s\n", m.name.c_str(), lay,
                     format_seconds(pred).c_str(), format_seconds(meas).c_str(), 100 * te, format_bytes(pmem).c_str(),
@@ -799,6 +814,7 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
       rec["microbatches"] = rc.microbatches;
       rec["global_batch"] = s.training.global_batch;
       rec["predicted"] = {{"step_time_s", pred}, {"peak_bytes", pmem}, {"breakdown_s", result_to_json(one, ev)["breakdown_s"]}};
+      if (!std::isnan(at_clock)) rec["predicted"]["at_measured_clock_s"] = at_clock;
       rec["measured"] = {{"step_time_s", meas}, {"step_time_min_s", rr.step_ms_min * 1e-3}, {"step_time_max_s", rr.step_ms_max * 1e-3},
                          {"optimizer_s", rr.optimizer_ms * 1e-3}, {"forward_s", rr.forward_ms * 1e-3}, {"backward_s", rr.backward_ms * 1e-3},
                          {"device_used_bytes", mmem}, {"allocated_bytes", rr.allocated_bytes},
@@ -873,6 +889,14 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
       out << line;
     }
     out << "\n";
+  }
+  if (!slow_clock_err.empty()) {
+    std::snprintf(line, sizeof line,
+                  "%zu runs below the profile's %.0f MHz: median error of step time %+.1f%% as priced, %+.1f%% with the "
+                  "element-wise kernels at the clock each held (clock rule, s = %.3f)\n",
+                  slow_clock_err.size(), s.hardware.max_sm_mhz, 100 * median(slow_clock_err), 100 * median(slow_clock_rule_err),
+                  s.hardware.elementwise_clock_sensitivity);
+    out << line;
   }
   out << out_of_memory_summary(out_of_memory, "");
   if (opt.json) {
