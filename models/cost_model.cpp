@@ -230,17 +230,24 @@ double CostModel::compression_time_s(const Compression& c, double bytes) const {
   return 0.0;
 }
 
-double one_gpu_memory_bound_time_s(const CostModel& c, const OpContext& ctx, int layers, double microbatches) {
-  double per_microbatch = 0;
+KernelClasses one_gpu_kernel_classes(const CostModel& c, const OpContext& ctx, int layers, double microbatches) {
+  KernelClasses k;
   auto add = [&](const LayerOps& ops, double times) {
     for (const auto* list : {&ops.forward, &ops.backward, &ops.recompute})
-      for (const Op& op : *list)
-        if (op.kind == OpKind::memory) per_microbatch += times * c.op_time_s(op);
+      for (const Op& op : *list) {
+        const double t = c.op_time_s(op) * times;
+        if (op.kind == OpKind::gemm) k.gemm_s += t;
+        else if (op.kind == OpKind::attention) k.attention_s += t;
+        else {
+          k.other_s += t;
+          k.by_kernel[op.kernel] += t;
+        }
+      }
   };
-  add(transformer_layer_ops(ctx), layers);
-  add(embedding_ops(ctx), 1);
-  add(head_ops(ctx), 1);
-  return per_microbatch * microbatches;
+  add(transformer_layer_ops(ctx), static_cast<double>(layers) * microbatches);
+  add(embedding_ops(ctx), microbatches);
+  add(head_ops(ctx), microbatches);
+  return k;
 }
 
 }  // namespace trainsim

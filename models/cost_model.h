@@ -1,6 +1,8 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <map>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -72,10 +74,14 @@ class CostModel {
   mutable std::unordered_map<std::array<double, 3>, double, ShapeHash> gemm_memo_, accumulate_memo_;
 };
 
-// The time a step with every layer on one GPU spends in memory-bound kernels, as `c` prices them:
-// `microbatches` x (layers x the layer's memory-bound ops, forward, backward and recompute, + the
-// embedding's and the head's). The part a clock below calibrate's stretches by
-// HardwareProfile::elementwise_clock_factor.
-double one_gpu_memory_bound_time_s(const CostModel& c, const OpContext& ctx, int layers, double microbatches);
+// The time a step with every layer on one GPU spends in each kind of kernel, as `c` prices them:
+// `microbatches` x (layers x the layer's ops, forward, backward and recompute, + the embedding's
+// and the head's). `other_s` is the memory-bound kernels' (`by_kernel` by kernel name): the part a
+// clock below calibrate's stretches by HardwareProfile::elementwise_clock_factor.
+struct KernelClasses {
+  double gemm_s = 0, attention_s = 0, other_s = 0;
+  std::map<std::string, double> by_kernel;
+};
+KernelClasses one_gpu_kernel_classes(const CostModel& c, const OpContext& ctx, int layers, double microbatches);
 
 }  // namespace trainsim

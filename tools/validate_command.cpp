@@ -306,30 +306,9 @@ std::string layout_label(const Layout& l, int dp, int micro) {
 
 // The model's time for one GPU's step by kernel class (GEMMs, attention, the rest of the kernels,
 // optimizer excluded), summed over the op lists as the simulator charges them on idle links.
-struct KernelClasses {
-  double gemm_s = 0, attention_s = 0, other_s = 0;
-  std::map<std::string, double> by_kernel;  // the other kernels' time per step, by kernel name
-};
 KernelClasses predicted_classes(const Scenario& s, const ModelConfig& m, const Layout& l, int microbatches) {
   const CostModel cost(s.hardware, s.training.precision);
-  const OpContext ctx{m, 1, false, l.recompute, l.micro_batch, s.training.precision};
-  KernelClasses k;
-  auto add = [&](const std::vector<Op>& ops, double times) {
-    for (const Op& op : ops) {
-      const double t = cost.op_time_s(op) * times;
-      if (op.kind == OpKind::gemm) k.gemm_s += t;
-      else if (op.kind == OpKind::attention) k.attention_s += t;
-      else {
-        k.other_s += t;
-        k.by_kernel[op.kernel] += t;
-      }
-    }
-  };
-  const LayerOps layer = transformer_layer_ops(ctx);
-  for (const auto* list : {&layer.forward, &layer.backward, &layer.recompute}) add(*list, static_cast<double>(m.layers) * microbatches);
-  for (const LayerOps& ops : {embedding_ops(ctx), head_ops(ctx)})
-    for (const auto* list : {&ops.forward, &ops.backward}) add(*list, microbatches);
-  return k;
+  return one_gpu_kernel_classes(cost, {m, 1, false, l.recompute, l.micro_batch, s.training.precision}, m.layers, microbatches);
 }
 
 // The summary line of the runs that were predicted to fit and ran out of memory (each given as its
@@ -787,10 +766,8 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
       // rule (its element-wise kernels were timed at the part's highest clock).
       double at_clock = std::nan("");
       if (clock.contains("sm_mhz") && one.hardware.elementwise_clock_sensitivity >= 0) {
-        const CostModel cost(one.hardware, one.training.precision);
-        const OpContext ctx{m, 1, false, ev.layout.recompute, ev.layout.micro_batch, one.training.precision};
         const double stretch = one.hardware.elementwise_clock_factor(clock["sm_mhz"].get<double>()) - 1.0;
-        at_clock = pred + stretch * one_gpu_memory_bound_time_s(cost, ctx, m.layers, rc.microbatches);
+        at_clock = pred + stretch * predicted_classes(one, m, ev.layout, rc.microbatches).other_s;
       }
       if (!rr.finite) progress << "validate: " << m.name << " " << describe(ev.layout) << ": loss is not finite; not counted\n";
       else {
