@@ -2,6 +2,7 @@
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -407,6 +408,14 @@ Measurements run_calibration(const CalibrationPlan& plan) {
   m.gemm_check_rel_error = check_gemm_bf16();
   std::fprintf(stderr, "calibrate: bf16 GEMM check, relative error %.2e\n", m.gemm_check_rel_error);
   const auto shapes = transformer_gemm_shapes(quick);
+  // Each stage's seconds in the log, so that a device session can be planned around a full run.
+  auto stage_start = std::chrono::steady_clock::now();
+  auto stage_s = [&stage_start] {
+    const auto now = std::chrono::steady_clock::now();
+    const double s = std::chrono::duration<double>(now - stage_start).count();
+    stage_start = now;
+    return s;
+  };
   m.notes.push_back("bf16 GEMMs timed one at a time after a memory-bound copy of about their length, on operands at training "
                     "magnitudes (activations +-1, weights +-0.035), as in a training step");
   for (const char* dt : {"bf16", "fp16", "fp8", "tf32"}) {
@@ -417,7 +426,7 @@ Measurements run_calibration(const CalibrationPlan& plan) {
     }
     const auto s = bench_gemms(use, dt, m.device.cc_major);
     m.gemm.insert(m.gemm.end(), s.begin(), s.end());
-    std::fprintf(stderr, "calibrate: %zu %s GEMMs\n", s.size(), dt);
+    std::fprintf(stderr, "calibrate: %zu %s GEMMs (%.0f s)\n", s.size(), dt, stage_s());
   }
   // The weight-gradient shapes again, accumulated into fp32 as the step runs them.
   std::vector<GemmShape> wgrad;
@@ -425,24 +434,24 @@ Measurements run_calibration(const CalibrationPlan& plan) {
     if (s.ta) wgrad.push_back(s);
   const auto acc = bench_gemms(wgrad, kBf16AccumulateFp32, m.device.cc_major);
   m.gemm.insert(m.gemm.end(), acc.begin(), acc.end());
-  std::fprintf(stderr, "calibrate: %zu bf16 weight-gradient GEMMs accumulated into fp32\n", acc.size());
+  std::fprintf(stderr, "calibrate: %zu bf16 weight-gradient GEMMs accumulated into fp32 (%.0f s)\n", acc.size(), stage_s());
   m.launch_overhead_us = bench_launch_overhead_us();
   auto mem = bench_memory_kernels(quick);
   m.bandwidth.insert(m.bandwidth.end(), mem.begin(), mem.end());
   auto host = bench_host_copies(quick);
   m.bandwidth.insert(m.bandwidth.end(), host.begin(), host.end());
-  std::fprintf(stderr, "calibrate: memory and host copies done\n");
+  std::fprintf(stderr, "calibrate: memory and host copies done (%.0f s)\n", stage_s());
   m.attention = bench_attention(quick);
   m.compression = bench_compression(quick);
   m.kernels = bench_step_kernels(quick);
-  std::fprintf(stderr, "calibrate: attention and compression done\n");
+  std::fprintf(stderr, "calibrate: attention and compression done (%.0f s)\n", stage_s());
   if (m.device.count >= 2) {
     auto p2p = bench_peer_copies(m.device.count);
     m.bandwidth.insert(m.bandwidth.end(), p2p.begin(), p2p.end());
     for (int g = 2; g <= m.device.count; g *= 2) {
       auto c = bench_collectives(g, plan.max_collective_bytes, quick);
       m.collectives.insert(m.collectives.end(), c.begin(), c.end());
-      std::fprintf(stderr, "calibrate: collectives over %d GPUs done\n", g);
+      std::fprintf(stderr, "calibrate: collectives over %d GPUs done (%.0f s)\n", g, stage_s());
     }
     m.interference_slowdown = bench_interference(m.device.count);
     m.p2p_interference_slowdown = bench_p2p_interference(m.device.count);

@@ -58,7 +58,7 @@ TEST(Profiles, H100IsMeasuredOnAnH100) {
   const HardwareProfile hp = load_hardware_profile("h100-sxm", kProfiles);
   EXPECT_EQ(hp.provenance.source, "measured");
   EXPECT_NE(hp.provenance.device.find("H100"), std::string::npos);
-  EXPECT_EQ(hp.provenance.device_uuids.size(), 3u);  // three calibration runs on three cards, merged
+  EXPECT_EQ(hp.provenance.device_uuids.size(), 5u);  // five calibration runs on five cards, merged
   // The same SM and clock as the H200: the GEMM ceiling near 800 TFLOP/s; the copy near its
   // datasheet's 3.35 TB/s as the H200's is near 4.8.
   EXPECT_GT(hp.measured_tflops.at("bf16"), 760);
@@ -72,8 +72,8 @@ TEST(Profiles, H100IsMeasuredOnAnH100) {
 // The rule every part not measured here is derived by (models/carry_over.cpp), held against the
 // H100, a part it was applied to before one could be measured: calibrate/datasheets/h100-sxm.json
 // is that profile (datasheet peaks, derive_from h200-sxm). Measured 2026-12-05 on two H100 80GB
-// HBM3 (calibrate/records/2026-12-05-h100-session-38-*) and 2026-12-06 on a third
-// (calibrate/records/2026-12-06-h100-session-47-wgrad-accumulate/). The H100 has the H200's SMs, clocks and
+// HBM3 (calibrate/records/2026-12-05-h100-session-38-*) and 2026-12-06 on a third and a fourth
+// (calibrate/records/2026-12-06-h100-session-47-wgrad-accumulate/, -48-token-grid/). The H100 has the H200's SMs, clocks and
 // peaks and 3.35 / 4.8 = 0.70 of its memory bandwidth, so what the rule must get right is which
 // part of each measured time is memory traffic:
 // - GEMMs, at the H200's fraction of the peak: per shape the measured rate to a median 1%.

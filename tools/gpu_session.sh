@@ -25,10 +25,13 @@ hw_flag=()
 for step in "$@"; do
   case "$step" in
     calibrate)
-      # PROFILE (default h200-sxm) names the profile measured. On top of the profile where there
-      # is one: what this machine cannot measure (the multi-GPU record of a machine with more GPUs,
-      # the peaks, the network) stays. Written in place, so later steps of this call use it.
-      profile=${PROFILE:-h200-sxm}
+      # PROFILE names the profile measured (default: h100-sxm on an H100, else h200-sxm). On top of
+      # the profile where there is one: what this machine cannot measure (the multi-GPU record of a
+      # machine with more GPUs, the peaks, the network) stays. Written in place, so later steps of
+      # this call use it.
+      default_profile=h200-sxm
+      nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -q H100 && default_profile=h100-sxm
+      profile=${PROFILE:-$default_profile}
       log "calibrate (full) as $profile"
       base=calibrate/datasheets/$profile.json
       [ -f "models/hardware/$profile.json" ] && base=models/hardware/$profile.json
