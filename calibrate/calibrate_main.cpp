@@ -177,6 +177,11 @@ int main(int argc, char** argv) {
   auto* conditions = app.add_subcommand(
       "gemm-conditions", "time the GEMMs of a few GPT layers with random or training-like operands, back to back or between "
                          "memory-bound kernels (a diagnostic; writes nothing)");
+  calib::GemmConditionsOptions gemm_conditions;
+  conditions->add_option("--shape", gemm_conditions.shapes,
+                         "a GEMM to time instead of the GPT layers': m,n,k or m,n,k,ta,tb (row-major C = op(A) op(B); repeat for more)");
+  conditions->add_option("--idle-ms", gemm_conditions.idle_ms,
+                         "also time each GEMM alone after the GPU has been idle this many milliseconds (0: not)");
   auto* kconditions = app.add_subcommand(
       "kernel-conditions", "time the step's element-wise and row-wise kernels back to back (as calibrate records them), one call "
                            "between events, one call with its operands evicted from L2, after FMA work, right after sustained "
@@ -209,7 +214,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (*imp) return import_logs(logs, imp_out, min_bytes, reference, command_line(argc, argv));
-    if (*conditions) return calib::run_gemm_conditions();
+    if (*conditions) return calib::run_gemm_conditions(gemm_conditions);
     if (*kconditions) return calib::run_kernel_conditions();
     if (*kmix) return calib::run_kernel_mix(mix);
     if (*merge) {

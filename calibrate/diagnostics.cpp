@@ -1,5 +1,6 @@
 #include "diagnostics.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -17,39 +18,86 @@
 
 namespace trainsim::calib {
 
-int run_gemm_conditions() {
+std::vector<ParsedGemmShape> parse_gemm_condition_shapes(const GemmConditionsOptions& o) {
+  if (!(o.idle_ms >= 0 && o.idle_ms <= 10000)) throw InputError("--idle-ms", "must be from 0 to 10000 milliseconds");
+  std::vector<ParsedGemmShape> shapes;
+  if (o.shapes.empty()) {
+    // Forward, input-gradient and weight-gradient GEMMs of GPT 125M and 350M at micro-batch 2
+    // (short GEMMs, timed as bursts by calibrate), GPT 1.3B at micro-batch 8 and GPT 6.7B at
+    // micro-batch 2.
+    for (auto [T, h] : {std::pair{4096, 768}, std::pair{4096, 1024}, std::pair{16384, 2048}, std::pair{4096, 4096}})
+      for (auto [n, k] : {std::pair{3 * h, h}, std::pair{h, h}, std::pair{4 * h, h}, std::pair{h, 4 * h}}) {
+        shapes.push_back({T, n, k, false, false});
+        shapes.push_back({T, k, n, false, true});
+        shapes.push_back({k, n, T, true, false});
+      }
+    return shapes;
+  }
+  for (std::size_t i = 0; i < o.shapes.size(); ++i) {
+    const std::string where = "--shape " + o.shapes[i];
+    std::vector<long long> v;
+    std::size_t at = 0;
+    const std::string& text = o.shapes[i];
+    while (at <= text.size()) {
+      const std::size_t comma = std::min(text.find(',', at), text.size());
+      const std::string field = text.substr(at, comma - at);
+      std::size_t used = 0;
+      long long x = 0;
+      try {
+        x = std::stoll(field, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (field.empty() || used != field.size()) throw InputError(where, "expected m,n,k or m,n,k,ta,tb: '" + field + "' is not an integer");
+      v.push_back(x);
+      at = comma + 1;
+    }
+    if (v.size() != 3 && v.size() != 5) throw InputError(where, "expected m,n,k or m,n,k,ta,tb (ta and tb 0 or 1)");
+    for (int d = 0; d < 3; ++d)
+      if (v[d] < 16 || v[d] > 131072) throw InputError(where, "each of m, n, k must be from 16 to 131072");
+    if (v.size() == 5 && ((v[3] != 0 && v[3] != 1) || (v[4] != 0 && v[4] != 1)))
+      throw InputError(where, "ta and tb must be 0 or 1");
+    // The three operands, bf16, and the fp32 output the accumulating condition needs.
+    const double bytes = 2.0 * (v[0] * v[2] + v[2] * v[1]) + 4.0 * v[0] * v[1];
+    if (bytes > 24.0 * (1ull << 30)) throw InputError(where, "its operands would take over 24 GiB");
+    shapes.push_back({static_cast<int>(v[0]), static_cast<int>(v[1]), static_cast<int>(v[2]), v.size() == 5 && v[3] == 1,
+                      v.size() == 5 && v[4] == 1});
+  }
+  return shapes;
+}
+
+int run_gemm_conditions(const GemmConditionsOptions& o) {
+  const std::vector<ParsedGemmShape> parsed = parse_gemm_condition_shapes(o);
 #ifdef TRAINSIM_HAVE_CUDA
   if (!gpu::cuda_available()) {
     std::cerr << "error: no CUDA device is visible\n";
     return 1;
   }
-  // Forward, input-gradient and weight-gradient GEMMs of GPT 125M and 350M at micro-batch 2
-  // (short GEMMs, timed as bursts by calibrate), GPT 1.3B at micro-batch 8 and GPT 6.7B at
-  // micro-batch 2.
   std::vector<gpu::GemmShape> shapes;
-  for (auto [T, h] : {std::pair{4096, 768}, std::pair{4096, 1024}, std::pair{16384, 2048}, std::pair{4096, 4096}})
-    for (auto [n, k] : {std::pair{3 * h, h}, std::pair{h, h}, std::pair{4 * h, h}, std::pair{h, 4 * h}}) {
-      shapes.push_back({T, n, k, false, false});
-      shapes.push_back({T, k, n, false, true});
-      shapes.push_back({k, n, T, true, false});
-    }
-  std::printf("%6s %6s %6s %2s %2s %12s %12s %12s %12s %12s\n", "m", "n", "k", "ta", "tb", "random b2b", "train b2b", "random intl",
-              "train intl", "fp32+= b2b");
+  for (const auto& p : parsed) shapes.push_back({p.m, p.n, p.k, p.ta, p.tb});
+  const auto samples = gpu::bench_gemm_conditions(shapes, o.idle_ms);
+  // calibrate's own timing of each shape (after a copy of about its length, capped at 512 MiB), last.
+  const auto table = gpu::bench_gemms(shapes, "bf16", gpu::describe_devices().cc_major);
+  std::printf("%6s %6s %6s %2s %2s %12s %12s %12s %12s %12s %12s %12s\n", "m", "n", "k", "ta", "tb", "random b2b", "train b2b",
+              "random intl", "train intl", "fp32+= b2b", "calibrate", o.idle_ms > 0 ? "after idle" : "");
   double sums[4] = {0, 0, 0, 0};
-  for (const auto& r : gpu::bench_gemm_conditions(shapes)) {
-    std::printf("%6d %6d %6d %2d %2d %10.1fus %10.1fus %10.1fus %10.1fus %10.1fus\n", r.shape.m, r.shape.n, r.shape.k, r.shape.ta,
-                r.shape.tb, r.us_random_b2b, r.us_trainlike_b2b, r.us_random_interleaved, r.us_trainlike_interleaved,
-                r.us_fp32_accumulate_b2b);
+  for (std::size_t i = 0; i < samples.size(); ++i) {
+    const auto& r = samples[i];
+    std::printf("%6d %6d %6d %2d %2d %10.1fus %10.1fus %10.1fus %10.1fus %10.1fus %10.1fus", r.shape.m, r.shape.n, r.shape.k,
+                r.shape.ta, r.shape.tb, r.us_random_b2b, r.us_trainlike_b2b, r.us_random_interleaved, r.us_trainlike_interleaved,
+                r.us_fp32_accumulate_b2b, i < table.size() ? table[i].time_us : 0.0);
+    if (o.idle_ms > 0) std::printf(" %10.1fus", r.us_trainlike_after_idle);
+    std::printf("\n");
     sums[0] += r.us_random_b2b; sums[1] += r.us_trainlike_b2b; sums[2] += r.us_random_interleaved; sums[3] += r.us_trainlike_interleaved;
   }
   std::printf("total %.1f ms random back to back; train-like %+.1f%%, random interleaved %+.1f%%, train-like interleaved %+.1f%%\n",
               sums[0] * 1e-3, 100 * (sums[1] / sums[0] - 1), 100 * (sums[2] / sums[0] - 1), 100 * (sums[3] / sums[0] - 1));
+  if (o.idle_ms > 0) std::printf("after idle: each call timed alone after the GPU was idle for %.0f ms\n", o.idle_ms);
   return 0;
 #else
   std::cerr << "error: gemm-conditions needs a CUDA build\n";
   return 1;
 #endif
-
 }
 
 int run_kernel_conditions() {

@@ -7,9 +7,20 @@
 
 namespace trainsim::calib {
 
-// The GEMMs of a few GPT layers with random or training-like operands, back to back or between
-// memory-bound kernels.
-int run_gemm_conditions();
+// The GEMMs of a few GPT layers (or the shapes given) with random or training-like operands, back
+// to back or between memory-bound kernels, accumulated into fp32, as calibrate's table times them,
+// and, with idle_ms > 0, one at a time after the GPU has been idle that long.
+struct GemmConditionsOptions {
+  std::vector<std::string> shapes;  // "m,n,k" or "m,n,k,ta,tb" (0 or 1): row-major C = op(A) op(B)
+  double idle_ms = 0;
+};
+// Parsed shapes (the default list when none is given); throws InputError naming the bad --shape.
+struct ParsedGemmShape {
+  int m, n, k;
+  bool ta, tb;
+};
+std::vector<ParsedGemmShape> parse_gemm_condition_shapes(const GemmConditionsOptions& o);
+int run_gemm_conditions(const GemmConditionsOptions& o);
 
 // The step's element-wise and row-wise kernels back to back (as calibrate records them), one call
 // between events, with operands evicted from L2, after FMA work, right after sustained GEMMs, and

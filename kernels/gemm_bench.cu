@@ -4,11 +4,13 @@
 
 #include <cuda_bf16.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 
 #include "lt_matmul.h"
 #include "timing.h"
@@ -230,7 +232,7 @@ std::vector<GemmSample> bench_gemms(const std::vector<GemmShape>& shapes, const 
   return out;
 }
 
-std::vector<GemmConditionSample> bench_gemm_conditions(const std::vector<GemmShape>& shapes) {
+std::vector<GemmConditionSample> bench_gemm_conditions(const std::vector<GemmShape>& shapes, double idle_ms) {
   const auto [max_a, max_b, max_c] = largest_operands(shapes);
   LtGemm g;
   cudaStream_t st = g.stream();
@@ -279,6 +281,20 @@ std::vector<GemmConditionSample> bench_gemm_conditions(const std::vector<GemmSha
     mm.gemm(s.ta, s.tb, s.m, s.n, s.k, A.get(), Bw.get(), C32.get(), true, 1.0f, 1.0f);  // autotune
     r.us_fp32_accumulate_b2b = time_median_us(
         st, 3, reps, [&] { mm.gemm(s.ta, s.tb, s.m, s.n, s.k, A.get(), Bw.get(), C32.get(), true, 1.0f, 1.0f); }, inner);
+    if (idle_ms > 0) {
+      std::vector<float> ms(reps);
+      for (int i = 0; i < reps; ++i) {
+        TRAINSIM_CUDA(cudaStreamSynchronize(st));
+        std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(idle_ms));
+        TRAINSIM_CUDA(cudaEventRecord(a, st));
+        run(Bw.get());
+        TRAINSIM_CUDA(cudaEventRecord(b, st));
+        TRAINSIM_CUDA(cudaEventSynchronize(b));
+        TRAINSIM_CUDA(cudaEventElapsedTime(&ms[i], a, b));
+      }
+      std::sort(ms.begin(), ms.end());
+      r.us_trainlike_after_idle = 1000.0 * ms[reps / 2];
+    }
     out.push_back(r);
   }
   cudaEventDestroy(a);

@@ -30,8 +30,12 @@ struct GemmConditionSample {
   // Back to back on training-like operands with an fp32 output accumulated into (beta = 1), as
   // the runner's weight-gradient GEMMs run.
   double us_fp32_accumulate_b2b = 0;
+  // One call on training-like operands after the GPU has been idle for idle_ms (0: not timed): a
+  // GPU held at its power limit by sustained GEMMs runs its next work at a lower clock than one
+  // that has rested.
+  double us_trainlike_after_idle = 0;
 };
-std::vector<GemmConditionSample> bench_gemm_conditions(const std::vector<GemmShape>& shapes);
+std::vector<GemmConditionSample> bench_gemm_conditions(const std::vector<GemmShape>& shapes, double idle_ms = 0);
 // Relative error of a 256^3 bf16 cuBLASLt GEMM against a double-precision CPU reference.
 double check_gemm_bf16();
 

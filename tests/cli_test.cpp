@@ -665,6 +665,29 @@ TEST(Cli, CalibrateKernelMixRefusesBadFlagsBeforeMeasuring) {
   std::filesystem::remove(log);
 }
 
+TEST(Cli, CalibrateGemmConditionsRefusesBadShapesBeforeMeasuring) {
+  // Each refused with exit 2 and the flag and its value named, on any machine (before a GPU is
+  // looked for).
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"gemm-conditions --shape 8192,32000", "--shape 8192,32000:"},
+      {"gemm-conditions --shape 8192,32000,2048,1", "--shape 8192,32000,2048,1:"},
+      {"gemm-conditions --shape 8192,x,2048", "'x' is not an integer"},
+      {"gemm-conditions --shape 8192,,2048", "--shape 8192,,2048:"},
+      {"gemm-conditions --shape 8192,32000,2048,0,2", "ta and tb must be 0 or 1"},
+      {"gemm-conditions --shape 8,32000,2048", "from 16 to 131072"},
+      {"gemm-conditions --shape 131072,131072,4096", "over 24 GiB"},
+      {"gemm-conditions --shape 4096,4096,4096 --shape 1,2,3", "--shape 1,2,3:"},
+      {"gemm-conditions --idle-ms -5", "--idle-ms"},
+      {"gemm-conditions --idle-ms 20000", "--idle-ms"},
+  };
+  for (const auto& [args, named] : cases) {
+    const Outcome r = run(args, kCalibrate);
+    EXPECT_EQ(r.status, 2) << args;
+    EXPECT_NE(r.err.find(named), std::string::npos) << args << ": " << r.err;
+    EXPECT_TRUE(r.out.empty()) << args;
+  }
+}
+
 TEST(Cli, CalibrateImportsNcclTestsLogs) {
   const std::string out = scratch("links.json");
   std::filesystem::remove(out);

@@ -130,6 +130,28 @@ TEST(GpuKernels, WeightGradientGemmsAreTimedAccumulatingIntoFp32) {
   }
 }
 
+TEST(GpuKernels, GemmConditionsTimeEachShapeEveryWayAskedFor) {
+  REQUIRE_GPU();
+  // gemm-conditions' six timings of a shape, the one after an idle GPU only when asked for: each
+  // a real time (a 4096 x 4096 x 4096 bf16 GEMM is 137 GFLOP: 61 us at a B200's dense peak, 4.4 ms
+  // at a tenth of an A100's), and the one after 20 ms of rest no shorter than half the
+  // back-to-back time (a rested GPU is not faster than a busy one by more than its clock range).
+  const std::vector<GemmShape> shapes{{4096, 4096, 4096, false, false}};
+  const auto plain = bench_gemm_conditions(shapes);
+  ASSERT_EQ(plain.size(), 1u);
+  EXPECT_EQ(plain[0].us_trainlike_after_idle, 0.0);
+  const auto rested = bench_gemm_conditions(shapes, 20.0);
+  ASSERT_EQ(rested.size(), 1u);
+  const auto& r = rested[0];
+  for (double us : {r.us_random_b2b, r.us_trainlike_b2b, r.us_random_interleaved, r.us_trainlike_interleaved,
+                    r.us_fp32_accumulate_b2b, r.us_trainlike_after_idle}) {
+    EXPECT_GT(us, 61.0);
+    EXPECT_LT(us, 4400.0);
+  }
+  EXPECT_GT(r.us_trainlike_after_idle, 0.5 * r.us_trainlike_b2b);
+  std::printf("[ info ] 4096^3: %.1f us back to back, %.1f us after 20 ms idle\n", r.us_trainlike_b2b, r.us_trainlike_after_idle);
+}
+
 TEST(GpuKernels, KernelMixRunsTheSharesAskedFor) {
   // Element-wise kernels alone (share 0), then with GEMMs, or attention, for about half the time:
   // the cycle's counts come from the times alone, and the shares measured in the mix stay near the
