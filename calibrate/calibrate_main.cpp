@@ -12,6 +12,7 @@
 
 #include "alpha_beta_fit.h"
 #include "diagnostics.h"
+#include "gemm_shapes.h"
 #include "hardware_profile.h"
 #include "input_error.h"
 #include "nccl_tests_import.h"
@@ -137,6 +138,10 @@ int main(int argc, char** argv) {
   app.add_option("--out", out, "profile to write");
   app.add_option("--base", base, "profile whose unmeasured parts (peaks, network) are kept (default: --out if it exists)");
   app.add_option("--name", name, "profile name (default: the --out file's stem)");
+  std::vector<std::string> extra_shapes;
+  app.add_option("--extra-shapes", extra_shapes,
+                 "file of GEMM shapes to time beside the grid, one 'm n k ta tb' a line (planner gemm-shapes SCENARIO writes "
+                 "a scenario's); repeat for more files");
   bool across_nodes = false, allow_socket = false;
   app.add_flag("--across-nodes", across_nodes,
                "under mpirun, one rank per GPU: measure NCCL collectives across the ranks' nodes into a copy of --base");
@@ -284,6 +289,25 @@ int main(int argc, char** argv) {
     if (out.empty()) throw InputError("--out", "required: where to write the profile");
     if (!across_nodes && (allow_socket || rank_per_node))
       throw InputError(allow_socket ? "--allow-socket" : "--rank-per-node", "only applies with --across-nodes");
+    if (across_nodes && !extra_shapes.empty())
+      throw InputError("--extra-shapes", "times GEMMs on this machine's GPUs; it does not apply with --across-nodes");
+    // Read before anything is measured: a bad file is said at once, not after minutes of timing.
+    std::vector<GemmUse> extra;
+    for (const auto& path : extra_shapes) {
+      std::ifstream in(path);
+      if (!in) throw InputError("--extra-shapes " + path, "cannot open file");
+      const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      for (const GemmUse& g : parse_gemm_shapes(text, path)) {
+        // The operands of the largest shape are allocated once for the whole table, and the
+        // accumulating condition's fp32 output beside them.
+        const double bytes = 2.0 * (double(g.m) * g.k + double(g.k) * g.n) + 4.0 * double(g.m) * g.n;
+        if (bytes > 24.0 * (1ull << 30))
+          throw InputError(path, "the shape " + std::to_string(g.m) + " " + std::to_string(g.n) + " " + std::to_string(g.k) +
+                                     ": its operands would take over 24 GiB");
+        extra.push_back(g);
+      }
+      if (extra.empty()) throw InputError(path, "no GEMM shapes in the file");
+    }
     if (across_nodes) {
 #ifdef TRAINSIM_HAVE_MPI
       if (base.empty()) throw InputError("--base", "required with --across-nodes: the measured single-node profile");
@@ -319,6 +343,7 @@ int main(int argc, char** argv) {
     gpu::CalibrationPlan plan;
     plan.quick = quick;
     if (quick) plan.max_collective_bytes = 1.0 * (1ull << 30);
+    for (const auto& g : extra) plan.extra_gemms.push_back({g.m, g.n, g.k, g.ta, g.tb});
     const auto t0 = std::chrono::steady_clock::now();
     const gpu::Measurements m = gpu::run_calibration(plan);
     const calib::GpuLinks links = calib::read_gpu_links();
@@ -334,6 +359,7 @@ int main(int argc, char** argv) {
     return issues.empty() ? 0 : 3;
 #else
     (void)quick;
+    (void)extra;
     std::cerr << "error: this build has no CUDA support (nvcc and NCCL were not found at configure time); "
                  "only 'calibrate import-nccl-tests' is available\n";
     return 1;

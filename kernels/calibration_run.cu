@@ -5,7 +5,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <set>
 #include <sstream>
+#include <tuple>
 #include <vector>
 
 #include "attention.h"
@@ -407,7 +409,17 @@ Measurements run_calibration(const CalibrationPlan& plan) {
   std::fprintf(stderr, "\n");
   m.gemm_check_rel_error = check_gemm_bf16();
   std::fprintf(stderr, "calibrate: bf16 GEMM check, relative error %.2e\n", m.gemm_check_rel_error);
-  const auto shapes = transformer_gemm_shapes(quick);
+  std::vector<GemmShape> shapes = transformer_gemm_shapes(quick);
+  if (!plan.extra_gemms.empty()) {
+    std::set<std::tuple<int, int, int, bool, bool>> all;
+    for (const auto& s : shapes) all.insert({s.m, s.n, s.k, s.ta, s.tb});
+    const std::size_t grid = all.size();
+    for (const auto& s : plan.extra_gemms) all.insert({s.m, s.n, s.k, s.ta, s.tb});
+    shapes.clear();
+    for (const auto& [m_, n_, k_, ta, tb] : all) shapes.push_back({m_, n_, k_, ta, tb});
+    std::fprintf(stderr, "calibrate: %zu extra GEMM shapes given, %zu not on the grid\n", plan.extra_gemms.size(), all.size() - grid);
+    m.notes.push_back(std::to_string(all.size() - grid) + " GEMM shapes beside the grid, given with --extra-shapes");
+  }
   // Each stage's seconds in the log, so that a device session can be planned around a full run.
   auto stage_start = std::chrono::steady_clock::now();
   auto stage_s = [&stage_start] {

@@ -5,13 +5,6 @@
 
 namespace trainsim::gpu {
 
-// Row-major C[m,n] = op(A) op(B) with the operand layouts of the role the shape plays in a layer:
-// forward X W (no transposes), input gradient dY W^T (tb), weight gradient X^T dY (ta).
-struct GemmShape {
-  int m, n, k;
-  bool ta = false, tb = false;
-};
-
 // The shapes transformer layers produce (QKV, attention output, MLP up/down, their backward
 // dgrad/wgrad), for hidden sizes of the preset models, token counts and TP splits.
 std::vector<GemmShape> transformer_gemm_shapes(bool quick);

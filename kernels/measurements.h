@@ -91,9 +91,19 @@ struct Measurements {
   std::vector<std::string> notes;    // what was skipped and why
 };
 
+// Row-major C[m,n] = op(A) op(B) with the operand layouts of the role the shape plays in a layer:
+// forward X W (no transposes), input gradient dY W^T (tb), weight gradient X^T dY (ta).
+struct GemmShape {
+  int m, n, k;
+  bool ta = false, tb = false;
+};
+
 struct CalibrationPlan {
   bool quick = false;
   double max_collective_bytes = 4.0 * (1ull << 30);
+  // Timed beside the grid of transformer shapes (a scenario's own, `planner gemm-shapes`); those
+  // with ta, weight gradients, also accumulated into fp32.
+  std::vector<GemmShape> extra_gemms;
 };
 
 // How bench_step_kernels times a kernel: `burst`, ten calls back to back per timed run (as the

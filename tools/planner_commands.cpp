@@ -1,11 +1,13 @@
 #include "planner_commands.h"
 
 #include <cstdio>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include "critical_path.h"
 #include "evaluation.h"
+#include "gemm_shapes.h"
 #include "input_error.h"
 #include "html_report.h"
 #include "launch_export.h"
@@ -381,6 +383,34 @@ int run_what_if(const PlannerOptions& o, std::ostream& out) {
   const WhatIf w = what_if(s, l, nodes, o.factor, "--factor", {}, o.threads);
   if (o.json) out << what_if_to_json(s, w).dump(2) << "\n";
   else print_what_if(out, s, w);
+  return 0;
+}
+
+int run_gemm_shapes(const PlannerOptions& o, std::ostream& out) {
+  const Scenario s = load_scenario(o.scenario, o.profile_dir);
+  // The (tp, micro-batch) pairs the scenario can run: its layout, its search space's valid layouts,
+  // and what `planner validate` runs (by default micro-batches 1, 2, 4 and 8 at tp 1).
+  std::set<std::pair<int, int>> runs;
+  std::vector<ModelConfig> models{s.model};
+  if (s.has_layout) runs.insert({s.layout.tp, s.layout.micro_batch});
+  if (s.has_search)
+    for (const Candidate& c : enumerate_layouts(s)) runs.insert({c.layout.tp, c.layout.micro_batch});
+  if (s.has_validate) {
+    if (!s.validate.models.empty()) models = s.validate.models;
+    for (int tp : s.validate.tp.empty() ? std::vector<int>{1} : s.validate.tp)
+      for (int mb : s.validate.micro_batch.empty() ? std::vector<int>{1, 2, 4, 8} : s.validate.micro_batch) runs.insert({tp, mb});
+  }
+  std::set<GemmUse> shapes;
+  std::string names, pairs;
+  for (const ModelConfig& m : models) {
+    names += (names.empty() ? "" : ", ") + m.name;
+    for (const auto& [tp, mb] : runs)
+      if (m.heads % tp == 0 && m.ffn_hidden % tp == 0)
+        for (const GemmUse& g : model_gemm_shapes(m, tp, mb)) shapes.insert(g);
+  }
+  for (const auto& [tp, mb] : runs) pairs += (pairs.empty() ? "" : ", ") + ("tp " + std::to_string(tp) + " mb " + std::to_string(mb));
+  out << format_gemm_shapes({shapes.begin(), shapes.end()}, "the GEMMs of " + s.name + " (" + names + "; " + pairs + "): " +
+                                                                std::to_string(shapes.size()) + " shapes");
   return 0;
 }
 

@@ -67,5 +67,7 @@ int run_export(const PlannerOptions& o, std::ostream& out, std::ostream& warning
 // The layout's step with each part of the hardware faster and slower (what_if.h).
 int run_what_if(const PlannerOptions& o, std::ostream& out);
 int run_validate(const PlannerOptions& o, std::ostream& out, std::ostream& progress);
+// The distinct GEMM shapes the scenario's layouts run, as `calibrate --extra-shapes` reads them.
+int run_gemm_shapes(const PlannerOptions& o, std::ostream& out);
 
 }  // namespace trainsim

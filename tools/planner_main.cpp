@@ -134,6 +134,9 @@ int run_planner(int argc, char** argv, const Sharding& sharding) {
   val->add_option("--hardware", opt.hardware,
                   "predict with this hardware profile instead of the scenario's (the profile of the GPU at hand)");
 
+  auto* shapes = app.add_subcommand("gemm-shapes", "the GEMM shapes the scenario's layouts run, for calibrate --extra-shapes");
+  shapes->add_option("scenario", opt.scenario, "scenario JSON file")->required();
+
   try {
     app.parse(argc, argv);
     opt.trace_gpus_given = trace_gpus->count() > 0;
@@ -151,6 +154,7 @@ int run_planner(int argc, char** argv, const Sharding& sharding) {
     if (*exp) return run_export(opt, std::cout, std::cerr);
     if (*wif) return run_what_if(opt, std::cout);
     if (*rep) return run_report(opt);
+    if (*shapes) return run_gemm_shapes(opt, std::cout);
     if (*val) {
 #ifdef TRAINSIM_VALIDATE_IN
       throw std::logic_error("validate was not handed to " TRAINSIM_VALIDATE_IN);  // main() does, before parsing
