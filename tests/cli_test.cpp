@@ -10,9 +10,15 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "gemm_shapes.h"
+
+using trainsim::GemmUse;
+using trainsim::parse_gemm_shapes;
 
 namespace {
 
@@ -686,6 +692,43 @@ TEST(Cli, CalibrateGemmConditionsRefusesBadShapesBeforeMeasuring) {
     EXPECT_NE(r.err.find(named), std::string::npos) << args << ": " << r.err;
     EXPECT_TRUE(r.out.empty()) << args;
   }
+}
+
+TEST(Cli, GemmShapesListWhatAScenarioRunsAndCalibrateReadsThem) {
+  // planner gemm-shapes: a comment naming the scenario, its models and (tp, micro-batch) pairs and
+  // the count, then one shape a line, each once; calibrate --extra-shapes reads that format back.
+  const Outcome r = run("gemm-shapes " + kScenarios + "/validate-llama-one-gpu.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::vector<GemmUse> shapes = parse_gemm_shapes(r.out, "output");
+  EXPECT_NE(r.out.find("llama-1.1b, llama-3b"), std::string::npos) << r.out.substr(0, 300);
+  EXPECT_NE(r.out.find(std::to_string(shapes.size()) + " shapes"), std::string::npos) << r.out.substr(0, 300);
+  EXPECT_EQ(std::set<GemmUse>(shapes.begin(), shapes.end()).size(), shapes.size());
+  // Llama 1.1B's fused gate and up projection at two sequences of 2,048 tokens, forward.
+  EXPECT_NE(std::find(shapes.begin(), shapes.end(), GemmUse{4096, 11264, 2048, false, false}), shapes.end());
+  // A search scenario's shapes come from its valid layouts: tp 8 over Llama 3 405B's heads.
+  const Outcome big = run("gemm-shapes " + kScenarios + "/llama3-405b-2k-to-16k-gpus.json");
+  ASSERT_EQ(big.status, 0) << big.err;
+  const std::vector<GemmUse> big_shapes = parse_gemm_shapes(big.out, "output");
+  EXPECT_NE(std::find(big_shapes.begin(), big_shapes.end(), GemmUse{8192, 16384, 53248 / 8, false, false}), big_shapes.end());
+  EXPECT_EQ(run("gemm-shapes /nonexistent.json").status, 2);
+  // calibrate refuses a bad file with exit 2 and the file and line named, before looking for a GPU.
+  const std::string bad = write_temp("bad-shapes.txt", "# m n k ta tb\n4096 4096 4096 0 0\n4096 4096 0 1\n");
+  const std::string empty = write_temp("empty-shapes.txt", "# nothing\n");
+  const std::string huge = write_temp("huge-shapes.txt", "200000 200000 200000 0 0\n");
+  for (const auto& [args, named] : std::vector<std::pair<std::string, std::string>>{
+           {"--extra-shapes " + bad, bad + ":3"},
+           {"--extra-shapes " + empty, "no GEMM shapes"},
+           {"--extra-shapes " + huge, "24 GiB"},
+           {"--extra-shapes /nonexistent/shapes.txt", "/nonexistent/shapes.txt"},
+           {"--extra-shapes " + bad + " --across-nodes", "--extra-shapes"}}) {
+    const Outcome c = run("--out " + scratch("never.json") + " --base " + std::string(TRAINSIM_SOURCE_DIR) +
+                              "/calibrate/datasheets/h100-sxm.json " + args,
+                          kCalibrate);
+    EXPECT_EQ(c.status, 2) << args << ": " << c.err;
+    EXPECT_NE(c.err.find(named), std::string::npos) << args << ": " << c.err;
+    EXPECT_FALSE(std::filesystem::exists(scratch("never.json"))) << args;
+  }
+  for (const auto& f : {bad, empty, huge}) std::filesystem::remove(f);
 }
 
 TEST(Cli, CalibrateImportsNcclTestsLogs) {

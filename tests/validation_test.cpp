@@ -15,6 +15,7 @@
 
 #include "cost_model.h"
 #include "evaluation.h"
+#include "gemm_shapes.h"
 #include "hardware_profile.h"
 #include "layer_ops.h"
 #include "memory_model.h"
@@ -491,6 +492,33 @@ TEST(Validation, WeightGradientsArePricedAsTheyAccumulateIntoFp32) {
               100 * (plain_sum / measured_sum - 1));
   EXPECT_LT(median(acc_err), median(plain_err));
   EXPECT_LT(std::fabs(acc_sum / measured_sum - 1), std::fabs(plain_sum / measured_sum - 1));
+}
+
+TEST(Validation, TheGemmShapesOfAModelAreTheOnesTheRunnerRan) {
+  // `planner gemm-shapes` lists what `calibrate --extra-shapes` times: each layer's and the
+  // logits' GEMMs, from the cost model's own ops, oriented as the step runs them. The kernel-class
+  // records hold every GEMM the runner itself ran inside the Llama steps (m, n, k and its
+  // transposes, on two cards): for each run, the shapes listed for its model, tp 1 and its
+  // micro-batch are exactly those, no more and no fewer.
+  const Scenario s = load_scenario(kScenarios + "/validate-llama-one-gpu.json", kProfiles);
+  int runs = 0;
+  for (const char* file : {"h100-llama-one-gpu-kernel-classes.json", "h100-llama-one-gpu-kernel-classes-run2.json"}) {
+    std::ifstream in(kRecords + "/" + file);
+    ASSERT_TRUE(in) << file;
+    const auto doc = nlohmann::json::parse(in);
+    for (const auto& run : doc["runs"]) {
+      ASSERT_EQ(run["layout"]["tp"].get<int>(), 1);
+      std::set<GemmUse> ran;
+      for (const auto& g : run["kernel_classes"]["gemm_shapes"])
+        ran.insert({g["m"].get<int>(), g["n"].get<int>(), g["k"].get<int>(), g["ta"].get<bool>(), g["tb"].get<bool>()});
+      const ModelConfig m = model_named(s, run["model"].get<std::string>());
+      const std::vector<GemmUse> listed = model_gemm_shapes(m, 1, run["layout"]["micro_batch"].get<int>());
+      EXPECT_EQ(std::set<GemmUse>(listed.begin(), listed.end()), ran) << file << " " << m.name;
+      EXPECT_EQ(listed.size(), 15u);  // four layer GEMMs three ways, and the logits' three
+      ++runs;
+    }
+  }
+  EXPECT_EQ(runs, 8);
 }
 
 TEST(Validation, GemmsOfAMicroBatchOfTwoSequencesArePricedFromTheirOwnRows) {
