@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 #include <array>
@@ -42,6 +43,31 @@ ModelConfig model_named(const Scenario& s, const std::string& name) {
   const auto p = find_model_preset(name);
   EXPECT_TRUE(p.has_value()) << name;
   return p ? *p : ModelConfig{};
+}
+
+// The GEMMs a kernel-class record timed inside its steps (those `keep` takes), each priced two
+// ways: the |error| of each against its time in the step, and the sums over the steps (a GEMM's
+// time times its calls a step), added to `out`.
+struct InPlacePricing {
+  std::vector<double> err_a, err_b;
+  double sum_a = 0, sum_b = 0, measured = 0;
+};
+using GemmPrice = std::function<double(double m, double n, double k, bool accumulate)>;
+void price_in_place(const nlohmann::json& record, const std::function<bool(const nlohmann::json&)>& keep, const GemmPrice& a,
+                    const GemmPrice& b, InPlacePricing& out) {
+  for (const auto& run : record["runs"])
+    for (const auto& g : run["kernel_classes"]["gemm_shapes"]) {
+      if (!keep(g)) continue;
+      const double m = g["m"].get<double>(), n = g["n"].get<double>(), k = g["k"].get<double>();
+      const bool acc = g["accumulate"].get<bool>();
+      const double measured = g["measured_s"].get<double>(), calls = g["calls_per_step"].get<double>();
+      const double ta = a(m, n, k, acc), tb = b(m, n, k, acc);
+      out.err_a.push_back(std::fabs(ta / measured - 1.0));
+      out.err_b.push_back(std::fabs(tb / measured - 1.0));
+      out.sum_a += ta * calls;
+      out.sum_b += tb * calls;
+      out.measured += measured * calls;
+    }
 }
 
 }  // namespace
@@ -470,21 +496,14 @@ TEST(Validation, WeightGradientsArePricedAsTheyAccumulateIntoFp32) {
   std::ifstream in(kRecords + "/h100-llama-one-gpu-kernel-classes.json");
   ASSERT_TRUE(in);
   const auto doc = nlohmann::json::parse(in);
-  std::vector<double> acc_err, plain_err;
-  double acc_sum = 0, plain_sum = 0, measured_sum = 0;
-  for (const auto& run : doc["runs"])
-    for (const auto& g : run["kernel_classes"]["gemm_shapes"]) {
-      if (!g["accumulate"].get<bool>()) continue;
-      ASSERT_TRUE(g["fp32_out"].get<bool>());
-      const double m = g["m"].get<double>(), n = g["n"].get<double>(), k = g["k"].get<double>();
-      const double measured = g["measured_s"].get<double>(), calls = g["calls_per_step"].get<double>();
-      const double acc = cost.gemm_time_s(m, n, k, true), plain = cost.gemm_time_s(m, n, k, false);
-      acc_err.push_back(std::fabs(acc / measured - 1.0));
-      plain_err.push_back(std::fabs(plain / measured - 1.0));
-      acc_sum += acc * calls;
-      plain_sum += plain * calls;
-      measured_sum += measured * calls;
-    }
+  InPlacePricing p;
+  price_in_place(
+      doc, [](const nlohmann::json& g) { return g["accumulate"].get<bool>() && g["fp32_out"].get<bool>(); },
+      [&](double m, double n, double k, bool) { return cost.gemm_time_s(m, n, k, true); },
+      [&](double m, double n, double k, bool) { return cost.gemm_time_s(m, n, k, false); }, p);
+  const auto& acc_err = p.err_a;
+  const auto& plain_err = p.err_b;
+  const double acc_sum = p.sum_a, plain_sum = p.sum_b, measured_sum = p.measured;
   ASSERT_EQ(acc_err.size(), 20u);
   std::printf("[ info ] %zu weight-gradient GEMMs timed in the H100's Llama steps: median |error| %.1f%% priced as they "
               "accumulate into fp32, %.1f%% with a bf16 output; summed over the steps %+.1f%% and %+.1f%%\n",
@@ -554,23 +573,16 @@ TEST(Validation, GemmsOfAMicroBatchOfTwoSequencesArePricedFromTheirOwnRows) {
     std::ifstream in(kRecords + "/" + file);
     ASSERT_TRUE(in) << file;
     const auto doc = nlohmann::json::parse(in);
-    double grid_sum = 0, old_sum = 0, measured_sum = 0;
-    int n = 0;
-    for (const auto& run : doc["runs"])
-      for (const auto& g : run["kernel_classes"]["gemm_shapes"]) {
-        const double m = g["m"].get<double>(), k = g["k"].get<double>(), nn = g["n"].get<double>();
-        const bool acc = g["accumulate"].get<bool>();
-        if ((acc ? k : m) != 4096) continue;  // tokens: the rows of a forward or input gradient, a weight gradient's depth
-        const double measured = g["measured_s"].get<double>(), calls = g["calls_per_step"].get<double>();
-        const double a = grid.gemm_time_s(m, nn, k, acc), b = old.gemm_time_s(m, nn, k, acc);
-        grid_err.push_back(std::fabs(a / measured - 1.0));
-        old_err.push_back(std::fabs(b / measured - 1.0));
-        grid_sum += a * calls;
-        old_sum += b * calls;
-        measured_sum += measured * calls;
-        ++n;
-      }
-    ASSERT_EQ(n, 30) << file;
+    InPlacePricing p;
+    // Tokens: the rows of a forward or input-gradient GEMM, a weight gradient's depth.
+    price_in_place(
+        doc, [](const nlohmann::json& g) { return (g["accumulate"].get<bool>() ? g["k"] : g["m"]).get<int>() == 4096; },
+        [&](double m, double n, double k, bool acc) { return grid.gemm_time_s(m, n, k, acc); },
+        [&](double m, double n, double k, bool acc) { return old.gemm_time_s(m, n, k, acc); }, p);
+    ASSERT_EQ(p.err_a.size(), 30u) << file;
+    grid_err.insert(grid_err.end(), p.err_a.begin(), p.err_a.end());
+    old_err.insert(old_err.end(), p.err_b.begin(), p.err_b.end());
+    const double grid_sum = p.sum_a, old_sum = p.sum_b, measured_sum = p.measured;
     std::printf("[ info ] %s: the 30 GEMMs at 4,096 tokens summed over the steps %+.1f%% from their own rows, %+.1f%% "
                 "from the grid before\n", file, 100 * (grid_sum / measured_sum - 1), 100 * (old_sum / measured_sum - 1));
     EXPECT_LT(std::fabs(grid_sum / measured_sum - 1), std::fabs(old_sum / measured_sum - 1)) << file;
