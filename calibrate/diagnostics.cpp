@@ -18,9 +18,9 @@
 
 namespace trainsim::calib {
 
-std::vector<ParsedGemmShape> parse_gemm_condition_shapes(const GemmConditionsOptions& o) {
+std::vector<GemmUse> parse_gemm_condition_shapes(const GemmConditionsOptions& o) {
   if (!(o.idle_ms >= 0 && o.idle_ms <= 10000)) throw InputError("--idle-ms", "must be from 0 to 10000 milliseconds");
-  std::vector<ParsedGemmShape> shapes;
+  std::vector<GemmUse> shapes;
   if (o.shapes.empty()) {
     // Forward, input-gradient and weight-gradient GEMMs of GPT 125M and 350M at micro-batch 2
     // (short GEMMs, timed as bursts by calibrate), GPT 1.3B at micro-batch 8 and GPT 6.7B at
@@ -67,7 +67,7 @@ std::vector<ParsedGemmShape> parse_gemm_condition_shapes(const GemmConditionsOpt
 }
 
 int run_gemm_conditions(const GemmConditionsOptions& o) {
-  const std::vector<ParsedGemmShape> parsed = parse_gemm_condition_shapes(o);
+  const std::vector<GemmUse> parsed = parse_gemm_condition_shapes(o);
 #ifdef TRAINSIM_HAVE_CUDA
   if (!gpu::cuda_available()) {
     std::cerr << "error: no CUDA device is visible\n";

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "gemm_shapes.h"
+
 namespace trainsim::calib {
 
 // The GEMMs of a few GPT layers (or the shapes given) with random or training-like operands, back
@@ -15,11 +17,7 @@ struct GemmConditionsOptions {
   double idle_ms = 0;
 };
 // Parsed shapes (the default list when none is given); throws InputError naming the bad --shape.
-struct ParsedGemmShape {
-  int m, n, k;
-  bool ta, tb;
-};
-std::vector<ParsedGemmShape> parse_gemm_condition_shapes(const GemmConditionsOptions& o);
+std::vector<GemmUse> parse_gemm_condition_shapes(const GemmConditionsOptions& o);
 int run_gemm_conditions(const GemmConditionsOptions& o);
 
 // The step's element-wise and row-wise kernels back to back (as calibrate records them), one call
