@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "evaluation.h"
+#include "in_step_gemms.h"
 #include "input_error.h"
 #include "layout_rules.h"
 #include "layer_ops.h"
@@ -812,9 +813,11 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
         // Each GEMM shape timed inside the step against the cost model's time for its m x n x k.
         const CostModel cost(one.hardware, one.training.precision);
         json shapes = json::array();
+        std::vector<InStepGemm> in_step;
         for (const gpu::GemmTiming& g : rr.gemms) {
           if (g.calls_per_step <= 0) continue;
           const double per_call = g.ms_per_step * 1e-3 / g.calls_per_step, model = cost.gemm_time_s(g.m, g.n, g.k, g.fp32_out && g.accumulate);
+          in_step.push_back({per_call, model, static_cast<double>(g.calls_per_step)});
           shapes.push_back({{"ta", g.ta}, {"tb", g.tb}, {"m", g.m}, {"n", g.n}, {"k", g.k}, {"fp32_out", g.fp32_out},
                             {"accumulate", g.accumulate}, {"calls_per_step", g.calls_per_step}, {"measured_s", per_call},
                             {"predicted_s", model}});
@@ -824,6 +827,9 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
           out << line;
         }
         rec["kernel_classes"]["gemm_shapes"] = shapes;
+        // Summed by each GEMM's time in the step: where calibrate's timing and the step part.
+        out << std::string(9, ' ') << "     GEMMs by their time in the step, model against step: " << describe(gemms_by_length(in_step))
+            << "\n";
         // The other kernels, each bracketed in the step like the GEMMs, against the model's time
         // for the ops it prices under that kernel's name; what is left of "other" is the time
         // between kernels (launch gaps, the events' own overhead).
