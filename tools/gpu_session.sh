@@ -25,13 +25,19 @@ hw_flag=()
 for step in "$@"; do
   case "$step" in
     calibrate)
-      # PROFILE names the profile measured (default: h100-sxm on an H100, else h200-sxm). On top of
-      # the profile where there is one: what this machine cannot measure (the multi-GPU record of a
+      # PROFILE names the profile measured (default: h200-sxm on an H200, h100-sxm on an H100 SXM,
+      # which reports itself as "H100 80GB HBM3"; any other part must be named). On top of the
+      # profile where there is one: what this machine cannot measure (the multi-GPU record of a
       # machine with more GPUs, the peaks, the network) stays. Written in place, so later steps of
       # this call use it.
-      default_profile=h200-sxm
-      nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -q H100 && default_profile=h100-sxm
+      gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+      case "$gpu_name" in
+        *H200*) default_profile=h200-sxm ;;
+        *"H100 80GB HBM3"*) default_profile=h100-sxm ;;
+        *) default_profile= ;;
+      esac
       profile=${PROFILE:-$default_profile}
+      if [ -z "$profile" ]; then log "calibrate: no profile for '$gpu_name'; set PROFILE"; continue; fi
       log "calibrate (full) as $profile"
       base=calibrate/datasheets/$profile.json
       [ -f "models/hardware/$profile.json" ] && base=models/hardware/$profile.json
