@@ -298,10 +298,7 @@ int main(int argc, char** argv) {
       if (!in) throw InputError("--extra-shapes " + path, "cannot open file");
       const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
       for (const GemmUse& g : parse_gemm_shapes(text, path)) {
-        // The operands of the largest shape are allocated once for the whole table, and the
-        // accumulating condition's fp32 output beside them.
-        const double bytes = 2.0 * (double(g.m) * g.k + double(g.k) * g.n) + 4.0 * double(g.m) * g.n;
-        if (bytes > 24.0 * (1ull << 30))
+        if (gemm_operand_bytes(g) > kMaxGemmOperandBytes)
           throw InputError(path, "the shape " + std::to_string(g.m) + " " + std::to_string(g.n) + " " + std::to_string(g.k) +
                                      ": its operands would take over 24 GiB");
         extra.push_back(g);

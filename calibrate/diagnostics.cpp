@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,35 +34,23 @@ std::vector<GemmUse> parse_gemm_condition_shapes(const GemmConditionsOptions& o)
       }
     return shapes;
   }
-  for (std::size_t i = 0; i < o.shapes.size(); ++i) {
-    const std::string where = "--shape " + o.shapes[i];
-    std::vector<long long> v;
-    std::size_t at = 0;
-    const std::string& text = o.shapes[i];
-    while (at <= text.size()) {
-      const std::size_t comma = std::min(text.find(',', at), text.size());
-      const std::string field = text.substr(at, comma - at);
-      std::size_t used = 0;
-      long long x = 0;
-      try {
-        x = std::stoll(field, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (field.empty() || used != field.size()) throw InputError(where, "expected m,n,k or m,n,k,ta,tb: '" + field + "' is not an integer");
-      v.push_back(x);
-      at = comma + 1;
+  for (const std::string& text : o.shapes) {
+    // The calibrate shape format ("m n k ta tb") with commas, ta and tb 0 when left out.
+    const std::string where = "--shape " + text;
+    std::string line = text;
+    std::replace(line.begin(), line.end(), ',', ' ');
+    std::istringstream fields(line);
+    int count = 0;
+    for (std::string f; fields >> f;) ++count;
+    if ((count != 3 && count != 5) || std::count(text.begin(), text.end(), ',') != count - 1)
+      throw InputError(where, "expected m,n,k or m,n,k,ta,tb (ta and tb 0 or 1)");
+    if (count == 3) line += " 0 0";
+    for (const GemmUse& g : parse_gemm_shapes(line, where)) {
+      for (int d : {g.m, g.n, g.k})
+        if (d < 16 || d > 131072) throw InputError(where, "each of m, n, k must be from 16 to 131072");
+      if (gemm_operand_bytes(g) > kMaxGemmOperandBytes) throw InputError(where, "its operands would take over 24 GiB");
+      shapes.push_back(g);
     }
-    if (v.size() != 3 && v.size() != 5) throw InputError(where, "expected m,n,k or m,n,k,ta,tb (ta and tb 0 or 1)");
-    for (int d = 0; d < 3; ++d)
-      if (v[d] < 16 || v[d] > 131072) throw InputError(where, "each of m, n, k must be from 16 to 131072");
-    if (v.size() == 5 && ((v[3] != 0 && v[3] != 1) || (v[4] != 0 && v[4] != 1)))
-      throw InputError(where, "ta and tb must be 0 or 1");
-    // The three operands, bf16, and the fp32 output the accumulating condition needs.
-    const double bytes = 2.0 * (v[0] * v[2] + v[2] * v[1]) + 4.0 * v[0] * v[1];
-    if (bytes > 24.0 * (1ull << 30)) throw InputError(where, "its operands would take over 24 GiB");
-    shapes.push_back({static_cast<int>(v[0]), static_cast<int>(v[1]), static_cast<int>(v[2]), v.size() == 5 && v[3] == 1,
-                      v.size() == 5 && v[4] == 1});
   }
   return shapes;
 }

@@ -37,6 +37,10 @@ std::vector<GemmUse> model_gemm_shapes(const ModelConfig& model, int tp, int mic
   return {out.begin(), out.end()};
 }
 
+double gemm_operand_bytes(const GemmUse& g) {
+  return 2.0 * (double(g.m) * g.k + double(g.k) * g.n) + 4.0 * double(g.m) * g.n;
+}
+
 std::string format_gemm_shapes(const std::vector<GemmUse>& shapes, const std::string& comment) {
   std::ostringstream s;
   if (!comment.empty()) s << "# " << comment << "\n";

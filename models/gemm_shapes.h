@@ -22,6 +22,12 @@ struct GemmUse {
 // as the model pads it over `tp`): sorted, each once.
 std::vector<GemmUse> model_gemm_shapes(const ModelConfig& m, int tp, int micro_batch);
 
+// The bytes calibrate allocates to time a shape: bf16 A and B and an fp32 output (the accumulating
+// table's), once for the largest shape of a table. Shapes given to calibrate are held under
+// kMaxGemmOperandBytes, which leaves an 80 GB part room for the copy buffers and the context.
+double gemm_operand_bytes(const GemmUse& g);
+inline constexpr double kMaxGemmOperandBytes = 24.0 * (1ull << 30);
+
 // "m n k ta tb" lines, as `planner gemm-shapes` prints them and `calibrate --extra-shapes` reads
 // them ('#' starts a comment). parse throws InputError naming `where` and the line.
 std::string format_gemm_shapes(const std::vector<GemmUse>& shapes, const std::string& comment);

@@ -11,8 +11,9 @@ line where each README line matched the old output:
     tools/readme_blocks.py collect /tmp/after.json
     tools/readme_blocks.py apply /tmp/before.json /tmp/after.json
 
-`apply` rewrites README.md and says which blocks changed length (check those by hand). Prose that
-quotes the numbers is not touched.
+`apply` rewrites README.md and says which blocks changed length (check those by hand); where a
+README line is not in the old output it says so and leaves README.md as it was. Prose that quotes
+the numbers is not touched.
 """
 import json
 import os
@@ -91,9 +92,14 @@ def main(argv):
             if a < len(n) and norm(n[a]) != norm(line):  # a wall time alone is left as it was
                 result[idx] = n[a]
             a += 1
-    with open(os.path.join(ROOT, "README.md"), "w") as f:
+    if status:
+        print("README.md left as it was", file=sys.stderr)
+        return status
+    path = os.path.join(ROOT, "README.md")
+    with open(path + ".tmp", "w") as f:
         f.write("\n".join(result))
-    return status
+    os.replace(path + ".tmp", path)
+    return 0
 
 
 if __name__ == "__main__":
