@@ -236,9 +236,13 @@ KernelClasses one_gpu_kernel_classes(const CostModel& c, const OpContext& ctx, i
     for (const auto* list : {&ops.forward, &ops.backward, &ops.recompute})
       for (const Op& op : *list) {
         const double t = c.op_time_s(op) * times;
-        if (op.kind == OpKind::gemm) k.gemm_s += t;
-        else if (op.kind == OpKind::attention) k.attention_s += t;
-        else {
+        if (op.kind == OpKind::gemm) {
+          k.gemm_s += t;
+          k.gemm_flops += op.flops * times;
+        } else if (op.kind == OpKind::attention) {
+          k.attention_s += t;
+          k.attention_flops += op.flops * times;
+        } else {
           k.other_s += t;
           k.by_kernel[op.kernel] += t;
         }

@@ -80,6 +80,7 @@ class CostModel {
 // clock below calibrate's stretches by HardwareProfile::elementwise_clock_factor.
 struct KernelClasses {
   double gemm_s = 0, attention_s = 0, other_s = 0;
+  double gemm_flops = 0, attention_flops = 0;  // executed, as the ops count them
   std::map<std::string, double> by_kernel;
 };
 KernelClasses one_gpu_kernel_classes(const CostModel& c, const OpContext& ctx, int layers, double microbatches);

@@ -310,6 +310,38 @@ void read_links(JsonFields& top, HardwareProfile& hp) {
     hp.max_sm_mhz = c.number("max_sm_mhz", std::nullopt, 100.0, 10000.0);
     hp.elementwise_clock_sensitivity = c.number("elementwise_sensitivity", std::nullopt, 0.0, 4.0);
     hp.clock_provenance = read_provenance(c, "provenance", true);
+    if (c.has("power_model")) {
+      JsonFields pm = c.object("power_model");
+      auto& m = hp.clock_power;
+      m.limit_w = pm.number("limit_w", std::nullopt, 1.0, 1e5);
+      m.memory_bound_w = pm.number("memory_bound_w", std::nullopt, 1.0, 1e5);
+      // (TFLOP/s, W) pairs, rates strictly ascending.
+      auto table = [&pm](const std::string& key) {
+        std::vector<std::pair<double, double>> t;
+        const nlohmann::json& a = pm.required(key);
+        const std::string path = pm.path(key);
+        if (!a.is_array() || a.empty())
+          throw InputError(path, "expected a non-empty array of [TFLOP/s, W] pairs, got " + json_excerpt(a));
+        for (std::size_t i = 0; i < a.size(); ++i) {
+          const std::string at = path + "[" + std::to_string(i) + "]";
+          if (!a[i].is_array() || a[i].size() != 2) throw InputError(at, "expected a [TFLOP/s, W] pair, got " + json_excerpt(a[i]));
+          const double rate = json_number(a[i][0], at + "[0]", 1e-3, 1e6), w = json_number(a[i][1], at + "[1]", 1.0, 1e5);
+          if (!t.empty() && !(rate > t.back().first)) throw InputError(at + "[0]", "rates must rise from one pair to the next");
+          t.emplace_back(rate, w);
+        }
+        return t;
+      };
+      m.gemm_w = table("gemm_w");
+      m.attention_w = table("attention_w");
+      const nlohmann::json& line = pm.required("clock_line_mhz");
+      const std::string lp = pm.path("clock_line_mhz");
+      if (!line.is_array() || line.size() != 2) throw InputError(lp, "expected [MHz at 0 W, MHz per W], got " + json_excerpt(line));
+      m.line_mhz = json_number(line[0], lp + "[0]", 0.0, 1e5);
+      m.line_mhz_per_w = json_number(line[1], lp + "[1]", -1e3, 0.0);
+      if (!(m.line_mhz_per_w < 0)) throw InputError(lp + "[1]", "a capped mix's clock must fall as its power rises (a negative slope)");
+      m.provenance = read_provenance(pm, "provenance", true);
+      pm.finish();
+    }
     c.finish();
   }
   if (top.has("interference")) {

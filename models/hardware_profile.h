@@ -125,6 +125,19 @@ struct HardwareProfile {
     if (elementwise_clock_sensitivity < 0 || !(f_mhz > 0) || f_mhz >= max_sm_mhz) return 1.0;
     return 1.0 + elementwise_clock_sensitivity * (max_sm_mhz / f_mhz - 1.0);
   }
+  // The clock a mix of kernels holds under the power limit (`clock.power_model`, read off the
+  // part's kernel-mix sweeps; models/power_model.h uses it): each kind of kernel's power alone at
+  // the highest clock, GEMMs and attention by their rate alone (TFLOP/s, ascending), the power
+  // limit the sweeps ran under, and the line through their capped mixes, clock = line_mhz +
+  // line_mhz_per_w x (the power the mix would draw at the highest clock), which holds only above
+  // the limit. Empty where not measured.
+  struct ClockPowerModel {
+    double limit_w = 0, memory_bound_w = 0;
+    std::vector<std::pair<double, double>> gemm_w, attention_w;
+    double line_mhz = 0, line_mhz_per_w = 0;
+    Provenance provenance;
+  } clock_power;
+  bool has_clock_power_model() const { return !clock_power.gemm_w.empty(); }
 
   // Inside a node.
   std::string intra_link;  // nvlink3 | nvlink4 | pcie4 | pcie5 ...

@@ -468,6 +468,21 @@ TEST(Profiles, MeasuredTablesAreReadStrictly) {
   fails_at([](nlohmann::json& p) { p["clock"].erase("max_sm_mhz"); }, "clock.max_sm_mhz");
   fails_at([](nlohmann::json& p) { p["clock"].erase("provenance"); }, "clock.provenance");
   fails_at([](nlohmann::json& p) { p["clock"]["boost_mhz"] = 1980; }, "clock.boost_mhz");
+  // The clock's power model is optional; where given, every part of it is checked.
+  EXPECT_TRUE(parse_hardware_profile(good.dump(), "p.json", kProfiles).has_clock_power_model());
+  nlohmann::json unpowered = good;
+  unpowered["clock"].erase("power_model");
+  EXPECT_FALSE(parse_hardware_profile(unpowered.dump(), "p.json", kProfiles).has_clock_power_model());
+  fails_at([](nlohmann::json& p) { p["clock"]["power_model"].erase("limit_w"); }, "clock.power_model.limit_w");
+  fails_at([](nlohmann::json& p) { p["clock"]["power_model"]["memory_bound_w"] = 0; }, "clock.power_model.memory_bound_w");
+  fails_at([](nlohmann::json& p) { p["clock"]["power_model"]["gemm_w"] = nlohmann::json::array(); }, "clock.power_model.gemm_w");
+  fails_at([](nlohmann::json& p) { p["clock"]["power_model"]["gemm_w"][1] = {100, 700}; }, "clock.power_model.gemm_w[1][0]");
+  fails_at([](nlohmann::json& p) { p["clock"]["power_model"]["attention_w"][0] = {115}; }, "clock.power_model.attention_w[0]");
+  fails_at([](nlohmann::json& p) { p["clock"]["power_model"]["attention_w"][0][1] = "hot"; }, "clock.power_model.attention_w[0][1]");
+  fails_at([](nlohmann::json& p) { p["clock"]["power_model"]["clock_line_mhz"] = {2700}; }, "clock.power_model.clock_line_mhz");
+  fails_at([](nlohmann::json& p) { p["clock"]["power_model"]["clock_line_mhz"][1] = 0.5; }, "clock.power_model.clock_line_mhz[1]");
+  fails_at([](nlohmann::json& p) { p["clock"]["power_model"].erase("provenance"); }, "clock.power_model.provenance");
+  fails_at([](nlohmann::json& p) { p["clock"]["power_model"]["idle_w"] = 90; }, "clock.power_model.idle_w");
 }
 
 TEST(Profiles, MisalignedShapesOnlyMatchMisalignedMeasurements) {

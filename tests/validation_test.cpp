@@ -22,6 +22,7 @@
 #include "layer_ops.h"
 #include "memory_model.h"
 #include "model_presets.h"
+#include "power_model.h"
 #include "scenario.h"
 
 using namespace trainsim;
@@ -779,6 +780,99 @@ TEST(Validation, TheMeasuredClockExplainsPartOfThePowerCappedStepsShortfall) {
     }
     EXPECT_LE(median(p.after), 0.0) << hw << ": the clock explains no more than the shortfall";
     EXPECT_LT(median(abs_after), median(abs_before)) << hw;
+  }
+}
+
+TEST(Validation, TheClockAStepHoldsIsPredictedFromItsKernelMix) {
+  // The first half of a power model: the SM clock a step will hold, before any run
+  // (models/power_model.h). Each profile's `clock.power_model` is read off that part's kernel-mix
+  // sweeps alone (calibrate/records/2026-12-06-h100-session-49-gemm-bound/power_rule.py): each
+  // kind of kernel's power at the highest clock, and the line the sweeps' capped mixes draw from
+  // that estimate to the clock they held. Here every one-GPU run `planner validate` recorded with
+  // its clock, on either part, is priced by the cost model kernel class by kernel class, its power
+  // estimated from that mix and its clock read off the line, against the median clock NVML gave
+  // over its timed steps. The prediction must beat taking every step at the highest clock: on the
+  // mean over all runs (most hold the highest clock, where both are right) and at the median over
+  // those the cap held below 1,850 MHz.
+  std::map<std::string, std::string> scenario_file;  // scenario name -> file
+  for (const auto& e : std::filesystem::directory_iterator(kScenarios)) {
+    const std::string f = e.path().filename().string();
+    if (f.rfind("validate-", 0) != 0) continue;
+    std::ifstream in(e.path());
+    scenario_file[nlohmann::json::parse(in).at("name").get<std::string>()] = e.path().string();
+  }
+  struct Part {
+    std::vector<double> model, flat;              // |predicted - measured| MHz: the model, the highest clock
+    std::vector<double> model_capped, flat_capped;  // the same, runs held below 1,850 MHz
+    std::vector<double> signed_err;
+    // |step error| as priced, and with the element-wise kernels stretched to the predicted clock
+    // by the clock rule (not applied by the simulator: reported for what it would do).
+    std::vector<double> priced, at_predicted;
+  };
+  std::map<std::string, Part> parts;
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(kRecords))
+    if (e.path().extension() == ".json") files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  for (const auto& file : files) {
+    std::ifstream in(file);
+    const auto doc = nlohmann::json::parse(in);
+    if (!doc.contains("runs") || !doc.contains("hardware")) continue;
+    const std::string hw = doc["hardware"].get<std::string>();
+    if (hw != "h100-sxm" && hw != "h200-sxm") continue;
+    const auto sf = scenario_file.find(doc.value("scenario", std::string()));
+    if (sf == scenario_file.end()) continue;
+    Scenario base = load_scenario(sf->second, kProfiles);
+    base.hardware = load_hardware_profile(hw, kProfiles);
+    ASSERT_TRUE(base.hardware.has_clock_power_model()) << hw;
+    const CostModel cost(base.hardware, base.training.precision);
+    Part& part = parts[hw];
+    for (const auto& run : doc["runs"]) {
+      const auto& m = run["measured"];
+      if (!m.contains("gpu_clock") || !m["gpu_clock"].contains("sm_mhz") || run.contains("kernel_classes")) continue;
+      const Layout l = layout_of(run["layout"]);
+      if (l.tp * l.pp * l.dp != 1) continue;
+      const ModelConfig model = model_named(base, run["model"].get<std::string>());
+      const OpContext c{model, 1, false, l.recompute, l.micro_batch, base.training.precision};
+      const KernelClasses k = one_gpu_kernel_classes(cost, c, model.layers, run["global_batch"].get<double>() / l.micro_batch);
+      const double predicted = held_clock_mhz(base.hardware, {k.gemm_s, k.gemm_flops, k.attention_s, k.attention_flops, k.other_s});
+      const double measured = m["gpu_clock"]["sm_mhz"].get<double>();
+      if (m.contains("step_time_s") && m.value("finite", false)) {
+        Scenario sc = base;
+        sc.model = model;
+        sc.training.global_batch = run["global_batch"].get<int>();
+        const double step = evaluate(sc, l, 1, EvalOptions{}).step.step_time_s, meas = m["step_time_s"].get<double>();
+        part.priced.push_back(std::fabs(step / meas - 1.0));
+        part.at_predicted.push_back(std::fabs((step + k.other_s * (base.hardware.elementwise_clock_factor(predicted) - 1.0)) / meas - 1.0));
+      }
+      part.model.push_back(std::fabs(predicted - measured));
+      part.flat.push_back(std::fabs(base.hardware.max_sm_mhz - measured));
+      part.signed_err.push_back(predicted - measured);
+      if (measured < 1850) {
+        part.model_capped.push_back(part.model.back());
+        part.flat_capped.push_back(part.flat.back());
+      }
+    }
+  }
+  ASSERT_EQ(parts.size(), 2u);
+  auto mean = [](const std::vector<double>& v) {
+    double sum = 0;
+    for (double x : v) sum += x;
+    return sum / static_cast<double>(v.size());
+  };
+  for (const auto& [hw, p] : parts) {
+    ASSERT_GE(p.model_capped.size(), 8u) << hw;
+    std::printf("[ info ] %s, %zu one-GPU runs: the clock predicted from the kernel mix %.0f MHz from the measured on the mean "
+                "(%+.0f to %+.0f), the highest clock %.0f; the %zu held below 1,850 MHz: %.0f against %.0f at the median\n",
+                hw.c_str(), p.model.size(), mean(p.model), *std::min_element(p.signed_err.begin(), p.signed_err.end()),
+                *std::max_element(p.signed_err.begin(), p.signed_err.end()), mean(p.flat), p.model_capped.size(),
+                median(p.model_capped), median(p.flat_capped));
+    std::printf("[ info ] %s, %zu of them: median |error| of step time %.2f%% as priced, %.2f%% with the element-wise kernels at "
+                "the predicted clock (max %.1f%% -> %.1f%%)\n",
+                hw.c_str(), p.priced.size(), 100 * median(p.priced), 100 * median(p.at_predicted),
+                100 * *std::max_element(p.priced.begin(), p.priced.end()), 100 * *std::max_element(p.at_predicted.begin(), p.at_predicted.end()));
+    EXPECT_LT(mean(p.model), mean(p.flat)) << hw;
+    EXPECT_LT(median(p.model_capped), median(p.flat_capped)) << hw;
   }
 }
 

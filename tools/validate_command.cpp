@@ -18,6 +18,7 @@
 #include "layer_ops.h"
 #include "memory_model.h"
 #include "cost_model.h"
+#include "power_model.h"
 #include "planner_commands.h"
 #include "profile_device_match.h"
 #include "result_json.h"
@@ -63,14 +64,20 @@ json gpu_clock_json(const gpu::ClockMonitor& mon, const std::vector<gpu::ClockRe
   return j;
 }
 
-// " | 1635 MHz 693 W, power-capped" for a run's line; empty without readings.
-std::string clock_text(const json& clock) {
+// " | 1635 MHz 693 W, power-capped" for a run's line, and "; predicted 1700 MHz" where the profile
+// predicts the clock (`predicted_mhz` > 0); empty without readings.
+std::string clock_text(const json& clock, double predicted_mhz = 0) {
   if (!clock.contains("sm_mhz")) return "";
-  char b[80];
+  char b[120];
   const double capped = clock.value("power_capped_fraction", 0.0);
   std::snprintf(b, sizeof b, " | %.0f MHz %.0f W%s", clock["sm_mhz"].get<double>(), clock["power_w"].get<double>(),
                 capped >= 0.5 ? ", power-capped" : "");
-  return b;
+  std::string t = b;
+  if (predicted_mhz > 0) {
+    std::snprintf(b, sizeof b, "; predicted %.0f MHz", predicted_mhz);
+    t += b;
+  }
+  return t;
 }
 
 // The machine a record was measured on: its GPUs (each by UUID), driver, CUDA and NCCL.
@@ -704,6 +711,8 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
   std::vector<double> capped_err, uncapped_err;  // signed, by whether the power cap held the clock
   // Signed errors of the runs below the profile's clock, as priced and by the profile's clock rule.
   std::vector<double> slow_clock_err, slow_clock_rule_err;
+  // |predicted - measured| SM clock, MHz: by the profile's power model, and taking the highest clock.
+  std::vector<double> clock_err_mhz, flat_clock_err_mhz;
   std::vector<double> out_of_memory;             // each run that did not fit: its predicted peak over the device's memory
   char line[400];
   std::snprintf(line, sizeof line, "%-9s %-26s %11s %11s %7s %10s %10s %7s  %s\n", "model", "layout", "predicted", "measured",
@@ -766,9 +775,19 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
       // The model's memory-bound kernels stretched to the clock the run held, by the profile's clock
       // rule (its element-wise kernels were timed at the part's highest clock).
       double at_clock = std::nan("");
+      const KernelClasses classes = predicted_classes(one, m, ev.layout, rc.microbatches);
       if (clock.contains("sm_mhz") && one.hardware.elementwise_clock_sensitivity >= 0) {
         const double stretch = one.hardware.elementwise_clock_factor(clock["sm_mhz"].get<double>()) - 1.0;
-        at_clock = pred + stretch * predicted_classes(one, m, ev.layout, rc.microbatches).other_s;
+        at_clock = pred + stretch * classes.other_s;
+      }
+      // The clock the profile's power model expects this step to hold, from its kernel mix.
+      const double predicted_mhz =
+          one.hardware.has_clock_power_model()
+              ? held_clock_mhz(one.hardware, {classes.gemm_s, classes.gemm_flops, classes.attention_s, classes.attention_flops, classes.other_s})
+              : 0.0;
+      if (predicted_mhz > 0 && clock.contains("sm_mhz")) {
+        clock_err_mhz.push_back(std::fabs(predicted_mhz - clock["sm_mhz"].get<double>()));
+        flat_clock_err_mhz.push_back(std::fabs(one.hardware.max_sm_mhz - clock["sm_mhz"].get<double>()));
       }
       if (!rr.finite) progress << "validate: " << m.name << " " << describe(ev.layout) << ": loss is not finite; not counted\n";
       else {
@@ -784,7 +803,7 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
       std::snprintf(line, sizeof line, "%-9s %-26s %11s %11s %+6.1f%% %10s %10s %+6.1f%%  %.3f -> %.3f%s%s\n", m.name.c_str(), lay,
                     format_seconds(pred).c_str(), format_seconds(meas).c_str(), 100 * te, format_bytes(pmem).c_str(),
                     format_bytes(mmem).c_str(), 100 * me, rr.first_loss, rr.last_loss, rr.finite ? "" : "  NOT FINITE",
-                    clock_text(clock).c_str());
+                    clock_text(clock, predicted_mhz).c_str());
       out << line << std::flush;
       json rec;
       rec["model"] = m.name;
@@ -793,6 +812,7 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
       rec["global_batch"] = s.training.global_batch;
       rec["predicted"] = {{"step_time_s", pred}, {"peak_bytes", pmem}, {"breakdown_s", result_to_json(one, ev)["breakdown_s"]}};
       if (!std::isnan(at_clock)) rec["predicted"]["at_measured_clock_s"] = at_clock;
+      if (predicted_mhz > 0) rec["predicted"]["sm_mhz"] = predicted_mhz;
       rec["measured"] = {{"step_time_s", meas}, {"step_time_min_s", rr.step_ms_min * 1e-3}, {"step_time_max_s", rr.step_ms_max * 1e-3},
                          {"optimizer_s", rr.optimizer_ms * 1e-3}, {"forward_s", rr.forward_ms * 1e-3}, {"backward_s", rr.backward_ms * 1e-3},
                          {"device_used_bytes", mmem}, {"allocated_bytes", rr.allocated_bytes},
@@ -879,6 +899,18 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
                   "element-wise kernels at the clock each held (clock rule, s = %.3f)\n",
                   slow_clock_err.size(), s.hardware.max_sm_mhz, 100 * median(slow_clock_err), 100 * median(slow_clock_rule_err),
                   s.hardware.elementwise_clock_sensitivity);
+    out << line;
+  }
+  if (!clock_err_mhz.empty()) {
+    auto mean = [](const std::vector<double>& v) {
+      double sum = 0;
+      for (double x : v) sum += x;
+      return sum / static_cast<double>(v.size());
+    };
+    std::snprintf(line, sizeof line,
+                  "%zu runs: the SM clock predicted from each step's kernel mix %.0f MHz from the measured on the mean (the "
+                  "highest clock: %.0f MHz)\n",
+                  clock_err_mhz.size(), mean(clock_err_mhz), mean(flat_clock_err_mhz));
     out << line;
   }
   out << out_of_memory_summary(out_of_memory, "");
