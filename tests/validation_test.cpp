@@ -296,6 +296,27 @@ TEST(Validation, TheModelsGemmsAreTheRunnersGemms) {
 
 namespace {
 
+// The validate scenarios by the name their records give: name -> file.
+std::map<std::string, std::string> validate_scenarios_by_name() {
+  std::map<std::string, std::string> by_name;
+  for (const auto& e : std::filesystem::directory_iterator(kScenarios)) {
+    const std::string f = e.path().filename().string();
+    if (f.rfind("validate-", 0) != 0) continue;
+    std::ifstream in(e.path());
+    by_name[nlohmann::json::parse(in).at("name").get<std::string>()] = e.path().string();
+  }
+  return by_name;
+}
+
+// Every record in tests/validation, in name order.
+std::vector<std::string> record_files() {
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(kRecords))
+    if (e.path().extension() == ".json") files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
 Layout layout_of(const nlohmann::json& j) {
   Layout l;
   l.tp = j.value("tp", 1);
@@ -716,22 +737,12 @@ TEST(Validation, TheMeasuredClockExplainsPartOfThePowerCappedStepsShortfall) {
   // the step's and make up for the short ones
   // (Validation.TheLongerAGemmTheLongerCalibratesTablePricesItAgainstTheStep), so stretching the
   // element-wise kernels to the clock takes the step past its measured time.
-  std::map<std::string, std::string> scenario_file;  // scenario name -> file
-  for (const auto& e : std::filesystem::directory_iterator(kScenarios)) {
-    const std::string f = e.path().filename().string();
-    if (f.rfind("validate-", 0) != 0) continue;
-    std::ifstream in(e.path());
-    scenario_file[nlohmann::json::parse(in).at("name").get<std::string>()] = e.path().string();
-  }
+  const std::map<std::string, std::string> scenario_file = validate_scenarios_by_name();
   struct Part {
     std::vector<double> before, after;  // signed errors of the capped runs
   };
   std::map<std::string, Part> parts{{"h200-sxm", {}}, {"h100-sxm", {}}};
-  std::vector<std::string> files;
-  for (const auto& e : std::filesystem::directory_iterator(kRecords))
-    if (e.path().extension() == ".json") files.push_back(e.path().string());
-  std::sort(files.begin(), files.end());
-  for (const auto& file : files) {
+  for (const auto& file : record_files()) {
     std::ifstream in(file);
     const auto doc = nlohmann::json::parse(in);
     if (!doc.contains("runs") || !doc.contains("hardware") || !parts.count(doc["hardware"].get<std::string>())) continue;
@@ -797,13 +808,7 @@ TEST(Validation, TheClockAStepHoldsIsPredictedFromItsKernelMix) {
   // over its timed steps. The prediction must beat taking every step at the highest clock: on the
   // mean over all runs (most hold the highest clock, where both are right) and at the median over
   // those the cap held below 1,850 MHz.
-  std::map<std::string, std::string> scenario_file;  // scenario name -> file
-  for (const auto& e : std::filesystem::directory_iterator(kScenarios)) {
-    const std::string f = e.path().filename().string();
-    if (f.rfind("validate-", 0) != 0) continue;
-    std::ifstream in(e.path());
-    scenario_file[nlohmann::json::parse(in).at("name").get<std::string>()] = e.path().string();
-  }
+  const std::map<std::string, std::string> scenario_file = validate_scenarios_by_name();
   struct Part {
     std::vector<double> model, flat;              // |predicted - measured| MHz: the model, the highest clock
     std::vector<double> model_capped, flat_capped;  // the same, runs held below 1,850 MHz
@@ -813,11 +818,7 @@ TEST(Validation, TheClockAStepHoldsIsPredictedFromItsKernelMix) {
     std::vector<double> priced, at_predicted;
   };
   std::map<std::string, Part> parts;
-  std::vector<std::string> files;
-  for (const auto& e : std::filesystem::directory_iterator(kRecords))
-    if (e.path().extension() == ".json") files.push_back(e.path().string());
-  std::sort(files.begin(), files.end());
-  for (const auto& file : files) {
+  for (const auto& file : record_files()) {
     std::ifstream in(file);
     const auto doc = nlohmann::json::parse(in);
     if (!doc.contains("runs") || !doc.contains("hardware")) continue;
