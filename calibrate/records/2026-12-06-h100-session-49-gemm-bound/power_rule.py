@@ -41,6 +41,7 @@ for path in sys.argv[2:]:
         f = line.split()
         if cur is not None and len(f) >= 15 and re.match(r"^[0-9.]+$", f[0]):
             cur["rows"].append((float(f[1]), float(f[-3]), float(f[-2])))  # share, MHz, W
+            cur.setdefault("load", []).append(float(f[5]) if f[5] != "-" else None)  # time in the mix / alone
 
 rising = []
 for ld in loads:
@@ -80,4 +81,21 @@ for e, c in sorted(capped):
     print("  capped: estimate %4.0f W  held %4.0f MHz  line %4.0f" % (e, c, a + b * e), file=sys.stderr)
 print("line through %d capped rows: MHz = %.1f %+.4f W (residuals %+.0f..%+.0f MHz)" % (n, a, b, min(resid), max(resid)), file=sys.stderr)
 out["clock_line_mhz"] = [round(a, 1), round(b, 4)]
+# Not part of the profile (the simulator prices at the highest clock): how a GEMM's own time
+# follows the clock, read off the same sweeps as the element-wise kernels' s is. Each GEMM load's
+# time in the mix against its time at the largest share that held MAX_MHZ (where none did, its
+# smallest share above 0), at each capped row: s = (ratio - 1) / (MAX_MHZ / f - 1).
+sens = []
+for ld in rising:
+    if ld["attention"]:
+        continue
+    rows = [(r, x) for r, x in zip(ld["rows"], ld["load"]) if r[0] > 0 and x is not None]
+    held = [(r, x) for r, x in rows if r[1] >= max_mhz]
+    ref = max(held)[1] if held else min(rows)[1]
+    for (s_, mhz, w), x in rows:
+        if mhz < max_mhz and max_mhz / mhz - 1 > 0.05:
+            sens.append((x / ref - 1) / (max_mhz / mhz - 1))
+if sens:
+    print("GEMM clock sensitivity over %d capped rows at least 5%% below the highest clock: median %.2f (%.2f..%.2f)" % (
+        len(sens), statistics.median(sens), min(sens), max(sens)), file=sys.stderr)
 print(json.dumps(out))
