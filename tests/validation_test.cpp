@@ -155,7 +155,7 @@ TEST(Validation, H100OneGpuRunsWithItsMeasuredProfileAndWithTheCarryOverRule) {
   // layer shapes at 1,545-1,605 MHz under the cap), and on a thirteenth, held out, its eight runs
   // with Llama 3 8B's and 70B's shapes (1,395-1,605 MHz), Llama's -run10, the GPT -run9 and the
   // small GPT's -run7 (the same record, call 2); on a fourteenth, held out, Llama's -run11 and the
-  // GEMM-bound scenario's -run3 (call 4).
+  // GEMM-bound scenario's -run3 (call 4); on a fifteenth, held out, its -run4 (call 5).
   const HardwareProfile measured = load_hardware_profile("h100-sxm", kProfiles);
   std::ifstream ds(std::string(TRAINSIM_SOURCE_DIR) + "/calibrate/datasheets/h100-sxm.json");
   ASSERT_TRUE(ds);
@@ -196,7 +196,8 @@ TEST(Validation, H100OneGpuRunsWithItsMeasuredProfileAndWithTheCarryOverRule) {
                                        {"h100-one-gpu-run9.json", "validate-one-gpu.json"},
                                        {"h100-small-gpt-run7.json", "validate-small-gpt.json"},
                                        {"h100-llama-one-gpu-run11.json", "validate-llama-one-gpu.json"},
-                                       {"h100-gemm-heavy-run3.json", "validate-gemm-heavy.json"}}) {
+                                       {"h100-gemm-heavy-run3.json", "validate-gemm-heavy.json"},
+                                       {"h100-gemm-heavy-run4.json", "validate-gemm-heavy.json"}}) {
     const Scenario base = load_scenario(kScenarios + "/" + scenario, kProfiles);
     std::ifstream in(kRecords + "/" + file);
     ASSERT_TRUE(in) << file;
@@ -224,7 +225,7 @@ TEST(Validation, H100OneGpuRunsWithItsMeasuredProfileAndWithTheCarryOverRule) {
       if (s.model.seq_len >= 4096) long_derived.push_back(derived_err);
     }
   }
-  ASSERT_EQ(err_measured.size(), 221u);
+  ASSERT_EQ(err_measured.size(), 229u);
   std::printf("[ info ] %zu H100 runs: median |error| step time %.2f%% with the measured profile (max %.1f%%), %.2f%% with the "
               "carry-over rule (max %.1f%%, signed %.1f%% to %.1f%%); memory peak %.2f%% (max %.1f%%)\n",
               err_measured.size(), 100 * median(err_measured), 100 * worst_measured, 100 * median(err_derived),
@@ -731,7 +732,8 @@ TEST(Validation, TheMeasuredClockExplainsPartOfThePowerCappedStepsShortfall) {
   // too, 1.02-1.17 times in the same mixes, but calibrate's table is timed at an unknown clock of
   // its own, so nothing is applied to them here.) The GEMM-bound scenario's steps
   // (scenarios/validate-gemm-heavy.json: two thirds of their time in GEMMs, at 1,395-1,635 MHz)
-  // are held apart, because there the rule alone overshoots. Their GEMMs, summed, are not priced
+  // are held apart: they are not priced short as they are (+0.1% at the median over four cards),
+  // and the rule alone takes them long, further from the runs. Their GEMMs, summed, are not priced
   // short (+1.1% and -0.1% in the kernel-class runs, calibrate/records/2026-12-06-h100-session-49-gemm-bound/,
   // call 1): the long ones, most of the GEMM time, were timed by calibrate at a higher duty than
   // the step's and make up for the short ones
@@ -786,12 +788,14 @@ TEST(Validation, TheMeasuredClockExplainsPartOfThePowerCappedStepsShortfall) {
                 hw.c_str(), p.before.size(), 100 * median(p.before), 100 * median(p.after), 100 * median(abs_before),
                 100 * median(abs_after), 100 * *std::max_element(abs_before.begin(), abs_before.end()),
                 100 * *std::max_element(abs_after.begin(), abs_after.end()));
-    EXPECT_LT(median(p.before), 0.0) << hw << ": the capped steps are priced short";
     EXPECT_GT(median(p.after), median(p.before)) << hw;
     if (hw.find("GEMM-bound") != std::string::npos) {
+      // Priced about right as they are; the rule alone takes them long, further from the runs.
       EXPECT_GT(median(p.after), 0.0) << hw << ": the rule alone overshoots where the GEMMs hold the clock";
+      EXPECT_GT(median(abs_after), median(abs_before)) << hw;
       continue;
     }
+    EXPECT_LT(median(p.before), 0.0) << hw << ": the capped steps are priced short";
     EXPECT_LE(median(p.after), 0.0) << hw << ": the clock explains no more than the shortfall";
     EXPECT_LT(median(abs_after), median(abs_before)) << hw;
   }
