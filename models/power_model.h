@@ -1,8 +1,8 @@
 #pragma once
 // The SM clock a step holds under the GPU's power limit, from the time it spends in each kind of
 // kernel. Each kind draws its own power at the part's highest clock: memory-bound kernels about the
-// same whatever they are, GEMMs and attention more the faster they run (the profile's
-// `clock.power_model`, read off the part's kernel-mix sweeps). A step's power at that clock is
+// same whatever they are, GEMMs and attention by their rate (the profile's `clock.power_model`,
+// read off the part's kernel-mix sweeps). A step's power at that clock is
 // estimated as the time-weighted mean of its kernels'; where that is above the power limit the part
 // slows until it is not, and the clock it holds follows the line the sweeps' capped mixes draw
 // against the same estimate. Gaps between kernels are not counted (they draw less: the estimate

@@ -632,8 +632,8 @@ TEST(Validation, TheLongerAGemmTheLongerCalibratesTablePricesItAgainstTheStep) {
   // What the README says of the H100's GEMMs (How accurate, the denser grid): summed by their time
   // in the step, the GEMMs of the three Llama kernel-class records (three cards) come out short
   // under 0.1 ms, long over 1 ms, and the longer the further. calibrate times each GEMM after a
-  // device copy as long as it, capped at 512 MiB (about 0.33 ms): up to about 0.3 ms a GEMM runs
-  // about half of that time, a 2 ms one 85% of it, and the more of its time a GPU spends in GEMMs
+  // device copy as long as it, capped at 512 MiB (about 0.38 ms at the H100's copy rate): up to
+  // about 0.3 ms a GEMM runs about 40% of that time, a 2 ms one 84% of it, and the more of its time a GPU spends in GEMMs
   // the lower the clock its power cap holds it to (calibrate/records/2026-12-06-h100-session-46-kernel-mix/:
   // a GEMM in a mix at share 0.95 takes 1.12-1.15 times its time alone). The Llama steps spend
   // 31-52% of their time in GEMMs: the long ones run at a lower duty than calibrate's and the short

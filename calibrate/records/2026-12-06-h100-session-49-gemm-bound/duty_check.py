@@ -5,10 +5,12 @@
 # time alone: the mean of the two loads of calibrate/records/2026-12-06-h100-session-46-kernel-mix/
 # (Llama 2 7B's 4096 x 11008 x 4096 and Llama 3.2 3B's 2048 x 8192 x 3072, shares rising),
 # interpolated, held at the ends.
-# d(t): the duty calibrate times a GEMM of t seconds at (kernels/gemm_bench.cu): a device copy
-# before each timed burst, as long as the burst at a guessed 600 TFLOP/s (about 1.2 / 0.8 of the
-# GEMM's own time at the ~750 TFLOP/s these shapes reach), bursts of about 0.3 ms for short GEMMs,
-# the copy capped at 512 MiB (about 0.33 ms).
+# d: the duty calibrate times a GEMM at, as kernels/gemm_bench.cu times it: a guess of its time at
+# 600 TFLOP/s, g_us = 2mnk / 6e8; bursts of inner = max(1, min(50, 300 / g_us)) calls, each
+# burst after a device copy of min(512 MiB, max(1 MiB, g_us * inner * 1e-6 * 3.3e12 / 2)) bytes;
+# the copy's time at the 2,850 GB/s of read and write traffic the H100 profile's memory_bound
+# table gives at 0.8-3.2 GB (so the 512 MiB cap takes about 0.38 ms); the burst's time inner times
+# the table's time for the GEMM (the record's predicted_s). d = burst / (burst + copy).
 # D: the step's measured GEMM time over its step time.
 # Each GEMM priced t * g(D) / g(d(t)) against its time in the step, summed by length, and the step
 # error moved by the change in the summed GEMM price.
@@ -32,9 +34,13 @@ def g(x):
     return (interp(G7, x) + interp(G3, x)) / 2
 
 
-def duty(t):
-    copy = t * 1.2 / 0.8
-    return t / (t + (copy if t < 300e-6 else min(0.33e-3, copy)))
+def duty(m, n, k, t):
+    guess_us = 2.0 * m * n * k / 6e8
+    inner = max(1, min(50, int(300.0 / max(1.0, guess_us))))
+    copy_bytes = min(512 * 2**20, max(2**20, guess_us * inner * 1e-6 * 3.3e12 / 2))
+    copy_s = 2 * copy_bytes / 2850e9
+    burst = inner * t
+    return burst / (burst + copy_s)
 
 
 BINS = ["<0.1ms", "0.1-0.3", "0.3-1", ">=1ms"]
@@ -50,7 +56,7 @@ for f in sorted(glob.glob("tests/validation/h100-*kernel-classes*.json")):
             s = bins.setdefault(b, [0.0, 0.0, 0.0])
             s[0] += x["measured_s"] * n
             s[1] += t * n
-            s[2] += t * g(D) / g(duty(t)) * n
+            s[2] += t * g(D) / g(duty(x["m"], x["n"], x["k"], t)) * n
         delta = sum(v[2] - v[1] for v in bins.values())
         print("%-45s %-18s mb%d  D %.2f  %s  step %+.2f%% -> %+.2f%%" % (
             f.split("/")[-1], r["model"], r["layout"]["micro_batch"], D,
