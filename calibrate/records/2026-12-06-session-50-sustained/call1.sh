@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Session 50, device call 1. Does a step near the power limit hold the same clock and draw the same
+# power when it runs for a minute as in planner validate's few timed steps? Two such steps (short.json,
+# long.json) run short on a cold card, sustained, then short again on the warm card, beside an
+# nvidia-smi log of the SM clock, power and temperatures. On an H200 the GEMM grid is calibrated
+# afterwards (h200-sxm keeps session 15's), with the sustained runs shortened to fit the call.
+set -u
+export NCCL_NVLS_ENABLE=0
+R=calibrate/records/2026-12-06-session-50-sustained
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+hw=h100-sxm; case "$gpu" in *H200*) hw=h200-sxm ;; esac
+echo "$gpu -> $hw" > $OUT/which.txt
+OUT=$OUT/s bash tools/gpu_session.sh            # build only
+mkdir -p $OUT/t
+q=timestamp,clocks.sm,power.draw,power.draw.instant,temperature.gpu,temperature.memory,clocks_event_reasons.sw_power_cap,clocks_event_reasons.sw_thermal_slowdown,clocks_event_reasons.hw_slowdown
+nvidia-smi -i 0 --query-gpu=$q --format=csv >/dev/null 2>&1 || q=timestamp,clocks.sm,power.draw,temperature.gpu
+nvidia-smi -i 0 --query-gpu=$q --format=csv -lms 100 > $OUT/t/clocks.csv 2>&1 &
+smi=$!
+stamp() { while IFS= read -r l; do printf '%s %s\n' "$(date '+%Y/%m/%d %H:%M:%S.%3N')" "$l"; done; }
+long=$R/long.json
+if [ "$hw" = h200-sxm ]; then
+  python3 -c "import json,sys; d=json.load(open('$R/long.json')); d['validate']['timed_steps']=40; json.dump(d,open('$OUT/t/long-h200.json','w'),indent=2)"
+  long=$OUT/t/long-h200.json
+fi
+v() { ./build-gpu/planner validate "$1" --hardware $hw --json-out $OUT/t/$2.json 2>&1 | stamp > $OUT/t/$2.log; echo "[$(date +%T)] $2 done ($SECONDS s)" >> $OUT/t/phases.txt; }
+sleep 5
+v $R/short.json short-cold
+v $long long
+v $R/short.json short-warm
+if [ "$hw" = h100-sxm ]; then
+  sleep 60; echo "[$(date +%T)] idle 60 s" >> $OUT/t/phases.txt
+  v $R/short.json short-after-idle
+fi
+kill $smi
+if [ "$hw" = h200-sxm ]; then OUT=$OUT/s SKIP_BUILD=1 bash tools/gpu_session.sh calibrate; fi
+tail -3 $OUT/t/*.log; cat $OUT/t/phases.txt
+cd $OUT && tar czf /tmp/all.tgz . && find . -mindepth 1 -delete && mv /tmp/all.tgz .
