@@ -333,6 +333,71 @@ Layout layout_of(const nlohmann::json& j) {
   return l;
 }
 
+// A one-GPU run `planner validate` recorded with its clock on the H100 or H200 (NVML's median SM
+// clock over the timed steps), priced by the current cost model kernel class by kernel class
+// (runs that timed their kernels one by one left out: their clock is not the step's).
+struct ClockRun {
+  std::string hw, model;
+  bool gemm_bound = false;  // scenarios/validate-gemm-heavy.json
+  KernelClasses k;
+  double sm_mhz = 0;
+  double power_w = -1;       // NVML's median power over the timed steps; -1: not recorded
+  double predicted_s = -1;   // the simulated step; -1: the run did not finish
+  double measured_s = -1;
+  double at_launch_interval_s = 0;  // time in kernels the cost model prices at the launch interval
+};
+std::vector<ClockRun> one_gpu_clock_runs() {
+  const std::map<std::string, std::string> scenario_file = validate_scenarios_by_name();
+  std::vector<ClockRun> runs;
+  for (const auto& file : record_files()) {
+    std::ifstream in(file);
+    const auto doc = nlohmann::json::parse(in);
+    if (!doc.contains("runs") || !doc.contains("hardware")) continue;
+    const std::string hw = doc["hardware"].get<std::string>();
+    if (hw != "h100-sxm" && hw != "h200-sxm") continue;
+    const auto sf = scenario_file.find(doc.value("scenario", std::string()));
+    if (sf == scenario_file.end()) continue;
+    Scenario base = load_scenario(sf->second, kProfiles);
+    base.hardware = load_hardware_profile(hw, kProfiles);
+    const CostModel cost(base.hardware, base.training.precision);
+    for (const auto& run : doc["runs"]) {
+      const auto& m = run["measured"];
+      if (!m.contains("gpu_clock") || !m["gpu_clock"].contains("sm_mhz") || run.contains("kernel_classes")) continue;
+      const Layout l = layout_of(run["layout"]);
+      if (l.tp * l.pp * l.dp != 1) continue;
+      ClockRun r;
+      r.hw = hw;
+      r.model = run["model"].get<std::string>();
+      r.gemm_bound = std::filesystem::path(sf->second).filename() == "validate-gemm-heavy.json";
+      const ModelConfig model = model_named(base, r.model);
+      const OpContext c{model, 1, false, l.recompute, l.micro_batch, base.training.precision};
+      const double micro_batches = run["global_batch"].get<double>() / l.micro_batch;
+      r.k = one_gpu_kernel_classes(cost, c, model.layers, micro_batches);
+      auto count = [&](const LayerOps& ops, double times) {
+        for (const auto* list : {&ops.forward, &ops.backward, &ops.recompute})
+          for (const Op& op : *list)
+            if (cost.op_time_s(op) <= cost.launch_s()) r.at_launch_interval_s += cost.launch_s() * times;
+      };
+      count(transformer_layer_ops(c), model.layers * micro_batches);
+      count(embedding_ops(c), micro_batches);
+      count(head_ops(c), micro_batches);
+      r.sm_mhz = m["gpu_clock"]["sm_mhz"].get<double>();
+      r.power_w = m["gpu_clock"].value("power_w", -1.0);
+      if (m.contains("step_time_s") && m.value("finite", false)) {
+        Scenario sc = base;
+        sc.model = model;
+        sc.training.global_batch = run["global_batch"].get<int>();
+        r.predicted_s = evaluate(sc, l, 1, EvalOptions{}).step.step_time_s;
+        r.measured_s = m["step_time_s"].get<double>();
+      }
+      runs.push_back(std::move(r));
+    }
+  }
+  return runs;
+}
+
+KernelMix mix_of(const KernelClasses& k) { return {k.gemm_s, k.gemm_flops, k.attention_s, k.attention_flops, k.other_s}; }
+
 // Re-predicts the runs of a data-parallel record (one GPU per rank, `nodes` x `gpn` GPUs) with the
 // current model: the step-time and memory errors, and the predicted and measured step of one GPU
 // running the same global batch.
@@ -739,43 +804,26 @@ TEST(Validation, TheMeasuredClockExplainsPartOfThePowerCappedStepsShortfall) {
   // the step's and make up for the short ones
   // (Validation.TheLongerAGemmTheLongerCalibratesTablePricesItAgainstTheStep), so stretching the
   // element-wise kernels to the clock takes the step past its measured time.
-  const std::map<std::string, std::string> scenario_file = validate_scenarios_by_name();
   struct Part {
     std::vector<double> before, after;  // signed errors of the capped runs
   };
-  std::map<std::string, Part> parts{{"h200-sxm", {}}, {"h100-sxm", {}}};
-  for (const auto& file : record_files()) {
-    std::ifstream in(file);
-    const auto doc = nlohmann::json::parse(in);
-    if (!doc.contains("runs") || !doc.contains("hardware") || !parts.count(doc["hardware"].get<std::string>())) continue;
-    const auto sf = scenario_file.find(doc.value("scenario", std::string()));
-    if (sf == scenario_file.end()) continue;
-    const bool gemm_bound = std::filesystem::path(sf->second).filename() == "validate-gemm-heavy.json";
-    Part& part = parts[doc["hardware"].get<std::string>() + (gemm_bound ? ", GEMM-bound" : "")];
-    Scenario base = load_scenario(sf->second, kProfiles);
-    base.hardware = load_hardware_profile(doc["hardware"].get<std::string>(), kProfiles);
-    ASSERT_GE(base.hardware.elementwise_clock_sensitivity, 0) << doc["hardware"] << " has no clock section";
-    const CostModel cost(base.hardware, base.training.precision);
-    for (const auto& run : doc["runs"]) {
-      const auto& m = run["measured"];
-      // Runs with every kernel timed in place carry the timing events' microseconds: not step records.
-      if (!m.contains("gpu_clock") || m["gpu_clock"]["sm_mhz"].get<double>() >= 1850 || run.contains("kernel_classes")) continue;
-      const Layout l = layout_of(run["layout"]);
-      if (l.tp * l.pp * l.dp != 1) continue;
-      Scenario s = base;
-      s.model = model_named(base, run["model"].get<std::string>());
-      s.training.global_batch = run["global_batch"].get<int>();
-      const Evaluation ev = evaluate(s, l, 1, EvalOptions{});
-      const OpContext c{s.model, 1, false, l.recompute, l.micro_batch, s.training.precision};
-      const double memory_bound = one_gpu_kernel_classes(cost, c, s.model.layers, s.training.global_batch / l.micro_batch).other_s;
-      ASSERT_GT(memory_bound, 0.05 * ev.step.step_time_s) << file;
-      ASSERT_LT(memory_bound, 0.5 * ev.step.step_time_s) << file;
-      const double f = m["gpu_clock"]["sm_mhz"].get<double>(), measured = m["step_time_s"].get<double>();
-      part.before.push_back(ev.step.step_time_s / measured - 1.0);
-      const double stretched = memory_bound * (base.hardware.elementwise_clock_factor(f) - 1.0);
-      ASSERT_GT(stretched, 0) << file;
-      part.after.push_back((ev.step.step_time_s + stretched) / measured - 1.0);
-    }
+  std::map<std::string, Part> parts;
+  std::map<std::string, HardwareProfile> profiles;
+  for (const char* hw : {"h100-sxm", "h200-sxm"}) {
+    profiles[hw] = load_hardware_profile(hw, kProfiles);
+    ASSERT_GE(profiles[hw].elementwise_clock_sensitivity, 0) << hw << " has no clock section";
+  }
+  for (const ClockRun& r : one_gpu_clock_runs()) {
+    if (r.sm_mhz >= 1850) continue;
+    ASSERT_GT(r.predicted_s, 0) << r.hw << " " << r.model << ": a capped run that did not finish";
+    Part& part = parts[r.hw + (r.gemm_bound ? ", GEMM-bound" : "")];
+    const double memory_bound = r.k.other_s;
+    ASSERT_GT(memory_bound, 0.05 * r.predicted_s) << r.model;
+    ASSERT_LT(memory_bound, 0.5 * r.predicted_s) << r.model;
+    part.before.push_back(r.predicted_s / r.measured_s - 1.0);
+    const double stretched = memory_bound * (profiles.at(r.hw).elementwise_clock_factor(r.sm_mhz) - 1.0);
+    ASSERT_GT(stretched, 0) << r.model;
+    part.after.push_back((r.predicted_s + stretched) / r.measured_s - 1.0);
   }
   ASSERT_EQ(parts.size(), 3u);  // no GEMM-bound steps recorded on the H200
   for (const auto& [hw, p] : parts) {
@@ -812,7 +860,6 @@ TEST(Validation, TheClockAStepHoldsIsPredictedFromItsKernelMix) {
   // over its timed steps. The prediction must beat taking every step at the highest clock: on the
   // mean over all runs (most hold the highest clock, where both are right) and at the median over
   // those the cap held below 1,850 MHz.
-  const std::map<std::string, std::string> scenario_file = validate_scenarios_by_name();
   struct Part {
     std::vector<double> model, flat;              // |predicted - measured| MHz: the model, the highest clock
     std::vector<double> model_capped, flat_capped;  // the same, runs held below 1,850 MHz
@@ -822,44 +869,25 @@ TEST(Validation, TheClockAStepHoldsIsPredictedFromItsKernelMix) {
     std::vector<double> priced, at_predicted;
   };
   std::map<std::string, Part> parts;
-  for (const auto& file : record_files()) {
-    std::ifstream in(file);
-    const auto doc = nlohmann::json::parse(in);
-    if (!doc.contains("runs") || !doc.contains("hardware")) continue;
-    const std::string hw = doc["hardware"].get<std::string>();
-    if (hw != "h100-sxm" && hw != "h200-sxm") continue;
-    const auto sf = scenario_file.find(doc.value("scenario", std::string()));
-    if (sf == scenario_file.end()) continue;
-    Scenario base = load_scenario(sf->second, kProfiles);
-    base.hardware = load_hardware_profile(hw, kProfiles);
-    ASSERT_TRUE(base.hardware.has_clock_power_model()) << hw;
-    const CostModel cost(base.hardware, base.training.precision);
-    Part& part = parts[hw];
-    for (const auto& run : doc["runs"]) {
-      const auto& m = run["measured"];
-      if (!m.contains("gpu_clock") || !m["gpu_clock"].contains("sm_mhz") || run.contains("kernel_classes")) continue;
-      const Layout l = layout_of(run["layout"]);
-      if (l.tp * l.pp * l.dp != 1) continue;
-      const ModelConfig model = model_named(base, run["model"].get<std::string>());
-      const OpContext c{model, 1, false, l.recompute, l.micro_batch, base.training.precision};
-      const KernelClasses k = one_gpu_kernel_classes(cost, c, model.layers, run["global_batch"].get<double>() / l.micro_batch);
-      const double predicted = held_clock_mhz(base.hardware, {k.gemm_s, k.gemm_flops, k.attention_s, k.attention_flops, k.other_s});
-      const double measured = m["gpu_clock"]["sm_mhz"].get<double>();
-      if (m.contains("step_time_s") && m.value("finite", false)) {
-        Scenario sc = base;
-        sc.model = model;
-        sc.training.global_batch = run["global_batch"].get<int>();
-        const double step = evaluate(sc, l, 1, EvalOptions{}).step.step_time_s, meas = m["step_time_s"].get<double>();
-        part.priced.push_back(std::fabs(step / meas - 1.0));
-        part.at_predicted.push_back(std::fabs((step + k.other_s * (base.hardware.elementwise_clock_factor(predicted) - 1.0)) / meas - 1.0));
-      }
-      part.model.push_back(std::fabs(predicted - measured));
-      part.flat.push_back(std::fabs(base.hardware.max_sm_mhz - measured));
-      part.signed_err.push_back(predicted - measured);
-      if (measured < 1850) {
-        part.model_capped.push_back(part.model.back());
-        part.flat_capped.push_back(part.flat.back());
-      }
+  std::map<std::string, HardwareProfile> profiles;
+  for (const char* hw : {"h100-sxm", "h200-sxm"}) {
+    profiles[hw] = load_hardware_profile(hw, kProfiles);
+    ASSERT_TRUE(profiles[hw].has_clock_power_model()) << hw;
+  }
+  for (const ClockRun& r : one_gpu_clock_runs()) {
+    const HardwareProfile& hw = profiles.at(r.hw);
+    Part& part = parts[r.hw];
+    const double predicted = held_clock_mhz(hw, mix_of(r.k));
+    if (r.predicted_s > 0) {
+      part.priced.push_back(std::fabs(r.predicted_s / r.measured_s - 1.0));
+      part.at_predicted.push_back(std::fabs((r.predicted_s + r.k.other_s * (hw.elementwise_clock_factor(predicted) - 1.0)) / r.measured_s - 1.0));
+    }
+    part.model.push_back(std::fabs(predicted - r.sm_mhz));
+    part.flat.push_back(std::fabs(hw.max_sm_mhz - r.sm_mhz));
+    part.signed_err.push_back(predicted - r.sm_mhz);
+    if (r.sm_mhz < 1850) {
+      part.model_capped.push_back(part.model.back());
+      part.flat_capped.push_back(part.flat.back());
     }
   }
   ASSERT_EQ(parts.size(), 2u);
@@ -881,6 +909,35 @@ TEST(Validation, TheClockAStepHoldsIsPredictedFromItsKernelMix) {
                 100 * *std::max_element(p.priced.begin(), p.priced.end()), 100 * *std::max_element(p.at_predicted.begin(), p.at_predicted.end()));
     EXPECT_LT(mean(p.model), mean(p.flat)) << hw;
     EXPECT_LT(median(p.model_capped), median(p.flat_capped)) << hw;
+  }
+}
+
+TEST(Validation, ThePowerEstimateOfAStepAtTheHighestClockRunsHigh) {
+  // The power model's estimate (models/power_model.h: the time-weighted mean of each kernel
+  // class's power, read off the kernel-mix sweeps) against the power NVML gave over the timed
+  // steps of every one-GPU run that held the highest clock (within one 15 MHz step), where both
+  // are the power at that clock. It runs high on every such run, by 29-204 W (71 W at the median on the H100, 83 on the H200): the steps draw less
+  // than the sweeps' sustained loads of the same kinds. Not through gaps between kernels: no
+  // kernel of these steps is short enough to be priced at the launch interval (asserted), so the
+  // GPU is busy for the whole step. That is why steps whose estimate falls just above the 700 W
+  // limit (GPT 760M-2.7B, Llama 1.1B) are predicted below the clock they hold.
+  std::map<std::string, HardwareProfile> profiles;
+  for (const char* hw : {"h100-sxm", "h200-sxm"}) profiles[hw] = load_hardware_profile(hw, kProfiles);
+  std::map<std::string, std::vector<double>> excess;
+  for (const ClockRun& r : one_gpu_clock_runs()) {
+    const HardwareProfile& hw = profiles.at(r.hw);
+    if (r.power_w <= 0 || r.sm_mhz < hw.max_sm_mhz - 15) continue;
+    const double estimate = mix_power_w(hw, mix_of(r.k));
+    EXPECT_GT(estimate, r.power_w) << r.hw << " " << r.model;
+    EXPECT_EQ(r.at_launch_interval_s, 0.0) << r.hw << " " << r.model;
+    excess[r.hw].push_back(estimate - r.power_w);
+  }
+  ASSERT_EQ(excess.size(), 2u);
+  for (const auto& [hw, e] : excess) {
+    ASSERT_GE(e.size(), 40u) << hw;
+    std::printf("[ info ] %s, %zu one-GPU runs at the highest clock: the power estimate %.0f W above the measured at the median "
+                "(%+.0f to %+.0f W)\n",
+                hw.c_str(), e.size(), median(e), *std::min_element(e.begin(), e.end()), *std::max_element(e.begin(), e.end()));
   }
 }
 
