@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Session 50, device call 1. Does a step near the power limit hold the same clock and draw the same
-# power when it runs for a minute as in planner validate's few timed steps? Two such steps (short.json,
-# long.json) run short on a cold card, sustained, then short again on the warm card, beside an
-# nvidia-smi log of the SM clock, power and temperatures. On an H200 the GEMM grid is calibrated
-# afterwards (h200-sxm keeps session 15's), with the sustained runs shortened to fit the call.
+# power when it runs for half a minute as in planner validate's few timed steps? Two such steps
+# (short.json, long.json) run short on a cold card, sustained, then short again on the warm card,
+# beside an nvidia-smi log of the SM clock, power and temperatures (either part, against its own
+# profile).
 set -u
 export NCCL_NVLS_ENABLE=0
 R=calibrate/records/2026-12-06-session-50-sustained
@@ -17,21 +17,14 @@ nvidia-smi -i 0 --query-gpu=$q --format=csv >/dev/null 2>&1 || q=timestamp,clock
 nvidia-smi -i 0 --query-gpu=$q --format=csv -lms 100 > $OUT/t/clocks.csv 2>&1 &
 smi=$!
 stamp() { while IFS= read -r l; do printf '%s %s\n' "$(date '+%Y/%m/%d %H:%M:%S.%3N')" "$l"; done; }
-long=$R/long.json
-if [ "$hw" = h200-sxm ]; then
-  python3 -c "import json,sys; d=json.load(open('$R/long.json')); d['validate']['timed_steps']=40; json.dump(d,open('$OUT/t/long-h200.json','w'),indent=2)"
-  long=$OUT/t/long-h200.json
-fi
 v() { ./build-gpu/planner validate "$1" --hardware $hw --json-out $OUT/t/$2.json 2>&1 | stamp > $OUT/t/$2.log; echo "[$(date +%T)] $2 done ($SECONDS s)" >> $OUT/t/phases.txt; }
 sleep 5
 v $R/short.json short-cold
-v $long long
+v $R/long.json long
 v $R/short.json short-warm
-if [ "$hw" = h100-sxm ]; then
-  sleep 60; echo "[$(date +%T)] idle 60 s" >> $OUT/t/phases.txt
-  v $R/short.json short-after-idle
-fi
+sleep 30; echo "[$(date +%T)] idle 30 s" >> $OUT/t/phases.txt
+v $R/short.json short-after-idle
 kill $smi
-if [ "$hw" = h200-sxm ]; then OUT=$OUT/s SKIP_BUILD=1 bash tools/gpu_session.sh calibrate; fi
-tail -3 $OUT/t/*.log; cat $OUT/t/phases.txt
+tail -4 $OUT/t/*.log; cat $OUT/t/phases.txt
+python3 $R/sustained.py $OUT/t/clocks.csv $OUT/t/short-cold.json $OUT/t/long.json $OUT/t/short-warm.json $OUT/t/short-after-idle.json
 cd $OUT && tar czf /tmp/all.tgz . && find . -mindepth 1 -delete && mv /tmp/all.tgz .
