@@ -342,6 +342,7 @@ struct ClockRun {
   KernelClasses k;
   double sm_mhz = 0;
   double power_w = -1;       // NVML's median power over the timed steps; -1: not recorded
+  double timed_s = 0;        // the timed steps' wall time; 0: not recorded
   double predicted_s = -1;   // the simulated step; -1: the run did not finish
   double measured_s = -1;
   double at_launch_interval_s = 0;  // time in kernels the cost model prices at the launch interval
@@ -383,6 +384,8 @@ std::vector<ClockRun> one_gpu_clock_runs() {
       count(head_ops(c), micro_batches);
       r.sm_mhz = m["gpu_clock"]["sm_mhz"].get<double>();
       r.power_w = m["gpu_clock"].value("power_w", -1.0);
+      if (m["gpu_clock"].contains("timed_wall_s"))
+        r.timed_s = m["gpu_clock"]["timed_wall_s"][1].get<double>() - m["gpu_clock"]["timed_wall_s"][0].get<double>();
       if (m.contains("step_time_s") && m.value("finite", false)) {
         Scenario sc = base;
         sc.model = model;
@@ -916,16 +919,23 @@ TEST(Validation, ThePowerEstimateOfAStepAtTheHighestClockRunsHigh) {
   // The power model's estimate (models/power_model.h: the time-weighted mean of each kernel
   // class's power, read off the kernel-mix sweeps) against the power NVML gave over the timed
   // steps of every one-GPU run that held the highest clock (within one 15 MHz step), where both
-  // are the power at that clock. It runs high on every such run, by 29-204 W (71 W at the median on the H100, 83 on the H200): the steps draw less
-  // than the sweeps' sustained loads of the same kinds. Not through gaps between kernels: no
-  // kernel of these steps is short enough to be priced at the launch interval (asserted), so the
-  // GPU is busy for the whole step; nor through the card being cooler in a short run (sustained for
-  // half a minute, two such steps drew 9-12 W more and held the same clock:
-  // Validation.AStepSustainedForHalfAMinuteHoldsTheClockAndTimeOfAFewTimedSteps). That is why steps whose estimate falls just above the 700 W
-  // limit (GPT 760M-2.7B, Llama 1.1B) are predicted below the clock they hold.
+  // are the power at that clock. It runs high on every such run. Part of that is the reading on
+  // the shortest runs: NVML's power is a mean over the last second, which lags a run's start, so a
+  // run timed for under a second after a short warm-up reads low (GPT 125M, timed 0.5 s: 483 W
+  // against 572 W read instantaneously beside it; GPT 350M, timed 1.2 s: 578 and 584 W; record
+  // calibrate/records/2026-12-06-session-50-sustained/, call 2). The runs timed for a second or
+  // more still read 69 W (H100) and 71 W (H200) below the estimate at the median, 29-123 W: the
+  // steps draw less than the sweeps'
+  // sustained loads of the same kinds. Not through gaps between kernels: no kernel of these steps
+  // is short enough to be priced at the launch interval (asserted), so the GPU is busy for the
+  // whole step; nor through the card being cooler in a short run (sustained for half a minute, two
+  // such steps drew 9-12 W more and held the same clock:
+  // Validation.AStepSustainedForHalfAMinuteHoldsTheClockAndTimeOfAFewTimedSteps). That is why
+  // steps whose estimate falls just above the 700 W limit (GPT 760M-2.7B, Llama 1.1B) are
+  // predicted below the clock they hold.
   std::map<std::string, HardwareProfile> profiles;
   for (const char* hw : {"h100-sxm", "h200-sxm"}) profiles[hw] = load_hardware_profile(hw, kProfiles);
-  std::map<std::string, std::vector<double>> excess;
+  std::map<std::string, std::vector<double>> excess, excess_timed_1s;
   for (const ClockRun& r : one_gpu_clock_runs()) {
     const HardwareProfile& hw = profiles.at(r.hw);
     if (r.power_w <= 0 || r.sm_mhz < hw.max_sm_mhz - 15) continue;
@@ -933,13 +943,18 @@ TEST(Validation, ThePowerEstimateOfAStepAtTheHighestClockRunsHigh) {
     EXPECT_GT(estimate, r.power_w) << r.hw << " " << r.model;
     EXPECT_EQ(r.at_launch_interval_s, 0.0) << r.hw << " " << r.model;
     excess[r.hw].push_back(estimate - r.power_w);
+    if (r.timed_s >= 1.0) excess_timed_1s[r.hw].push_back(estimate - r.power_w);
   }
   ASSERT_EQ(excess.size(), 2u);
   for (const auto& [hw, e] : excess) {
+    const std::vector<double>& e1 = excess_timed_1s[hw];
     ASSERT_GE(e.size(), 40u) << hw;
+    ASSERT_GE(e1.size(), 20u) << hw;
     std::printf("[ info ] %s, %zu one-GPU runs at the highest clock: the power estimate %.0f W above the measured at the median "
-                "(%+.0f to %+.0f W)\n",
-                hw.c_str(), e.size(), median(e), *std::min_element(e.begin(), e.end()), *std::max_element(e.begin(), e.end()));
+                "(%+.0f to %+.0f W); the %zu timed for 1 s or more: %.0f W (%+.0f to %+.0f W)\n",
+                hw.c_str(), e.size(), median(e), *std::min_element(e.begin(), e.end()), *std::max_element(e.begin(), e.end()),
+                e1.size(), median(e1), *std::min_element(e1.begin(), e1.end()), *std::max_element(e1.begin(), e1.end()));
+    EXPECT_LE(median(e1), median(e)) << hw << ": the shortest runs read low";
   }
 }
 
