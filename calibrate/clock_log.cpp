@@ -78,35 +78,70 @@ std::vector<ClockSample> read_clock_log(const std::string& path) {
   all.erase(all.find_last_of('\n') == std::string::npos ? 0 : all.find_last_of('\n') + 1);
   std::istringstream lines(all);
   std::vector<ClockSample> out;
-  std::string line;
-  for (int n = 1; std::getline(lines, line); ++n) {
-    if (trim(line).empty() || trim(line).rfind("timestamp", 0) == 0) continue;
+  // Where each quantity is: the three columns in order unless a header says otherwise.
+  struct Columns {
+    int count = 3, time = 0, clock = 1, power = 2, instant = -1, capped = -1;
+  } col;
+  const std::string expected = "\"timestamp, clocks.sm, power.draw\" (then optionally power.draw.instant, "
+                               "clocks_event_reasons.sw_power_cap or other columns) as nvidia-smi --format=csv writes them";
+  auto split = [](const std::string& line) {
     std::vector<std::string> fields;
     std::stringstream ss(line);
-    for (std::string f; std::getline(ss, f, ',');) fields.push_back(f);
+    for (std::string f; std::getline(ss, f, ',');) fields.push_back(trim(f));
+    return fields;
+  };
+  std::string line;
+  for (int n = 1; std::getline(lines, line); ++n) {
+    if (trim(line).empty()) continue;
+    const std::string where = path + ":" + std::to_string(n);
+    if (trim(line).rfind("timestamp", 0) == 0) {
+      const std::vector<std::string> names = split(line);
+      Columns c;
+      c.count = static_cast<int>(names.size());
+      c.clock = c.power = -1;
+      for (int i = 0; i < c.count; ++i) {
+        const std::string name = names[i].substr(0, names[i].find(" ["));
+        if (name == "clocks.current.sm" || name == "clocks.sm") c.clock = i;
+        else if (name == "power.draw") c.power = i;
+        else if (name == "power.draw.instant") c.instant = i;
+        else if (name == "clocks_event_reasons.sw_power_cap" || name == "clocks_throttle_reasons.sw_power_cap") c.capped = i;
+      }
+      if (c.clock < 0 || c.power < 0) throw InputError(where, "the header lacks clocks.sm or power.draw; expected " + expected);
+      col = c;
+      continue;
+    }
+    const std::vector<std::string> fields = split(line);
     ClockSample s;
-    if (fields.size() != 3 || !parse_timestamp(fields[0], s.wall_s) || !parse_value(fields[1], "MHz", s.sm_mhz) ||
-        !parse_value(fields[2], "W", s.power_w))
-      throw InputError(path + ":" + std::to_string(n),
-                       "expected \"timestamp, clocks.sm, power.draw\" as nvidia-smi --format=csv writes them, got \"" + line + "\"");
+    bool ok = static_cast<int>(fields.size()) == col.count && parse_timestamp(fields[col.time], s.wall_s) &&
+              parse_value(fields[col.clock], "MHz", s.sm_mhz) && parse_value(fields[col.power], "W", s.power_w) &&
+              (col.instant < 0 || parse_value(fields[col.instant], "W", s.power_instant_w));
+    if (ok && col.capped >= 0) {
+      const std::string& f = fields[col.capped];
+      if (f == "Active") s.power_capped = 1;
+      else if (f == "Not Active") s.power_capped = 0;
+      else ok = f == "[N/A]" || f == "N/A";
+    }
+    if (!ok) throw InputError(where, "expected " + expected + ", got \"" + line + "\"");
     out.push_back(s);
   }
   return out;
 }
 
 ClockStats clock_stats(const std::vector<ClockSample>& log, double begin_s, double end_s) {
-  std::vector<double> mhz, w;
+  std::vector<double> mhz, w, instant;
   int told = 0, capped = 0;
   for (const ClockSample& s : log)
     if (s.wall_s >= begin_s && s.wall_s <= end_s) {
       mhz.push_back(s.sm_mhz);
       w.push_back(s.power_w);
+      instant.push_back(s.power_instant_w);
       if (!std::isnan(s.power_capped)) {
         ++told;
         capped += s.power_capped > 0.5;
       }
     }
-  return {static_cast<int>(mhz.size()), median_of(mhz), median_of(w), told ? static_cast<double>(capped) / told : kNaN};
+  return {static_cast<int>(mhz.size()), median_of(mhz), median_of(w), told ? static_cast<double>(capped) / told : kNaN,
+          median_of(instant)};
 }
 
 }  // namespace trainsim::calib

@@ -1,6 +1,7 @@
 #include "diagnostics.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <sstream>
@@ -136,6 +137,16 @@ void check_kernel_mix(const KernelMixOptions& o) {
   for (std::size_t i = 0; i < o.gemm.size(); ++i)
     if (o.gemm[i] < 16 || o.gemm[i] > 65536)
       throw InputError("--gemm[" + std::to_string(i) + "]", "each of m, n, k must be from 16 to 65536");
+  {
+    const char* names[] = {"tokens", "hidden", "SwiGLU width"};
+    for (std::size_t i = 0; i < o.layer.size(); ++i)
+      if (o.layer[i] < 64 || o.layer[i] > 65536) throw InputError(std::string("--layer ") + names[i], "must be from 64 to 65536");
+    if (o.layer[0] > 2048 && o.layer[0] % 2048 != 0)
+      throw InputError("--layer tokens", "above 2,048 must be whole sequences of 2,048");
+    if (o.layer[1] % 64 != 0) throw InputError("--layer hidden", "must be a multiple of 64 (whole heads)");
+    if (2.0 * o.layer[0] * o.layer[2] * 2 * 3 > 16.0 * (1ull << 30))
+      throw InputError("--layer", "its SwiGLU tensors would take over 16 GiB");
+  }
   if (!o.attention.empty()) {
     const char* names[] = {"batch", "heads", "seq", "head_dim", "query heads per K/V head"};
     for (std::size_t i = 0; i < o.attention.size(); ++i)
@@ -169,7 +180,7 @@ int run_kernel_mix(const KernelMixOptions& o) {
     mix_load.head_dim = o.attention[3];
     mix_load.kv_group = o.attention[4];
   }
-  const gpu::KernelMixResult r = gpu::bench_kernel_mix(o.shares, o.settle_s, o.timed_s, mix_load);
+  const gpu::KernelMixResult r = gpu::bench_kernel_mix(o.shares, o.settle_s, o.timed_s, mix_load, {o.layer[0], o.layer[1], o.layer[2]});
   std::vector<ClockSample> clocks;
   if (!o.clock_log.empty()) clocks = read_clock_log(o.clock_log);
   std::printf("# load: %s; element-wise kernels of a Llama-style layer at %d tokens, hidden %d, SwiGLU width %d\n", r.load.c_str(),
@@ -184,7 +195,10 @@ int run_kernel_mix(const KernelMixOptions& o) {
   std::printf("\n# in the mix: each call's median time over its time alone; \"kernels\": the group's sum over its sum alone\n");
   std::printf("%6s %6s %5s %6s %6s %7s", "target", "share", "loads", "groups", "cycles", "load");
   for (const auto& k : r.kernels) std::printf(" %11s", k.c_str());
-  std::printf(" %8s %7s %6s %7s\n", "kernels", "SM MHz", "W", "samples");
+  // The instantaneous power where the log has it (a mean over the last second otherwise only).
+  bool instant = false;
+  for (const ClockSample& c : clocks) instant = instant || !std::isnan(c.power_instant_w);
+  std::printf(" %8s %7s %6s %7s%s\n", "kernels", "SM MHz", "W", "samples", instant ? "  W inst" : "");
   for (const auto& p : r.points) {
     std::printf("%6.2f %6.3f %5d %6d %6d", p.target_share, p.load_share, p.loads, p.groups, p.cycles);
     if (p.loads > 0) std::printf(" %7.3f", p.load_us / r.load_alone_us);
@@ -199,7 +213,9 @@ int run_kernel_mix(const KernelMixOptions& o) {
       std::printf(" %7s %6s %7s\n", "-", "-", "-");
     } else {
       const ClockStats c = clock_stats(clocks, p.wall_begin_s, p.wall_end_s);
-      std::printf(" %7.0f %6.0f %7d\n", c.sm_mhz, c.power_w, c.samples);
+      std::printf(" %7.0f %6.0f %7d", c.sm_mhz, c.power_w, c.samples);
+      if (instant) std::printf(" %7.0f", c.power_instant_w);
+      std::printf("\n");
     }
   }
   return 0;

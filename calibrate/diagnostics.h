@@ -32,6 +32,7 @@ struct KernelMixOptions {
   double settle_s = 3, timed_s = 2;  // each mix untimed first, for the power limiter to settle; then timed
   std::vector<int> gemm{4096, 11008, 4096};  // m, n, k: Llama 2 7B's MLP up projection at 4,096 tokens
   std::vector<int> attention;  // instead of a GEMM: batch, heads, seq, head_dim, query heads per K/V head
+  std::vector<int> layer{4096, 4096, 11008};  // the element-wise kernels' tokens, hidden, SwiGLU width (Llama 2 7B at 4,096 tokens)
   std::string clock_log;       // nvidia-smi's clock and power log written beside the run, read at its end
 };
 void check_kernel_mix(const KernelMixOptions& o);

@@ -5,6 +5,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
+#include <limits>
 #include <thread>
 
 namespace trainsim::gpu {
@@ -21,6 +23,26 @@ using ClockFn = int (*)(NvmlDevice, int, unsigned int*);
 using UintFn = int (*)(NvmlDevice, unsigned int*);
 using ReasonsFn = int (*)(NvmlDevice, unsigned long long*);
 using UuidFn = int (*)(NvmlDevice, char*, unsigned int);
+// nvmlFieldValue_t and nvmlValue_t as nvml.h lays them out.
+union NvmlValue {
+  double d;
+  unsigned int ui;
+  unsigned long ul;
+  unsigned long long ull;
+  long long sll;
+  int si;
+};
+struct NvmlFieldValue {
+  unsigned int field_id;
+  unsigned int scope_id;
+  long long timestamp_us;
+  long long latency_us;
+  int value_type;  // nvmlValueType_t: 0 double, 1 uint, 2 ulong, 3 ulonglong, 4 slonglong, 5 int
+  int result;      // nvmlReturn_t of this field
+  NvmlValue value;
+};
+using FieldValuesFn = int (*)(NvmlDevice, int, NvmlFieldValue*);
+constexpr unsigned int kFieldPowerInstant = 186;     // NVML_FI_DEV_POWER_INSTANT, mW
 constexpr int kClockSm = 1;                           // NVML_CLOCK_SM
 constexpr unsigned long long kReasonSwPowerCap = 0x4;  // nvmlClocksEventReasonSwPowerCap
 
@@ -39,6 +61,8 @@ struct ClockMonitor::Impl {
   UintFn power = nullptr, limit = nullptr;
   ReasonsFn reasons = nullptr;
   UuidFn uuid = nullptr;
+  FieldValuesFn field_values = nullptr;
+  bool instant = false;  // the driver reports the instantaneous power (checked once at open)
   ShutdownFn shutdown = nullptr;
   double interval_s = 0.02;
   std::atomic<bool> running{false};
@@ -62,6 +86,7 @@ struct ClockMonitor::Impl {
     reasons = symbol<ReasonsFn>("nvmlDeviceGetCurrentClocksEventReasons");
     if (!reasons) reasons = symbol<ReasonsFn>("nvmlDeviceGetCurrentClocksThrottleReasons");
     uuid = symbol<UuidFn>("nvmlDeviceGetUUID");
+    field_values = symbol<FieldValuesFn>("nvmlDeviceGetFieldValues");
     if (!init || !shutdown || !by_pci || !clock || !power) return fail("libnvidia-ml lacks the NVML calls needed");
     if (init() != 0) return fail("nvmlInit failed");
     initialized = true;
@@ -69,7 +94,25 @@ struct ClockMonitor::Impl {
     char bus[32] = {};
     if (cudaDeviceGetPCIBusId(bus, sizeof bus, cuda_device) != cudaSuccess) return fail("CUDA device has no PCI bus id");
     if (by_pci(bus, &dev) != 0) return fail(std::string("NVML does not know the GPU at ") + bus);
+    instant = !std::isnan(instant_power_w());
     return true;
+  }
+  // NaN where the driver does not give it (NVML before 12.x, or a field it does not support).
+  double instant_power_w() const {
+    const double none = std::numeric_limits<double>::quiet_NaN();
+    if (!field_values) return none;
+    NvmlFieldValue f{};
+    f.field_id = kFieldPowerInstant;
+    if (field_values(dev, 1, &f) != 0 || f.result != 0) return none;
+    switch (f.value_type) {
+      case 0: return f.value.d * 1e-3;
+      case 1: return f.value.ui * 1e-3;
+      case 2: return static_cast<double>(f.value.ul) * 1e-3;
+      case 3: return static_cast<double>(f.value.ull) * 1e-3;
+      case 4: return static_cast<double>(f.value.sll) * 1e-3;
+      case 5: return f.value.si * 1e-3;
+      default: return none;
+    }
   }
   bool fail(std::string reason) {
     why = std::move(reason);
@@ -84,6 +127,7 @@ struct ClockMonitor::Impl {
     if (clock(dev, kClockSm, &mhz) == 0) r.sm_mhz = mhz;
     if (power(dev, &mw) == 0) r.power_w = mw * 1e-3;
     if (reasons && reasons(dev, &why_slow) == 0) r.power_capped = (why_slow & kReasonSwPowerCap) != 0;
+    if (instant) r.power_instant_w = instant_power_w();
     return r;
   }
 };
@@ -113,6 +157,8 @@ std::string ClockMonitor::uuid() const {
 }
 
 bool ClockMonitor::reports_power_cap() const { return available() && impl_->reasons != nullptr; }
+
+bool ClockMonitor::reports_instant_power() const { return available() && impl_->instant; }
 
 void ClockMonitor::start() {
   stop();

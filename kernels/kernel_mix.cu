@@ -90,11 +90,13 @@ class AttentionLoad {
 
 }  // namespace
 
-KernelMixResult bench_kernel_mix(const std::vector<double>& shares, double settle_s, double timed_s, const KernelMixLoad& load) {
+KernelMixResult bench_kernel_mix(const std::vector<double>& shares, double settle_s, double timed_s, const KernelMixLoad& load,
+                                 const ElementwiseLayer& layer) {
   KernelMixResult res;
-  // A Llama 2 7B layer at micro-batch 2 (4,096 tokens): 32 heads of 128, grouped 4 to a K/V head as
-  // the other Llama presets.
-  const int T = 4096, h = 4096, f = 11008, seq = 2048, bsz = T / seq, d = 128, a = h / d, kvh = a / 4, kv = kvh * d;
+  const int T = layer.tokens, h = layer.hidden, f = layer.ffn, seq = layer.seq(), d = layer.head_dim(), a = layer.heads(),
+            kvh = layer.kv_heads(), kv = kvh * d;
+  if (T % seq != 0 || h % d != 0) throw std::invalid_argument("kernel mix: tokens must be whole sequences and hidden whole heads");
+  const int bsz = T / seq;
   res.tokens = T;
   res.hidden = h;
   res.ffn = f;

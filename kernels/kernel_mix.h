@@ -17,6 +17,18 @@ struct KernelMixLoad {
   int batch = 1, heads = 32, seq = 2048, head_dim = 128, kv_group = 4;
 };
 
+// The Llama-style layer whose element-wise kernels run in the mix: `tokens` rows of `hidden`
+// (sequences of min(tokens, 2,048); heads of 128 from hidden 2,048 up, else of 64; four query heads
+// per K/V head where the heads divide by four) and a SwiGLU of width `ffn`. The default is Llama 2
+// 7B at 4,096 tokens; a small model's tensors fit in L2, a large one's do not.
+struct ElementwiseLayer {
+  int tokens = 4096, hidden = 4096, ffn = 11008;
+  int seq() const { return tokens < 2048 ? tokens : 2048; }
+  int head_dim() const { return hidden >= 2048 && hidden % 128 == 0 ? 128 : 64; }
+  int heads() const { return hidden / head_dim(); }
+  int kv_heads() const { return heads() % 4 == 0 ? heads() / 4 : heads(); }
+};
+
 struct KernelMixPoint {
   double target_share = 0;   // the load's share of a cycle aimed at, from the times alone
   int loads = 0, groups = 0; // per cycle: load calls back to back, then groups of the element-wise kernels
@@ -43,6 +55,7 @@ struct KernelMixResult {
 // For each share of the load in `shares` (0 to below 1), runs cycles of load calls and element-wise
 // kernel groups in those proportions for `settle_s` seconds, untimed (the power limiter settles),
 // then `timed_s` seconds with every call between events.
-KernelMixResult bench_kernel_mix(const std::vector<double>& shares, double settle_s, double timed_s, const KernelMixLoad& load = {});
+KernelMixResult bench_kernel_mix(const std::vector<double>& shares, double settle_s, double timed_s, const KernelMixLoad& load = {},
+                                 const ElementwiseLayer& layer = {});
 
 }  // namespace trainsim::gpu

@@ -657,6 +657,11 @@ TEST(Cli, CalibrateKernelMixRefusesBadFlagsBeforeMeasuring) {
       {"kernel-mix --attention 1,30,2048,128,4", "--attention"},
       {"kernel-mix --attention 1,32,2048,0,4", "--attention head_dim"},
       {"kernel-mix --attention 64,64,8192,128,4", "16 GiB"},
+      {"kernel-mix --layer 8192,768", "--layer"},
+      {"kernel-mix --layer 32,768,3072", "--layer tokens"},
+      {"kernel-mix --layer 3000,768,3072", "--layer tokens"},
+      {"kernel-mix --layer 8192,800,3072", "--layer hidden"},
+      {"kernel-mix --layer 65536,8192,65536", "16 GiB"},
       {"kernel-mix --clock-log /nonexistent/clocks.csv", "/nonexistent/clocks.csv"},
       {"kernel-mix --clock-log " + log, log + ":1"},
   };

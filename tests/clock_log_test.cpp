@@ -7,6 +7,8 @@
 #include <fstream>
 #include <limits>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "clock_log.h"
 #include "input_error.h"
@@ -78,6 +80,51 @@ TEST(ClockLog, ALineThatIsNotASampleIsAnErrorNamingItsLine) {
   EXPECT_THROW(read_clock_log(write_log("short.csv", "2026/12/02 20:09:18.038, 1980 MHz\n")), InputError);
   EXPECT_THROW(read_clock_log(write_log("stamp.csv", "2026-12-02 20:09:18, 1980 MHz, 480 W\n")), InputError);
   EXPECT_THROW(read_clock_log(testing::TempDir() + "no-such-log.csv"), InputError);
+}
+
+TEST(ClockLog, AHeaderNamesTheColumnsWithTheInstantaneousPowerAndThePowerCap) {
+  // nvidia-smi queried for more than the three columns: the header says where each is; columns
+  // it does not know (temperature) are skipped. Four samples: the instantaneous power's median is
+  // the mean of the middle two of 560, 572, 580, 590 W; two of the three that say were capped.
+  const std::string text =
+      "timestamp, clocks.current.sm [MHz], power.draw [W], power.draw.instant [W], temperature.gpu, clocks_event_reasons.sw_power_cap\n"
+      "2026/12/06 13:57:21.148, 1980 MHz, 483.00 W, 572.00 W, 46, Not Active\n"
+      "2026/12/06 13:57:21.254, 1980 MHz, 490.00 W, 580.00 W, 46, Active\n"
+      "2026/12/06 13:57:21.354, 1965 MHz, 500.00 W, 590.00 W, 47, Active\n"
+      "2026/12/06 13:57:21.454, 1965 MHz, 510.00 W, 560.00 W, 47, [N/A]\n";
+  const auto log = read_clock_log(write_log("instant.csv", text));
+  ASSERT_EQ(log.size(), 4u);
+  EXPECT_DOUBLE_EQ(log[0].power_w, 483);
+  EXPECT_DOUBLE_EQ(log[0].power_instant_w, 572);
+  EXPECT_DOUBLE_EQ(log[0].power_capped, 0);
+  EXPECT_DOUBLE_EQ(log[1].power_capped, 1);
+  EXPECT_TRUE(std::isnan(log[3].power_capped));
+  const ClockStats s = clock_stats(log, log.front().wall_s, log.back().wall_s);
+  EXPECT_EQ(s.samples, 4);
+  EXPECT_DOUBLE_EQ(s.power_instant_w, (572.0 + 580.0) / 2);
+  EXPECT_DOUBLE_EQ(s.power_w, (490.0 + 500.0) / 2);
+  EXPECT_DOUBLE_EQ(s.capped_fraction, 2.0 / 3.0);
+  // Without the column there is no instantaneous reading: NaN, not 0.
+  const auto plain = read_clock_log(write_log("plain.csv", "timestamp, clocks.current.sm [MHz], power.draw [W]\n"
+                                                            "2026/12/06 13:57:21.148, 1980 MHz, 483.00 W\n"));
+  EXPECT_TRUE(std::isnan(clock_stats(plain, plain[0].wall_s, plain[0].wall_s).power_instant_w));
+  // A header without the power, and a sample with a column short, name their lines.
+  for (const auto& [name, body, line] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"no-power.csv", "timestamp, clocks.current.sm [MHz], temperature.gpu\n2026/12/06 13:57:21.148, 1980 MHz, 46\n", ":1"},
+           {"short-row.csv",
+            "timestamp, clocks.current.sm [MHz], power.draw [W], power.draw.instant [W]\n2026/12/06 13:57:21.148, 1980 MHz, 483.00 W\n",
+            ":2"},
+           {"bad-cap.csv",
+            "timestamp, clocks.sm [MHz], power.draw [W], clocks_event_reasons.sw_power_cap\n2026/12/06 13:57:21.148, 1980 MHz, 483 W, maybe\n",
+            ":2"}}) {
+    const std::string path = write_log(name, body);
+    try {
+      read_clock_log(path);
+      ADD_FAILURE() << name << " was read";
+    } catch (const InputError& e) {
+      EXPECT_EQ(e.where(), path + line) << name;
+    }
+  }
 }
 
 TEST(ClockLog, TheCappedFractionCountsOnlySamplesThatSay) {

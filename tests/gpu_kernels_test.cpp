@@ -639,6 +639,12 @@ TEST(GpuKernels, ClockMonitorReadsTheGpuARunUsesAndNamesItAsCudaDoes) {
     EXPECT_LT(readings[i].sm_mhz, 4000.0);
     EXPECT_GT(readings[i].power_w, 10.0);
     EXPECT_LT(readings[i].power_w, 2000.0);
+    if (mon.reports_instant_power()) {
+      EXPECT_GT(readings[i].power_instant_w, 10.0);
+      EXPECT_LT(readings[i].power_instant_w, 2000.0);
+    } else {
+      EXPECT_TRUE(std::isnan(readings[i].power_instant_w));
+    }
     if (i > 0) {
       EXPECT_GE(readings[i].wall_s, readings[i - 1].wall_s);
     }
@@ -646,8 +652,8 @@ TEST(GpuKernels, ClockMonitorReadsTheGpuARunUsesAndNamesItAsCudaDoes) {
   EXPECT_LT(r.timed_begin_wall_s, r.timed_end_wall_s);
   EXPECT_GE(r.timed_begin_wall_s, readings.front().wall_s - 1.0);
   EXPECT_LE(r.timed_end_wall_s, readings.back().wall_s + 1.0);
-  std::printf("[ info ] %s: %zu readings, last %.0f MHz %.0f W (limit %.0f W)\n", d.uuids[0].c_str(), readings.size(),
-              readings.back().sm_mhz, readings.back().power_w, mon.power_limit_w());
+  std::printf("[ info ] %s: %zu readings, last %.0f MHz %.0f W (%.0f W instantaneous; limit %.0f W)\n", d.uuids[0].c_str(),
+              readings.size(), readings.back().sm_mhz, readings.back().power_w, readings.back().power_instant_w, mon.power_limit_w());
 }
 
 TEST(GpuKernels, ZeroStagesMatchOneGpu) {

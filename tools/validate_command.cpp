@@ -55,12 +55,22 @@ json gpu_clock_json(const gpu::ClockMonitor& mon, const std::vector<gpu::ClockRe
   if (!mon.available()) return {{"unavailable", mon.unavailable_reason()}};
   std::vector<calib::ClockSample> log;
   const double unknown = std::nan("");
-  for (const gpu::ClockReading& r : readings)
-    log.push_back({r.wall_s, r.sm_mhz, r.power_w, mon.reports_power_cap() ? (r.power_capped ? 1.0 : 0.0) : unknown});
+  for (const gpu::ClockReading& r : readings) {
+    calib::ClockSample s;
+    s.wall_s = r.wall_s;
+    s.sm_mhz = r.sm_mhz;
+    s.power_w = r.power_w;
+    s.power_instant_w = r.power_instant_w;
+    s.power_capped = mon.reports_power_cap() ? (r.power_capped ? 1.0 : 0.0) : unknown;
+    log.push_back(s);
+  }
   const calib::ClockStats c = calib::clock_stats(log, rr.timed_begin_wall_s, rr.timed_end_wall_s);
   json j = {{"samples", c.samples}, {"power_limit_w", mon.power_limit_w()},
             {"timed_wall_s", {rr.timed_begin_wall_s, rr.timed_end_wall_s}}};
   if (c.samples > 0) j.update({{"sm_mhz", c.sm_mhz}, {"power_w", c.power_w}, {"power_capped_fraction", c.capped_fraction}});
+  // The instantaneous power where the driver gives it: power_w, a mean over the last second, reads
+  // low over a run timed for about a second or less.
+  if (c.samples > 0 && !std::isnan(c.power_instant_w)) j["power_instant_w"] = c.power_instant_w;
   return j;
 }
 
@@ -73,6 +83,10 @@ std::string clock_text(const json& clock, double predicted_mhz = 0) {
   std::snprintf(b, sizeof b, " | %.0f MHz %.0f W%s", clock["sm_mhz"].get<double>(), clock["power_w"].get<double>(),
                 capped >= 0.5 ? ", power-capped" : "");
   std::string t = b;
+  if (clock.contains("power_instant_w")) {
+    std::snprintf(b, sizeof b, " (%.0f W instantaneous)", clock["power_instant_w"].get<double>());
+    t.insert(t.find(" W") + 2, b);
+  }
   if (predicted_mhz > 0) {
     std::snprintf(b, sizeof b, "; predicted %.0f MHz", predicted_mhz);
     t += b;
