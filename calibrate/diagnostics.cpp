@@ -198,7 +198,8 @@ int run_kernel_mix(const KernelMixOptions& o) {
   // The instantaneous power where the log has it (a mean over the last second otherwise only).
   bool instant = false;
   for (const ClockSample& c : clocks) instant = instant || !std::isnan(c.power_instant_w);
-  std::printf(" %8s %7s %6s %7s%s\n", "kernels", "SM MHz", "W", "samples", instant ? "  W inst" : "");
+  // (Its column comes before the clock's: scripts read the clock, power and samples as the last three.)
+  std::printf(" %8s%s %7s %6s %7s\n", "kernels", instant ? "  W inst" : "", "SM MHz", "W", "samples");
   for (const auto& p : r.points) {
     std::printf("%6.2f %6.3f %5d %6d %6d", p.target_share, p.load_share, p.loads, p.groups, p.cycles);
     if (p.loads > 0) std::printf(" %7.3f", p.load_us / r.load_alone_us);
@@ -213,9 +214,8 @@ int run_kernel_mix(const KernelMixOptions& o) {
       std::printf(" %7s %6s %7s\n", "-", "-", "-");
     } else {
       const ClockStats c = clock_stats(clocks, p.wall_begin_s, p.wall_end_s);
-      std::printf(" %7.0f %6.0f %7d", c.sm_mhz, c.power_w, c.samples);
       if (instant) std::printf(" %7.0f", c.power_instant_w);
-      std::printf("\n");
+      std::printf(" %7.0f %6.0f %7d\n", c.sm_mhz, c.power_w, c.samples);
     }
   }
   return 0;
