@@ -66,6 +66,17 @@ double median_of(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+double mean_of(const std::vector<double>& v) {
+  double sum = 0;
+  int n = 0;
+  for (double x : v)
+    if (!std::isnan(x)) {
+      sum += x;
+      ++n;
+    }
+  return n ? sum / n : kNaN;
+}
+
 }  // namespace
 
 std::vector<ClockSample> read_clock_log(const std::string& path) {
@@ -141,7 +152,7 @@ ClockStats clock_stats(const std::vector<ClockSample>& log, double begin_s, doub
       }
     }
   return {static_cast<int>(mhz.size()), median_of(mhz), median_of(w), told ? static_cast<double>(capped) / told : kNaN,
-          median_of(instant)};
+          mean_of(instant)};
 }
 
 }  // namespace trainsim::calib

@@ -28,7 +28,10 @@ struct ClockStats {
   int samples = 0;
   double sm_mhz = 0, power_w = 0;  // medians of the samples in the window (NaN: none)
   double capped_fraction = 0;       // of the samples that say, those at the power cap (NaN: none says)
-  double power_instant_w = 0;       // median of the instantaneous readings (NaN: none logged)
+  // The mean of the instantaneous readings (NaN: none logged): a mean, not a median, since a step
+  // alternates kernels that draw 500 W and 1,000 W faster than the samples come, and its energy
+  // over the window is what a power estimate is compared with.
+  double power_instant_w = 0;
 };
 // The samples taken in [begin_s, end_s].
 ClockStats clock_stats(const std::vector<ClockSample>& log, double begin_s, double end_s);

@@ -84,8 +84,8 @@ TEST(ClockLog, ALineThatIsNotASampleIsAnErrorNamingItsLine) {
 
 TEST(ClockLog, AHeaderNamesTheColumnsWithTheInstantaneousPowerAndThePowerCap) {
   // nvidia-smi queried for more than the three columns: the header says where each is; columns
-  // it does not know (temperature) are skipped. Four samples: the instantaneous power's median is
-  // the mean of the middle two of 560, 572, 580, 590 W; two of the three that say were capped.
+  // it does not know (temperature) are skipped. Four samples: the instantaneous power is their mean
+  // (the energy over the window), the 1 s mean's the median; two of the three that say were capped.
   const std::string text =
       "timestamp, clocks.current.sm [MHz], power.draw [W], power.draw.instant [W], temperature.gpu, clocks_event_reasons.sw_power_cap\n"
       "2026/12/06 13:57:21.148, 1980 MHz, 483.00 W, 572.00 W, 46, Not Active\n"
@@ -101,7 +101,7 @@ TEST(ClockLog, AHeaderNamesTheColumnsWithTheInstantaneousPowerAndThePowerCap) {
   EXPECT_TRUE(std::isnan(log[3].power_capped));
   const ClockStats s = clock_stats(log, log.front().wall_s, log.back().wall_s);
   EXPECT_EQ(s.samples, 4);
-  EXPECT_DOUBLE_EQ(s.power_instant_w, (572.0 + 580.0) / 2);
+  EXPECT_DOUBLE_EQ(s.power_instant_w, (572.0 + 580.0 + 590.0 + 560.0) / 4);
   EXPECT_DOUBLE_EQ(s.power_w, (490.0 + 500.0) / 2);
   EXPECT_DOUBLE_EQ(s.capped_fraction, 2.0 / 3.0);
   // Without the column there is no instantaneous reading: NaN, not 0.
