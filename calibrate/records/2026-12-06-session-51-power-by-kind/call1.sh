@@ -5,7 +5,7 @@
 # terms were read off (Llama 2 7B's element-wise kernels, the 2048 x 3072 x 768 GEMM): calibrate
 # kernel-mix with --layer, at share 0 (the element-wise kernels alone) and at high shares of a GEMM
 # or the attention. Before it, planner validate records the instantaneous power beside NVML's 1 s
-# mean (validate-small-gpt, validate-llama-one-gpu); after it, the GPU tests. One nvidia-smi log
+# mean (validate-small-gpt); after it, the GPU tests. One nvidia-smi log
 # (mean and instantaneous power, temperature, power-cap reason) runs beside everything.
 set -u
 export NCCL_NVLS_ENABLE=0
@@ -21,7 +21,7 @@ smi=$!
 stamp() { while IFS= read -r l; do printf '%s %s\n' "$(date '+%Y/%m/%d %H:%M:%S.%3N')" "$l"; done; }
 phase() { echo "[$(date +%T)] $* ($SECONDS s)" >> $OUT/t/phases.txt; }
 sleep 3
-for s in validate-small-gpt validate-llama-one-gpu; do
+for s in validate-small-gpt; do
   ./build-gpu/planner validate scenarios/$s.json --hardware $hw --json-out $OUT/t/$s.json 2>&1 | stamp > $OUT/t/$s.log
   phase "validate $s exit ${PIPESTATUS[0]}"
 done
@@ -33,16 +33,15 @@ for l in 4096,768,3072 8192,768,3072 8192,1024,4096 8192,2048,8192 8192,2048,563
 done
 # GPT 125M's GEMMs at micro-batch 4 (8,192 tokens), below the lowest rate the model's GEMM power
 # was read at, with its own element-wise kernels; then that lowest pair itself, as swept before.
-for g in 8192,768,768 8192,2304,768 8192,3072,768 8192,768,3072; do
+for g in 8192,768,768 8192,3072,768 8192,768,3072; do
   km --layer 8192,768,3072 --gemm $g --shares 0.5,0.9
 done
 km --gemm 2048,3072,768 --shares 0.6,0.9
-# The attention of GPT 125M at micro-batch 4, of GPT 350M and Llama 1.1B at 8,192-token sequences,
-# and Llama 1.1B at micro-batch 4 (the shape the model's 618 W was read at).
+# The attention of GPT 125M at micro-batch 4, of GPT 350M and Llama 1.1B at 8,192-token sequences
+# (Llama 1.1B's at micro-batch 4 is the shape the model's 618 W was read at).
 km --layer 8192,768,3072 --attention 4,12,2048,64,1 --shares 0.5,0.95
 km --layer 8192,1024,4096 --attention 1,16,8192,64,1 --shares 0.95
 km --layer 8192,2048,5632 --attention 1,32,8192,64,8 --shares 0.95
-km --layer 8192,2048,5632 --attention 4,32,2048,64,8 --shares 0.95
 kill $smi
 OUT=$OUT/s bash tools/gpu_session.sh gpu-tests
 phase "gpu tests"
