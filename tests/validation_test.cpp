@@ -342,7 +342,6 @@ struct ClockRun {
   KernelClasses k;
   double sm_mhz = 0;
   double power_w = -1;       // NVML's median power over the timed steps; -1: not recorded
-  double power_instant_w = -1;  // the mean of NVML's instantaneous readings over them; -1: not recorded
   double timed_s = 0;        // the timed steps' wall time; 0: not recorded
   double predicted_s = -1;   // the simulated step; -1: the run did not finish
   double measured_s = -1;
@@ -385,7 +384,6 @@ std::vector<ClockRun> one_gpu_clock_runs() {
       count(head_ops(c), micro_batches);
       r.sm_mhz = m["gpu_clock"]["sm_mhz"].get<double>();
       r.power_w = m["gpu_clock"].value("power_w", -1.0);
-      r.power_instant_w = m["gpu_clock"].value("power_instant_w", -1.0);
       if (m["gpu_clock"].contains("timed_wall_s"))
         r.timed_s = m["gpu_clock"]["timed_wall_s"][1].get<double>() - m["gpu_clock"]["timed_wall_s"][0].get<double>();
       if (m.contains("step_time_s") && m.value("finite", false)) {
