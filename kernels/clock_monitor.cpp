@@ -41,6 +41,7 @@ struct NvmlFieldValue {
   int result;      // nvmlReturn_t of this field
   NvmlValue value;
 };
+static_assert(sizeof(NvmlFieldValue) == 40, "nvmlFieldValue_t is 40 bytes: NVML writes that much per field");
 using FieldValuesFn = int (*)(NvmlDevice, int, NvmlFieldValue*);
 constexpr unsigned int kFieldPowerInstant = 186;     // NVML_FI_DEV_POWER_INSTANT, mW
 constexpr int kClockSm = 1;                           // NVML_CLOCK_SM
