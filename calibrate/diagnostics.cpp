@@ -144,8 +144,11 @@ void check_kernel_mix(const KernelMixOptions& o) {
     if (o.layer[0] > 2048 && o.layer[0] % 2048 != 0)
       throw InputError("--layer tokens", "above 2,048 must be whole sequences of 2,048");
     if (o.layer[1] % 64 != 0) throw InputError("--layer hidden", "must be a multiple of 64 (whole heads)");
-    if (2.0 * o.layer[0] * o.layer[2] * 2 * 3 > 16.0 * (1ull << 30))
-      throw InputError("--layer", "its SwiGLU tensors would take over 16 GiB");
+    // Its buffers (kernels/kernel_mix.cu), bf16: at most nine tokens x hidden (K/V no wider than
+    // hidden) and five tokens x width.
+    const double tokens = o.layer[0];
+    if (2.0 * tokens * (9.0 * o.layer[1] + 5.0 * o.layer[2]) > 16.0 * (1ull << 30))
+      throw InputError("--layer", "its tensors would take over 16 GiB");
   }
   if (!o.attention.empty()) {
     const char* names[] = {"batch", "heads", "seq", "head_dim", "query heads per K/V head"};

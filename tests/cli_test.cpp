@@ -662,6 +662,7 @@ TEST(Cli, CalibrateKernelMixRefusesBadFlagsBeforeMeasuring) {
       {"kernel-mix --layer 3000,768,3072", "--layer tokens"},
       {"kernel-mix --layer 8192,800,3072", "--layer hidden"},
       {"kernel-mix --layer 65536,8192,65536", "16 GiB"},
+      {"kernel-mix --layer 65536,65536,64", "16 GiB"},
       {"kernel-mix --clock-log /nonexistent/clocks.csv", "/nonexistent/clocks.csv"},
       {"kernel-mix --clock-log " + log, log + ":1"},
   };
