@@ -18,6 +18,10 @@ if [ -z "${SKIP_BUILD:-}" ]; then
   cmake --build build-gpu -j"$(nproc)" > "$OUT/build.log" 2>&1 || { log "build failed"; grep -E "error" "$OUT/build.log" | head -30; exit 1; }
   log "built"
 fi
+# The clock log's columns: with the instantaneous power and the power-cap reason where this
+# driver's nvidia-smi knows them (calibrate's clock-log reader takes columns by the header).
+smi_query=timestamp,clocks.sm,power.draw,power.draw.instant,temperature.gpu,clocks_event_reasons.sw_power_cap
+nvidia-smi -i 0 --query-gpu=$smi_query --format=csv > /dev/null 2>&1 || smi_query=timestamp,clocks.sm,power.draw
 # HARDWARE: the validate steps predict with this profile instead of their scenarios' (planner
 # validate --hardware), to check another card against its own profile.
 hw_flag=()
@@ -56,7 +60,7 @@ for step in "$@"; do
       # GEMM, "batch,heads,seq,head_dim,group" the unfused attention), then falling for the first
       # (KMIX_FALLING=0: not), beside nvidia-smi's SM clock and power log.
       log "calibrate kernel-mix"
-      nvidia-smi -i 0 --query-gpu=timestamp,clocks.sm,power.draw --format=csv -lms 100 > "$OUT/clocks-kernel-mix.csv" 2>&1 &
+      nvidia-smi -i 0 --query-gpu="$smi_query" --format=csv -lms 100 > "$OUT/clocks-kernel-mix.csv" 2>&1 &
       smi=$!
       sleep 1
       loads=${KMIX_LOADS:-4096,11008,4096}
@@ -76,7 +80,7 @@ for step in "$@"; do
       # One-GPU validate scenarios (VALIDATE_SCENARIOS, space-separated names) beside nvidia-smi's
       # SM clock and power log; every output line stamped with the host's time as nvidia-smi
       # stamps its samples, so that each run's clock can be read off the log.
-      nvidia-smi -i 0 --query-gpu=timestamp,clocks.sm,power.draw --format=csv -lms 100 > "$OUT/clocks-validate.csv" 2>&1 &
+      nvidia-smi -i 0 --query-gpu="$smi_query" --format=csv -lms 100 > "$OUT/clocks-validate.csv" 2>&1 &
       smi=$!
       for name in ${VALIDATE_SCENARIOS:-validate-small-gpt validate-llama-one-gpu}; do
         log "validate $name beside the clock log"
