@@ -155,7 +155,9 @@ TEST(Validation, H100OneGpuRunsWithItsMeasuredProfileAndWithTheCarryOverRule) {
   // layer shapes at 1,545-1,605 MHz under the cap), and on a thirteenth, held out, its eight runs
   // with Llama 3 8B's and 70B's shapes (1,395-1,605 MHz), Llama's -run10, the GPT -run9 and the
   // small GPT's -run7 (the same record, call 2); on a fourteenth, held out, Llama's -run11 and the
-  // GEMM-bound scenario's -run3 (call 4); on a fifteenth, held out, its -run4 (call 5).
+  // GEMM-bound scenario's -run3 (call 4); on a fifteenth, held out, its -run4 (call 5). On a
+  // sixteenth, held out, the small GPT's -run8 (calibrate/records/2026-12-06-session-51-power-by-kind/,
+  // call 1, run in session 52).
   const HardwareProfile measured = load_hardware_profile("h100-sxm", kProfiles);
   std::ifstream ds(std::string(TRAINSIM_SOURCE_DIR) + "/calibrate/datasheets/h100-sxm.json");
   ASSERT_TRUE(ds);
@@ -197,7 +199,8 @@ TEST(Validation, H100OneGpuRunsWithItsMeasuredProfileAndWithTheCarryOverRule) {
                                        {"h100-small-gpt-run7.json", "validate-small-gpt.json"},
                                        {"h100-llama-one-gpu-run11.json", "validate-llama-one-gpu.json"},
                                        {"h100-gemm-heavy-run3.json", "validate-gemm-heavy.json"},
-                                       {"h100-gemm-heavy-run4.json", "validate-gemm-heavy.json"}}) {
+                                       {"h100-gemm-heavy-run4.json", "validate-gemm-heavy.json"},
+                                       {"h100-small-gpt-run8.json", "validate-small-gpt.json"}}) {
     const Scenario base = load_scenario(kScenarios + "/" + scenario, kProfiles);
     std::ifstream in(kRecords + "/" + file);
     ASSERT_TRUE(in) << file;
@@ -225,7 +228,7 @@ TEST(Validation, H100OneGpuRunsWithItsMeasuredProfileAndWithTheCarryOverRule) {
       if (s.model.seq_len >= 4096) long_derived.push_back(derived_err);
     }
   }
-  ASSERT_EQ(err_measured.size(), 229u);
+  ASSERT_EQ(err_measured.size(), 236u);
   std::printf("[ info ] %zu H100 runs: median |error| step time %.2f%% with the measured profile (max %.1f%%), %.2f%% with the "
               "carry-over rule (max %.1f%%, signed %.1f%% to %.1f%%); memory peak %.2f%% (max %.1f%%)\n",
               err_measured.size(), 100 * median(err_measured), 100 * worst_measured, 100 * median(err_derived),
@@ -342,6 +345,7 @@ struct ClockRun {
   KernelClasses k;
   double sm_mhz = 0;
   double power_w = -1;       // NVML's median power over the timed steps; -1: not recorded
+  double power_instant_w = -1;  // the mean of NVML's instantaneous readings over them; -1: not recorded
   double timed_s = 0;        // the timed steps' wall time; 0: not recorded
   double predicted_s = -1;   // the simulated step; -1: the run did not finish
   double measured_s = -1;
@@ -384,6 +388,7 @@ std::vector<ClockRun> one_gpu_clock_runs() {
       count(head_ops(c), micro_batches);
       r.sm_mhz = m["gpu_clock"]["sm_mhz"].get<double>();
       r.power_w = m["gpu_clock"].value("power_w", -1.0);
+      r.power_instant_w = m["gpu_clock"].value("power_instant_w", -1.0);
       if (m["gpu_clock"].contains("timed_wall_s"))
         r.timed_s = m["gpu_clock"]["timed_wall_s"][1].get<double>() - m["gpu_clock"]["timed_wall_s"][0].get<double>();
       if (m.contains("step_time_s") && m.value("finite", false)) {
@@ -924,11 +929,12 @@ TEST(Validation, ThePowerEstimateOfAStepAtTheHighestClockRunsHigh) {
   // run timed for under a second after a short warm-up reads low (GPT 125M, timed 0.5 s: 483 W
   // against 572 W read instantaneously beside it; GPT 350M, timed 1.2 s: 578 and 584 W; record
   // calibrate/records/2026-12-06-session-50-sustained/, call 2). The runs timed for a second or
-  // more still read 69 W (H100) and 71 W (H200) below the estimate at the median, 29-123 W: the
+  // more still read 70 W (H100) and 71 W (H200) below the estimate at the median, 29-139 W: the
   // steps draw less than the sweeps'
   // sustained loads of the same kinds. Not through gaps between kernels: no kernel of these steps
-  // is short enough to be priced at the launch interval (asserted), so the GPU is busy for the
-  // whole step; nor through the card being cooler in a short run (sustained for half a minute, two
+  // is short enough to be priced at the launch interval (asserted), and timed in place the GPU is
+  // idle between kernels for under 3% of a step (ThePowerEstimateRunsHighOnTheStepsOwnKernelTimes);
+  // nor through the card being cooler in a short run (sustained for half a minute, two
   // such steps drew 9-12 W more and held the same clock:
   // Validation.AStepSustainedForHalfAMinuteHoldsTheClockAndTimeOfAFewTimedSteps). That is why
   // steps whose estimate falls just above the 700 W limit (GPT 760M-2.7B, Llama 1.1B) are
@@ -936,6 +942,7 @@ TEST(Validation, ThePowerEstimateOfAStepAtTheHighestClockRunsHigh) {
   std::map<std::string, HardwareProfile> profiles;
   for (const char* hw : {"h100-sxm", "h200-sxm"}) profiles[hw] = load_hardware_profile(hw, kProfiles);
   std::map<std::string, std::vector<double>> excess, excess_timed_1s;
+  std::vector<double> excess_instant;  // against the instantaneous readings, where recorded
   for (const ClockRun& r : one_gpu_clock_runs()) {
     const HardwareProfile& hw = profiles.at(r.hw);
     if (r.power_w <= 0 || r.sm_mhz < hw.max_sm_mhz - 15) continue;
@@ -944,7 +951,19 @@ TEST(Validation, ThePowerEstimateOfAStepAtTheHighestClockRunsHigh) {
     EXPECT_EQ(r.at_launch_interval_s, 0.0) << r.hw << " " << r.model;
     excess[r.hw].push_back(estimate - r.power_w);
     if (r.timed_s >= 1.0) excess_timed_1s[r.hw].push_back(estimate - r.power_w);
+    if (r.power_instant_w > 0) {
+      // The instantaneous readings do not lag: over a second or more they agree with the 1 s mean.
+      if (r.timed_s >= 1.0) {
+        EXPECT_LT(std::fabs(r.power_instant_w / r.power_w - 1.0), 0.05) << r.hw << " " << r.model;
+      }
+      EXPECT_GT(estimate, r.power_instant_w) << r.hw << " " << r.model;
+      excess_instant.push_back(estimate - r.power_instant_w);
+    }
   }
+  ASSERT_GE(excess_instant.size(), 7u);
+  std::printf("[ info ] %zu runs with instantaneous readings: the estimate %.0f W above them at the median (%+.0f to %+.0f W)\n",
+              excess_instant.size(), median(excess_instant), *std::min_element(excess_instant.begin(), excess_instant.end()),
+              *std::max_element(excess_instant.begin(), excess_instant.end()));
   ASSERT_EQ(excess.size(), 2u);
   for (const auto& [hw, e] : excess) {
     const std::vector<double>& e1 = excess_timed_1s[hw];
@@ -956,6 +975,58 @@ TEST(Validation, ThePowerEstimateOfAStepAtTheHighestClockRunsHigh) {
                 e1.size(), median(e1), *std::min_element(e1.begin(), e1.end()), *std::max_element(e1.begin(), e1.end()));
     EXPECT_LE(median(e1), median(e)) << hw << ": the shortest runs read low";
   }
+}
+
+TEST(Validation, ThePowerEstimateRunsHighOnTheStepsOwnKernelTimes) {
+  // The small GPT steps on an H100 with every GEMM, attention and other kernel timed in place
+  // (h100-small-gpt-kernel-classes.json; calibrate/records/2026-12-06-session-52-h200-current-grid/,
+  // call 1) and NVML's instantaneous power read beside them. The power model's excess over the
+  // measured power (ThePowerEstimateOfAStepAtTheHighestClockRunsHigh) is not the cost model
+  // mis-sharing the step among the kernel classes: each class's measured time is within 5% of the
+  // step of the predicted, the GPU is idle between kernels for under 3% of the step, and the
+  // estimate from the measured class times, with the idle time counted at 0 W (the least it could
+  // draw), is still more than 40 W above the instantaneous readings on every run. Nor the kinds'
+  // power at these shapes: the kernel-mix sweeps of session 51's record, call 1, put GPT 125M's
+  // element-wise kernels at 466-500 W (the model: 529), its GEMMs at 789-857 W (772-911) and its
+  // attention at 609-615 W (618). What a step's kernels draw against the same kinds in sustained
+  // loops is still open.
+  std::ifstream in(kRecords + "/h100-small-gpt-kernel-classes.json");
+  ASSERT_TRUE(in);
+  const auto doc = nlohmann::json::parse(in);
+  Scenario base = load_scenario(kScenarios + "/validate-small-gpt.json", kProfiles);
+  base.hardware = load_hardware_profile("h100-sxm", kProfiles);
+  const CostModel cost(base.hardware, base.training.precision);
+  std::vector<double> excess;
+  for (const auto& run : doc.at("runs")) {
+    const auto& m = run.at("measured");
+    const auto& kc = run.at("kernel_classes");
+    const Layout l = layout_of(run.at("layout"));
+    const ModelConfig model = model_named(base, run.at("model").get<std::string>());
+    const OpContext c{model, 1, false, l.recompute, l.micro_batch, base.training.precision};
+    const KernelClasses predicted = one_gpu_kernel_classes(cost, c, model.layers, run.at("global_batch").get<double>() / l.micro_batch);
+    const double step = m.at("step_time_s").get<double>();
+    const auto& meas = kc.at("measured_s");
+    const double gemm = meas.at("gemm").get<double>(), attention = meas.at("attention").get<double>();
+    const double other = meas.at("other_kernels").get<double>(), idle = meas.at("between_kernels").get<double>();
+    const std::string what = run.at("model").get<std::string>() + " mb" + std::to_string(l.micro_batch);
+    EXPECT_LT(std::fabs(gemm - predicted.gemm_s), 0.05 * step) << what;
+    EXPECT_LT(std::fabs(attention - predicted.attention_s), 0.05 * step) << what;
+    EXPECT_LT(std::fabs(other - predicted.other_s), 0.05 * step) << what;
+    EXPECT_LT(idle, 0.03 * step) << what;
+    double gemm_flops = 0;
+    for (const auto& g : kc.at("gemm_shapes"))
+      gemm_flops += 2 * g.at("m").get<double>() * g.at("n").get<double>() * g.at("k").get<double>() * g.at("calls_per_step").get<double>();
+    const KernelMix mix{gemm, gemm_flops, attention, predicted.attention_flops, other};
+    const double estimate = mix_power_w(base.hardware, mix) * (gemm + attention + other) / (gemm + attention + other + idle);
+    const double instant = m.at("gpu_clock").at("power_instant_w").get<double>();
+    ASSERT_GE(m.at("gpu_clock").at("sm_mhz").get<double>(), base.hardware.max_sm_mhz - 15) << what;
+    EXPECT_GT(estimate - instant, 40.0) << what;
+    excess.push_back(estimate - instant);
+  }
+  ASSERT_EQ(excess.size(), 7u);
+  std::printf("[ info ] %zu small GPT steps priced by their measured kernel classes: the estimate %.0f-%.0f W above the "
+              "instantaneous power\n",
+              excess.size(), *std::min_element(excess.begin(), excess.end()), *std::max_element(excess.begin(), excess.end()));
 }
 
 TEST(Validation, AStepSustainedForHalfAMinuteHoldsTheClockAndTimeOfAFewTimedSteps) {
