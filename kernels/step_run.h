@@ -185,11 +185,15 @@ class StepRun {
   }
   template <class... Args>
   void attn_fwd(Args... args) {
-    timed(1, [&] { attention_forward(args...); });
+    timed(1, [&] {
+      for (int i = 0; i < c.repeat_attention; ++i) attention_forward(args...);
+    });
   }
   template <class... Args>
   void attn_bwd(Args... args) {
-    timed(1, [&] { attention_backward(args...); });
+    timed(1, [&] {
+      for (int i = 0; i < c.repeat_attention; ++i) attention_backward(args...);
+    });
   }
   // Tensor-parallel sums of partial results (nothing to do on one rank).
   void tp_sum(bf16* x, size_t count) {

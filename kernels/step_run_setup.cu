@@ -63,6 +63,8 @@ StepRun::StepRun(const RunnerConfig& config) : c(config) {
   bucket_elems = layout.bucket_elems;
   nb = static_cast<int>(layout.bucket_ranges.size());
   shard = layout.shard;
+  if (c.repeat_gemm < 1 || c.repeat_attention < 1)
+    throw std::invalid_argument("step runner: GEMM and attention calls run at least once each (repeat_gemm, repeat_attention)");
   if (zs >= 2 && pp > 1) throw std::invalid_argument("step runner: ZeRO-2/3 with pipeline stages is not supported");
   if (zs >= 1 && (c.int8_compression || c.topk_fraction > 0))
     throw std::invalid_argument("step runner: ZeRO with gradient compression is not supported");
@@ -333,14 +335,17 @@ void StepRun::alloc_layer(LayerActs& x, bool scores) {
 
 void StepRun::gemm(bool ta, bool tb, int M, int N, int K, const void* A, const void* B, void* C, bool c32, float alpha, float beta) {
   std::vector<GemmTiming>& shapes = r.gemms;
-  if (!c.time_kernel_classes) return mm->gemm(ta, tb, M, N, K, A, B, C, c32, alpha, beta);
+  auto call = [&] {
+    for (int i = 0; i < c.repeat_gemm; ++i) mm->gemm(ta, tb, M, N, K, A, B, C, c32, alpha, beta);
+  };
+  if (!c.time_kernel_classes) return call();
   int tag = 0;
   while (tag < static_cast<int>(shapes.size()) &&
          !(shapes[tag].ta == ta && shapes[tag].tb == tb && shapes[tag].m == M && shapes[tag].n == N && shapes[tag].k == K &&
            shapes[tag].fp32_out == c32 && shapes[tag].accumulate == (beta != 0.0f)))
     ++tag;
   if (tag == static_cast<int>(shapes.size())) shapes.push_back({ta, tb, M, N, K, c32, beta != 0.0f, 0, 0});
-  kernel_timer.time(0, st, [&] { mm->gemm(ta, tb, M, N, K, A, B, C, c32, alpha, beta); }, tag);
+  kernel_timer.time(0, st, call, tag);
 }
 
 }  // namespace trainsim::gpu::detail

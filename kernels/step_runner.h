@@ -77,6 +77,12 @@ struct RunnerConfig {
   // events around it (a few microseconds of overhead each), into RunnerResult::gemm_ms,
   // attention_ms, elementwise_ms and their per-shape and per-kernel lists.
   bool time_kernel_classes = false;
+  // A diagnostic of where a step's power goes: every GEMM call (repeat_gemm) or every attention
+  // forward and backward (repeat_attention) runs this many times back to back, so that the step's
+  // added time and energy are that class's own, in the step. A repeated GEMM that accumulates adds
+  // its product again (the weight gradients come out scaled, which Adam all but ignores); the
+  // attention's calls overwrite their outputs. Step times are then not the layout's.
+  int repeat_gemm = 1, repeat_attention = 1;
   // Ranks that run one step together: called on every rank once its buffers are allocated, before
   // any communication, with whether its set-up succeeded; returns whether every rank's did (the
   // caller agrees across ranks). A rank whose set-up failed then throws what failed it

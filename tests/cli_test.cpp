@@ -1162,6 +1162,18 @@ TEST(Cli, ValidatesHardwareOverrideIsAProfileOrAnInputError) {
   EXPECT_NE(r.err.find("h100-pcie"), std::string::npos) << r.err;
 }
 
+TEST(Cli, ValidateRefusesAnUnknownRepeatedKernelClassBeforeAnyGpuWork) {
+  // TRAINSIM_REPEAT_KERNEL_CLASS (a power diagnostic: gemm or attention, optionally :2-8) is read
+  // before the GPU is looked for, so a misspelt one stops with exit 2, naming the variable,
+  // whether or not this machine has a GPU.
+  for (const char* bad : {"softmax", "gemm:1", "gemm:9", "attention:x", "gemm:22", ":2"}) {
+    const Outcome r = run("validate " + kScenarios + "/validate-small-gpt.json", std::string("TRAINSIM_REPEAT_KERNEL_CLASS='") + bad + "' " + kPlanner);
+    EXPECT_EQ(r.status, 2) << bad << ": " << r.err;
+    EXPECT_NE(r.err.find("TRAINSIM_REPEAT_KERNEL_CLASS"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(bad), std::string::npos) << r.err;
+  }
+}
+
 TEST(Cli, ReportRendersInHeadlessChromium) {
   if (!std::filesystem::exists("/usr/bin/chromium")) GTEST_SKIP() << "chromium is not installed";
   const std::string html = scratch("render.html");

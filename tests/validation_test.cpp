@@ -338,7 +338,7 @@ Layout layout_of(const nlohmann::json& j) {
 
 // A one-GPU run `planner validate` recorded with its clock on the H100 or H200 (NVML's median SM
 // clock over the timed steps), priced by the current cost model kernel class by kernel class
-// (runs that timed their kernels one by one left out: their clock is not the step's).
+// (runs that timed their kernels one by one or repeated a class of them left out: their clock is not the step's).
 struct ClockRun {
   std::string hw, model;
   bool gemm_bound = false;  // scenarios/validate-gemm-heavy.json
@@ -367,7 +367,9 @@ std::vector<ClockRun> one_gpu_clock_runs() {
     const CostModel cost(base.hardware, base.training.precision);
     for (const auto& run : doc["runs"]) {
       const auto& m = run["measured"];
-      if (!m.contains("gpu_clock") || !m["gpu_clock"].contains("sm_mhz") || run.contains("kernel_classes")) continue;
+      if (!m.contains("gpu_clock") || !m["gpu_clock"].contains("sm_mhz") || run.contains("kernel_classes") ||
+          run.contains("repeated_kernel_class"))
+        continue;
       const Layout l = layout_of(run["layout"]);
       if (l.tp * l.pp * l.dp != 1) continue;
       ClockRun r;
@@ -1226,6 +1228,7 @@ TEST(Validation, RuntimeMemoryIsWhatTheRunsHeldOutsideTheirArena) {
     const auto doc = nlohmann::json::parse(in);
     if (!doc.contains("runs") || doc.value("hardware", "") != "h200-sxm") continue;
     for (const auto& run : doc["runs"]) {
+      if (run.contains("repeated_kernel_class")) continue;  // a power diagnostic
       const auto& m = run["measured"];
       const Layout l = layout_of(run["layout"]);
       std::vector<double> outside;

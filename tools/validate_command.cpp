@@ -662,6 +662,37 @@ int validate_parallel(const Scenario& s, const PlannerOptions& opt, std::ostream
 }  // namespace
 #endif
 
+namespace {
+
+// TRAINSIM_REPEAT_KERNEL_CLASS=gemm or attention, with an optional ":N" (2-8; 2 without it): a
+// diagnostic of where a step's power goes. Every call of that class runs N times back to back, so
+// that the step's added time and energy are the class's own, inside the step. The runs' step times
+// are not their layouts' then, and their records say so.
+struct RepeatedClass {
+  std::string name;  // empty: nothing repeated
+  int times = 1;
+};
+RepeatedClass repeated_kernel_class() {
+  const char* env = std::getenv("TRAINSIM_REPEAT_KERNEL_CLASS");
+  RepeatedClass r;
+  if (!env || !*env) return r;
+  const std::string v = env;
+  const std::size_t colon = v.find(':');
+  r.name = v.substr(0, colon);
+  r.times = 2;
+  if (r.name != "gemm" && r.name != "attention")
+    throw InputError("TRAINSIM_REPEAT_KERNEL_CLASS", "'" + v + "': the class is gemm or attention, with an optional :N (2-8)");
+  if (colon != std::string::npos) {
+    const std::string n = v.substr(colon + 1);
+    if (n.size() != 1 || n[0] < '2' || n[0] > '8')
+      throw InputError("TRAINSIM_REPEAT_KERNEL_CLASS", "'" + v + "': the count after ':' is a whole number from 2 to 8");
+    r.times = n[0] - '0';
+  }
+  return r;
+}
+
+}  // namespace
+
 int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& progress) {
   Scenario s = load_scenario(opt.scenario, opt.profile_dir);
   if (!opt.hardware.empty()) {
@@ -676,8 +707,12 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
     }
     s.hardware_name = opt.hardware;
   }
+  const RepeatedClass repeat = repeated_kernel_class();
+  if (repeat.times > 1 && opt.sharding.size > 1)
+    throw InputError("TRAINSIM_REPEAT_KERNEL_CLASS", "repeats the kernels of one-GPU runs only; unset it under mpirun");
 #ifndef TRAINSIM_HAVE_CUDA
   (void)s;
+  (void)repeat;
   (void)out;
   progress << "error: planner validate runs training steps on a GPU; this build has no CUDA support\n";
   return 1;
@@ -720,6 +755,9 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
   // TRAINSIM_TIME_KERNEL_CLASSES=1: also time GEMMs and attention inside each step against the model.
   const char* tc = std::getenv("TRAINSIM_TIME_KERNEL_CLASSES");
   const bool time_classes = tc && std::string(tc) == "1";
+  if (repeat.times > 1)
+    progress << "validate: diagnostic: every " << (repeat.name == "gemm" ? "GEMM call" : "attention forward and backward")
+             << " runs " << repeat.times << " times, so step times are not the layouts' (TRAINSIM_REPEAT_KERNEL_CLASS)\n";
   json records = json::array();
   std::vector<double> time_err, mem_err;
   std::vector<double> capped_err, uncapped_err;  // signed, by whether the power cap held the clock
@@ -752,6 +790,7 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
     for (const auto& ev : cands) {
       gpu::RunnerConfig rc = runner_config(m, ev.layout, microbatches_per_step(ev.layout, s.training.global_batch), v.timed_steps);
       rc.time_kernel_classes = time_classes;
+      (repeat.name == "gemm" ? rc.repeat_gemm : rc.repeat_attention) = repeat.times;
       char lay[64];
       std::snprintf(lay, sizeof lay, "mb%d x%d %s", ev.layout.micro_batch, rc.microbatches, to_string(ev.layout.recompute));
       const auto t0 = std::chrono::steady_clock::now();
@@ -833,6 +872,7 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
                          {"first_loss", rr.first_loss}, {"last_loss", rr.last_loss}, {"finite", rr.finite},
                          {"timed_steps", rc.timed_steps}, {"wall_s", wall}, {"gpu_clock", clock}};
       rec["error"] = {{"step_time", te}, {"peak_bytes", me}};
+      if (repeat.times > 1) rec["repeated_kernel_class"] = {{"class", repeat.name}, {"times", repeat.times}};
       if (time_classes) {
         // GEMMs and attention timed inside the step (events around each call) against the model's.
         const KernelClasses k = predicted_classes(one, m, ev.layout, rc.microbatches);
