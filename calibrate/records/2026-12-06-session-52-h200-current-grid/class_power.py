@@ -4,10 +4,11 @@
 usage: class_power.py DIR PROFILE.json KC.json...
 
 DIR holds plain/, gemm/ and attention/, each with validate-*.json records of the same layouts on
-the same card: plain, every GEMM call run twice, every attention forward and backward run twice.
+the same card: plain, every GEMM call run n times, every attention forward and backward n times.
 For a layout with step T1 at power P1 and, with class c repeated, T2 at P2 (the mean of NVML's
-instantaneous readings over the timed steps), the class's time in the step is T2 - T1 and its
-power there (P2 T2 - P1 T1) / (T2 - T1); the rest of the step (element-wise kernels, idle gaps, the
+instantaneous readings over the timed steps), the class's time in the step is (T2 - T1) / (n - 1)
+for n calls in place of one (the record's repeated_kernel_class.times) and its power there
+(P2 T2 - P1 T1) / (T2 - T1); the rest of the step (element-wise kernels, idle gaps, the
 optimizer) draws what is left. KC.json: kernel-class records of the same layouts, for the GEMMs'
 FLOPs (the rate the power model reads its GEMM power at). The attention column gives the model's
 power below its lowest attention pair (88 TFLOP/s on the H100), where the small GPT's attention runs.
@@ -48,9 +49,10 @@ for key, r in plain.items():
     row, clocks, parts = [], [f1], {}
     for name, other in (("gemm", gemm[key]), ("attention", attn[key])):
         T2 = other["measured"]["step_time_s"]; P2, f2 = power(other)
+        n = other["repeated_kernel_class"]["times"]
         clocks.append(f2)
         dt = T2 - T1
-        parts[name] = (dt, (P2 * T2 - P1 * T1) / dt)
+        parts[name] = (dt / (n - 1), (P2 * T2 - P1 * T1) / dt)
     dtg, pg = parts["gemm"]; dta, pa = parts["attention"]
     rest = T1 - dtg - dta
     po = (P1 * T1 - pg * dtg - pa * dta) / rest
