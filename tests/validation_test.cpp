@@ -157,7 +157,8 @@ TEST(Validation, H100OneGpuRunsWithItsMeasuredProfileAndWithTheCarryOverRule) {
   // small GPT's -run7 (the same record, call 2); on a fourteenth, held out, Llama's -run11 and the
   // GEMM-bound scenario's -run3 (call 4); on a fifteenth, held out, its -run4 (call 5). On a
   // sixteenth, held out, the small GPT's -run8 (calibrate/records/2026-12-06-session-51-power-by-kind/,
-  // call 1, run in session 52).
+  // call 1, run in session 52); on a seventeenth, held out, the small GPT's -run9 and the GPT
+  // -run10 (calibrate/records/2026-12-06-session-52-h200-current-grid/, call 3).
   const HardwareProfile measured = load_hardware_profile("h100-sxm", kProfiles);
   std::ifstream ds(std::string(TRAINSIM_SOURCE_DIR) + "/calibrate/datasheets/h100-sxm.json");
   ASSERT_TRUE(ds);
@@ -200,7 +201,9 @@ TEST(Validation, H100OneGpuRunsWithItsMeasuredProfileAndWithTheCarryOverRule) {
                                        {"h100-llama-one-gpu-run11.json", "validate-llama-one-gpu.json"},
                                        {"h100-gemm-heavy-run3.json", "validate-gemm-heavy.json"},
                                        {"h100-gemm-heavy-run4.json", "validate-gemm-heavy.json"},
-                                       {"h100-small-gpt-run8.json", "validate-small-gpt.json"}}) {
+                                       {"h100-small-gpt-run8.json", "validate-small-gpt.json"},
+                                       {"h100-small-gpt-run9.json", "validate-small-gpt.json"},
+                                       {"h100-one-gpu-run10.json", "validate-one-gpu.json"}}) {
     const Scenario base = load_scenario(kScenarios + "/" + scenario, kProfiles);
     std::ifstream in(kRecords + "/" + file);
     ASSERT_TRUE(in) << file;
@@ -228,7 +231,7 @@ TEST(Validation, H100OneGpuRunsWithItsMeasuredProfileAndWithTheCarryOverRule) {
       if (s.model.seq_len >= 4096) long_derived.push_back(derived_err);
     }
   }
-  ASSERT_EQ(err_measured.size(), 236u);
+  ASSERT_EQ(err_measured.size(), 253u);
   std::printf("[ info ] %zu H100 runs: median |error| step time %.2f%% with the measured profile (max %.1f%%), %.2f%% with the "
               "carry-over rule (max %.1f%%, signed %.1f%% to %.1f%%); memory peak %.2f%% (max %.1f%%)\n",
               err_measured.size(), 100 * median(err_measured), 100 * worst_measured, 100 * median(err_derived),
@@ -954,10 +957,14 @@ TEST(Validation, ThePowerEstimateOfAStepAtTheHighestClockRunsHigh) {
     excess[r.hw].push_back(estimate - r.power_w);
     if (r.timed_s >= 1.0) excess_timed_1s[r.hw].push_back(estimate - r.power_w);
     if (r.power_instant_w > 0) {
-      // The instantaneous readings do not lag: over a second or more they agree with the 1 s mean.
-      if (r.timed_s >= 1.0) {
-        EXPECT_LT(std::fabs(r.power_instant_w / r.power_w - 1.0), 0.05) << r.hw << " " << r.model;
+      // The instantaneous readings do not lag. The 1 s mean does, low where a run draws more than
+      // the one before it: up to 10% under them on runs timed for half a second, 5% at 1.6 s
+      // (GPT 760M after GPT 350M); from 2 s on they agree within 1%. The instantaneous mean is
+      // never the low one, beyond the readings' noise.
+      if (r.timed_s >= 2.0) {
+        EXPECT_LT(std::fabs(r.power_instant_w / r.power_w - 1.0), 0.02) << r.hw << " " << r.model;
       }
+      EXPECT_GT(r.power_instant_w / r.power_w, 0.98) << r.hw << " " << r.model;
       EXPECT_GT(estimate, r.power_instant_w) << r.hw << " " << r.model;
       excess_instant.push_back(estimate - r.power_instant_w);
     }
@@ -1029,6 +1036,90 @@ TEST(Validation, ThePowerEstimateRunsHighOnTheStepsOwnKernelTimes) {
   std::printf("[ info ] %zu small GPT steps priced by their measured kernel classes: the estimate %.0f-%.0f W above the "
               "instantaneous power\n",
               excess.size(), *std::min_element(excess.begin(), excess.end()), *std::max_element(excess.begin(), excess.end()));
+}
+
+TEST(Validation, EachKernelClassDrawsWhatRepeatingItInTheStepAdds) {
+  // Where a step's power goes, class by class, inside the step (record
+  // calibrate/records/2026-12-06-session-52-h200-current-grid/, call 3, one H100): the small GPT
+  // steps ran plain (h100-small-gpt-run9.json), then with every GEMM call run n = 3 times
+  // (-repeat-gemm), then every attention forward and backward (-repeat-attention), back to back.
+  // With T1, P1 the plain step and its power (the mean of NVML's instantaneous readings) and T2,
+  // P2 the step with class c repeated, c takes (T2 - T1) / (n - 1) of the step and draws
+  // (P2 T2 - P1 T1) / (T2 - T1) there; the rest of the step (element-wise kernels, the optimizer,
+  // the idle time between kernels) draws what is left. Only steps whose three runs held the
+  // highest clock (within 15 MHz): elsewhere the added time is partly the clock's.
+  // The method's check: the class times so read agree with the same classes timed in place on
+  // another card (h100-small-gpt-kernel-classes.json) within 5%, at micro-batches of 2 and more.
+  // At micro-batch 1 the in-place GEMM times run 10-12% over the repeats': there the step makes
+  // 4-5,000 GEMM calls of 10-40 us, and the events around each add their own microseconds.
+  // What it shows: the attention draws about what the model gives it (within 60 W of its 618 W),
+  // the GEMMs less than the model gives their rate, and the rest of the step far less than the
+  // model's 529 W for element-wise kernels (read off Llama-style kernels in sustained loops): by
+  // more than 60 W on every step. That is where ThePowerEstimateOfAStepAtTheHighestClockRunsHigh's
+  // excess sits.
+  auto by_layout = [](const std::string& file) {
+    std::ifstream in(kRecords + "/" + file);
+    EXPECT_TRUE(in) << file;
+    std::map<std::string, nlohmann::json> runs;
+    const auto doc = nlohmann::json::parse(in);
+    for (const auto& run : doc.at("runs"))
+      runs[run.at("model").get<std::string>() + " mb" + std::to_string(run.at("layout").at("micro_batch").get<int>())] = run;
+    return runs;
+  };
+  const auto plain = by_layout("h100-small-gpt-run9.json");
+  const auto gemm = by_layout("h100-small-gpt-repeat-gemm.json");
+  const auto attention = by_layout("h100-small-gpt-repeat-attention.json");
+  const auto in_place = by_layout("h100-small-gpt-kernel-classes.json");
+  Scenario base = load_scenario(kScenarios + "/validate-small-gpt.json", kProfiles);
+  base.hardware = load_hardware_profile("h100-sxm", kProfiles);
+  const HardwareProfile& hw = base.hardware;
+  const CostModel cost(hw, base.training.precision);
+  int used = 0;
+  for (const auto& [what, p] : plain) {
+    ASSERT_TRUE(gemm.count(what) && attention.count(what) && in_place.count(what)) << what;
+    const double T1 = p.at("measured").at("step_time_s").get<double>();
+    const double P1 = p.at("measured").at("gpu_clock").at("power_instant_w").get<double>();
+    bool top = p.at("measured").at("gpu_clock").at("sm_mhz").get<double>() >= hw.max_sm_mhz - 15;
+    double dt[2], watts[2];
+    int c = 0;
+    for (const auto* rep : {&gemm.at(what), &attention.at(what)}) {
+      const int n = rep->at("repeated_kernel_class").at("times").get<int>();
+      ASSERT_GE(n, 2) << what;
+      const double T2 = rep->at("measured").at("step_time_s").get<double>();
+      const double P2 = rep->at("measured").at("gpu_clock").at("power_instant_w").get<double>();
+      top = top && rep->at("measured").at("gpu_clock").at("sm_mhz").get<double>() >= hw.max_sm_mhz - 15;
+      ASSERT_GT(T2, T1) << what;
+      dt[c] = (T2 - T1) / (n - 1);
+      watts[c] = (P2 * T2 - P1 * T1) / (T2 - T1);
+      ++c;
+    }
+    if (!top) continue;
+    ++used;
+    const auto& kc = in_place.at(what).at("kernel_classes");
+    const int micro_batch = p.at("layout").at("micro_batch").get<int>();
+    if (micro_batch >= 2) EXPECT_NEAR(dt[0] / kc.at("measured_s").at("gemm").get<double>(), 1.0, 0.05) << what;
+    else EXPECT_LT(dt[0], kc.at("measured_s").at("gemm").get<double>()) << what;
+    EXPECT_NEAR(dt[1] / kc.at("measured_s").at("attention").get<double>(), 1.0, 0.05) << what;
+    double flops = 0;
+    for (const auto& g : kc.at("gemm_shapes"))
+      flops += 2 * g.at("m").get<double>() * g.at("n").get<double>() * g.at("k").get<double>() * g.at("calls_per_step").get<double>();
+    const Layout l = layout_of(p.at("layout"));
+    const ModelConfig model = model_named(base, p.at("model").get<std::string>());
+    const KernelClasses predicted = one_gpu_kernel_classes(cost, {model, 1, false, l.recompute, l.micro_batch, base.training.precision},
+                                                           model.layers, p.at("global_batch").get<double>() / l.micro_batch);
+    const double gemm_model = mix_power_w(hw, KernelMix{dt[0], flops, 0, 0, 0});
+    const double attention_model = mix_power_w(hw, KernelMix{0, 0, dt[1], predicted.attention_flops, 0});
+    const double rest = T1 - dt[0] - dt[1];
+    const double rest_w = (P1 * T1 - watts[0] * dt[0] - watts[1] * dt[1]) / rest;
+    std::printf("[ info ] %-13s GEMMs %5.1f ms at %3.0f W (the model %3.0f W), attention %5.1f ms at %3.0f W (%3.0f W), "
+                "the rest %5.1f ms at %3.0f W (%3.0f W)\n",
+                what.c_str(), 1e3 * dt[0], watts[0], gemm_model, 1e3 * dt[1], watts[1], attention_model, 1e3 * rest, rest_w,
+                hw.clock_power.memory_bound_w);
+    EXPECT_LT(watts[0], gemm_model) << what;
+    EXPECT_NEAR(watts[1], attention_model, 60.0) << what;
+    EXPECT_LT(rest_w, hw.clock_power.memory_bound_w - 60.0) << what;
+  }
+  EXPECT_GE(used, 6);
 }
 
 TEST(Validation, AStepSustainedForHalfAMinuteHoldsTheClockAndTimeOfAFewTimedSteps) {

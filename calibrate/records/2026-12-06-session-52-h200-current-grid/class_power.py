@@ -57,7 +57,7 @@ for key, r in plain.items():
     rest = T1 - dtg - dta
     po = (P1 * T1 - pg * dtg - pa * dta) / rest
     mg = ma = float("nan")
-    if key in kc:
+    if key in kc and "kernel_classes" in kc[key]:
         shapes = kc[key]["kernel_classes"]["gemm_shapes"]
         flops = sum(2 * s["m"] * s["n"] * s["k"] * s["calls_per_step"] for s in shapes)
         mg = interp(pm["gemm_w"], flops / dtg / 1e12)
