@@ -205,9 +205,12 @@ int main(int argc, char** argv) {
       ->expected(5)
       ->excludes(mix_gemm_opt);
   kmix->add_option("--layer", mix.layer,
-                   "the Llama-style layer whose element-wise kernels run: tokens,hidden,SwiGLU width (default 4096,4096,11008)")
+                   "the layer whose element-wise kernels run: tokens,hidden,SwiGLU (or MLP) width (default 4096,4096,11008)")
       ->delimiter(',')
       ->expected(3);
+  kmix->add_option("--layer-kind", mix.layer_kind,
+                   "whose element-wise kernels: llama (RMSNorm, rotary, SwiGLU; the default) or gpt (LayerNorm, bias-dropout-"
+                   "residual, bias-GeLU, the Q/K/V split with bias, as the runner's GPT layer calls them)");
   kmix->add_option("--settle", mix.settle_s, "seconds each mix runs untimed first, for the power limiter to settle");
   kmix->add_option("--timed", mix.timed_s, "seconds each mix is timed");
   kmix->add_option("--clock-log", mix.clock_log,

@@ -138,16 +138,21 @@ void check_kernel_mix(const KernelMixOptions& o) {
     if (o.gemm[i] < 16 || o.gemm[i] > 65536)
       throw InputError("--gemm[" + std::to_string(i) + "]", "each of m, n, k must be from 16 to 65536");
   {
-    const char* names[] = {"tokens", "hidden", "SwiGLU width"};
+    if (o.layer_kind != "llama" && o.layer_kind != "gpt")
+      throw InputError("--layer-kind", "'" + o.layer_kind + "': llama or gpt");
+    const bool gpt = o.layer_kind == "gpt";
+    const char* names[] = {"tokens", "hidden", gpt ? "MLP width" : "SwiGLU width"};
     for (std::size_t i = 0; i < o.layer.size(); ++i)
       if (o.layer[i] < 64 || o.layer[i] > 65536) throw InputError(std::string("--layer ") + names[i], "must be from 64 to 65536");
     if (o.layer[0] > 2048 && o.layer[0] % 2048 != 0)
       throw InputError("--layer tokens", "above 2,048 must be whole sequences of 2,048");
     if (o.layer[1] % 64 != 0) throw InputError("--layer hidden", "must be a multiple of 64 (whole heads)");
-    // Its buffers (kernels/kernel_mix.cu), bf16: at most nine tokens x hidden (K/V no wider than
-    // hidden) and five tokens x width.
+    // Its buffers (kernels/kernel_mix.cu), bf16: Llama-style, at most nine tokens x hidden (K/V no
+    // wider than hidden) and five tokens x width; GPT-style, thirteen tokens x hidden, a byte
+    // mask of tokens x hidden, and four tokens x width.
     const double tokens = o.layer[0];
-    if (2.0 * tokens * (9.0 * o.layer[1] + 5.0 * o.layer[2]) > 16.0 * (1ull << 30))
+    const double per_token = gpt ? 13.5 * o.layer[1] + 4.0 * o.layer[2] : 9.0 * o.layer[1] + 5.0 * o.layer[2];
+    if (2.0 * tokens * per_token > 16.0 * (1ull << 30))
       throw InputError("--layer", "its tensors would take over 16 GiB");
   }
   if (!o.attention.empty()) {
@@ -183,11 +188,12 @@ int run_kernel_mix(const KernelMixOptions& o) {
     mix_load.head_dim = o.attention[3];
     mix_load.kv_group = o.attention[4];
   }
-  const gpu::KernelMixResult r = gpu::bench_kernel_mix(o.shares, o.settle_s, o.timed_s, mix_load, {o.layer[0], o.layer[1], o.layer[2]});
+  const gpu::KernelMixResult r =
+      gpu::bench_kernel_mix(o.shares, o.settle_s, o.timed_s, mix_load, {o.layer[0], o.layer[1], o.layer[2], o.layer_kind == "gpt"});
   std::vector<ClockSample> clocks;
   if (!o.clock_log.empty()) clocks = read_clock_log(o.clock_log);
-  std::printf("# load: %s; element-wise kernels of a Llama-style layer at %d tokens, hidden %d, SwiGLU width %d\n", r.load.c_str(),
-              r.tokens, r.hidden, r.ffn);
+  std::printf("# load: %s; element-wise kernels of a %s layer at %d tokens, hidden %d, %s width %d\n", r.load.c_str(),
+              r.gpt ? "GPT-style" : "Llama-style", r.tokens, r.hidden, r.gpt ? "MLP" : "SwiGLU", r.ffn);
   std::printf("# alone, one call between events at the full clock: load %.1f us (%.0f TFLOP/s)", r.load_alone_us,
               r.load_flop / (r.load_alone_us * 1e6));
   double alone_sum = 0;
@@ -197,7 +203,10 @@ int run_kernel_mix(const KernelMixOptions& o) {
   }
   std::printf("\n# in the mix: each call's median time over its time alone; \"kernels\": the group's sum over its sum alone\n");
   std::printf("%6s %6s %5s %6s %6s %7s", "target", "share", "loads", "groups", "cycles", "load");
-  for (const auto& k : r.kernels) std::printf(" %11s", k.c_str());
+  // Each kernel's column as wide as its name (GPT's are long), at least 11.
+  std::vector<int> width;
+  for (const auto& k : r.kernels) width.push_back(std::max(11, static_cast<int>(k.size())));
+  for (std::size_t k = 0; k < r.kernels.size(); ++k) std::printf(" %*s", width[k], r.kernels[k].c_str());
   // The instantaneous power where the log has it (a mean over the last second otherwise only).
   bool instant = false;
   for (const ClockSample& c : clocks) instant = instant || !std::isnan(c.power_instant_w);
@@ -209,7 +218,7 @@ int run_kernel_mix(const KernelMixOptions& o) {
     else std::printf(" %7s", "-");
     double sum = 0;
     for (std::size_t k = 0; k < r.kernels.size(); ++k) {
-      std::printf(" %11.3f", p.kernel_us[k] / r.alone_us[k]);
+      std::printf(" %*.3f", width[k], p.kernel_us[k] / r.alone_us[k]);
       sum += p.kernel_us[k];
     }
     std::printf(" %8.3f", sum / alone_sum);

@@ -25,14 +25,15 @@ int run_gemm_conditions(const GemmConditionsOptions& o);
 // back to back on a nearly full device.
 int run_kernel_conditions();
 
-// A Llama-style layer's element-wise kernels inside sustained mixes with a bf16 GEMM (or the
+// A Llama-style (or GPT-style) layer's element-wise kernels inside sustained mixes with a bf16 GEMM (or the
 // unfused attention) at set shares of their time, against each alone at the full clock.
 struct KernelMixOptions {
   std::vector<double> shares{0, 0.3, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95};  // the load's share of each mix, in [0, 1)
   double settle_s = 3, timed_s = 2;  // each mix untimed first, for the power limiter to settle; then timed
   std::vector<int> gemm{4096, 11008, 4096};  // m, n, k: Llama 2 7B's MLP up projection at 4,096 tokens
   std::vector<int> attention;  // instead of a GEMM: batch, heads, seq, head_dim, query heads per K/V head
-  std::vector<int> layer{4096, 4096, 11008};  // the element-wise kernels' tokens, hidden, SwiGLU width (Llama 2 7B at 4,096 tokens)
+  std::vector<int> layer{4096, 4096, 11008};  // the element-wise kernels' tokens, hidden, SwiGLU or MLP width (Llama 2 7B at 4,096 tokens)
+  std::string layer_kind = "llama";           // whose element-wise kernels: llama or gpt (kernels/kernel_mix.h)
   std::string clock_log;       // nvidia-smi's clock and power log written beside the run, read at its end
 };
 void check_kernel_mix(const KernelMixOptions& o);

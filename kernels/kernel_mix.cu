@@ -100,13 +100,26 @@ KernelMixResult bench_kernel_mix(const std::vector<double>& shares, double settl
   res.tokens = T;
   res.hidden = h;
   res.ffn = f;
+  res.gpt = layer.gpt;
   const int gm = load.gm, gn = load.gn, gk = load.gk;
   const size_t Th = static_cast<size_t>(T) * h, Tkv = static_cast<size_t>(T) * kv, Tf = static_cast<size_t>(T) * f;
   using bf = __nv_bfloat16;
   cudaStream_t st;
   TRAINSIM_CUDA(cudaStreamCreate(&st));
+  // Llama-style: gu, sw, dgu the SwiGLU's; GPT-style: gu the MLP's input, gelu_in and out
+  // [T, f] (sw and dgu), din [T, f], masks, biases and the fp32 gradients of norms and biases.
+  const bool gpt = layer.gpt;
   DeviceBuffer x(Th * 2), y(Th * 2), z(Th * 2), g(h * 2), rstd(T * 4), dg(h * 4), qkv((Th + 2 * Tkv) * 2), q(Th * 2), k(Tkv * 2),
-      v(Tkv * 2), gu(2 * Tf * 2), sw(Tf * 2), dgu(2 * Tf * 2);
+      v(Tkv * 2), gu((gpt ? 1 : 2) * Tf * 2), sw(Tf * 2), dgu((gpt ? 1 : 2) * Tf * 2);
+  DeviceBuffer lnb, mean, db, mask, bias_h, bias_qkv, dbias_qkv, bias_f, dbias_f, din, rows, dqkv;
+  if (gpt) {
+    lnb = DeviceBuffer(h * 2), mean = DeviceBuffer(T * 4), db = DeviceBuffer(h * 4), mask = DeviceBuffer(Th), bias_h = DeviceBuffer(h * 2);
+    bias_qkv = DeviceBuffer(3 * h * 2), dbias_qkv = DeviceBuffer(3 * h * 4), bias_f = DeviceBuffer(f * 2), dbias_f = DeviceBuffer(f * 4);
+    din = DeviceBuffer(Tf * 2), rows = DeviceBuffer(Th * 2), dqkv = DeviceBuffer(3 * Th * 2);
+    for (auto* buf : {&lnb, &bias_h, &bias_qkv, &bias_f}) fill_random_bf16(buf->get(), buf->bytes() / 2, 8, 0.02f, st);
+    for (auto* buf : {&db, &dbias_qkv, &dbias_f}) TRAINSIM_CUDA(cudaMemset(buf->get(), 0, buf->bytes()));
+    TRAINSIM_CUDA(cudaMemset(mask.get(), 1, mask.bytes()));
+  }
   for (auto* buf : {&x, &y, &z, &g, &qkv, &q, &k, &v, &gu, &sw}) fill_random_bf16(buf->get(), buf->bytes() / 2, 5, 1.0f, st);
   TRAINSIM_CUDA(cudaMemset(dg.get(), 0, dg.bytes()));
   // The load: a GEMM on training-magnitude operands, or the attention's forward and backward.
@@ -132,7 +145,39 @@ KernelMixResult bench_kernel_mix(const std::vector<double>& shares, double settl
     res.load_flop = 2.0 * gm * gn * static_cast<double>(gk);
     res.load = "bf16 GEMM " + std::to_string(gm) + " x " + std::to_string(gn) + " x " + std::to_string(gk);
   }
-  const std::vector<std::pair<const char*, std::function<void()>>> kernels = {
+  using Kernels = std::vector<std::pair<const char*, std::function<void()>>>;
+  // GPT-style: forward then backward, as one layer calls them (mean and rstd from the forward).
+  const Kernels gpt_kernels = {
+      {"layernorm*2", [&] {
+         layernorm_forward(x.get<bf>(), g.get<bf>(), lnb.get<bf>(), y.get<bf>(), mean.get<float>(), rstd.get<float>(), T, h, st);
+         layernorm_forward(z.get<bf>(), g.get<bf>(), lnb.get<bf>(), y.get<bf>(), mean.get<float>(), rstd.get<float>(), T, h, st);
+       }},
+      {"qkv_bias_split", [&] { split_heads(qkv.get<bf>(), bias_qkv.get<bf>(), q.get<bf>(), k.get<bf>(), v.get<bf>(), bsz, seq, a, d, st); }},
+      {"attention_merge_heads", [&] { heads_to_rows(q.get<bf>(), rows.get<bf>(), bsz, seq, a, d, st); }},
+      {"bias_dropout_residual*2", [&] {
+         for (int i = 0; i < 2; ++i)
+           bias_dropout_residual(rows.get<bf>(), bias_h.get<bf>(), x.get<bf>(), z.get<bf>(), mask.get<unsigned char>(), T, h, 11 + i, st);
+       }},
+      {"bias_gelu", [&] { bias_gelu(gu.get<bf>(), bias_f.get<bf>(), sw.get<bf>(), dgu.get<bf>(), T, f, st); }},
+      {"layernorm.bwd*2", [&] {
+         for (int i = 0; i < 2; ++i)
+           layernorm_backward(z.get<bf>(), x.get<bf>(), g.get<bf>(), mean.get<float>(), rstd.get<float>(), y.get<bf>(), dg.get<float>(),
+                              db.get<float>(), T, h, st);
+       }},
+      {"dropout_residual.bwd*2", [&] {
+         for (int i = 0; i < 2; ++i) dropout_backward(z.get<bf>(), mask.get<unsigned char>(), y.get<bf>(), Th, st);
+       }},
+      {"gelu_bias.bwd", [&] {
+         gelu_backward(dgu.get<bf>(), sw.get<bf>(), din.get<bf>(), Tf, st);
+         column_sum(din.get<bf>(), dbias_f.get<float>(), T, f, st);
+       }},
+      {"attention_split_heads.bwd", [&] { rows_to_heads(rows.get<bf>(), q.get<bf>(), bsz, seq, a, d, st); }},
+      {"qkv_merge_bias.bwd", [&] {
+         merge_qkv_grad(q.get<bf>(), k.get<bf>(), v.get<bf>(), dqkv.get<bf>(), bsz, seq, a, d, st);
+         column_sum(dqkv.get<bf>(), dbias_qkv.get<float>(), T, 3 * h, st);
+       }},
+  };
+  const Kernels llama_kernels = {
       {"rmsnorm", [&] { rmsnorm_forward(x.get<bf>(), g.get<bf>(), y.get<bf>(), rstd.get<float>(), T, h, st); }},
       {"rmsnorm.bwd", [&] { rmsnorm_backward(z.get<bf>(), x.get<bf>(), g.get<bf>(), rstd.get<float>(), y.get<bf>(), dg.get<float>(), T, h, st); }},
       {"qkv_split", [&] { split_qkv_gqa(qkv.get<bf>(), q.get<bf>(), k.get<bf>(), v.get<bf>(), bsz, seq, a, kvh, d, st); }},
@@ -141,6 +186,7 @@ KernelMixResult bench_kernel_mix(const std::vector<double>& shares, double settl
       {"swiglu", [&] { swiglu(gu.get<bf>(), sw.get<bf>(), T, f, st); }},
       {"swiglu.bwd", [&] { swiglu_backward(sw.get<bf>(), gu.get<bf>(), dgu.get<bf>(), T, f, st); }},
   };
+  const Kernels& kernels = gpt ? gpt_kernels : llama_kernels;
   const int K = static_cast<int>(kernels.size());
   for (const auto& kn : kernels) res.kernels.push_back(kn.first);
   // Alone: one call between events, as the mix times them, at the full clock (the GPU idle before).

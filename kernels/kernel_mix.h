@@ -17,16 +17,23 @@ struct KernelMixLoad {
   int batch = 1, heads = 32, seq = 2048, head_dim = 128, kv_group = 4;
 };
 
-// The Llama-style layer whose element-wise kernels run in the mix: `tokens` rows of `hidden`
-// (sequences of min(tokens, 2,048); heads of 128 from hidden 2,048 up, else of 64; four query heads
-// per K/V head where the heads divide by four) and a SwiGLU of width `ffn`. The default is Llama 2
-// 7B at 4,096 tokens; a small model's tensors fit in L2, a large one's do not.
+// The layer whose element-wise kernels run in the mix: `tokens` rows of `hidden` (sequences of
+// min(tokens, 2,048)). Llama-style (the default): heads of 128 from hidden 2,048 up, else of 64,
+// four query heads per K/V head where the heads divide by four, a SwiGLU of width `ffn`; its
+// kernels RMSNorm, the Q/K/V split, rotary positions, the residual add and the SwiGLU, each with
+// its backward where it has one. GPT-style (`gpt`): heads of 64, an MLP of width `ffn`; its kernels
+// as the runner calls them in one layer, under the cost model's names: LayerNorm twice and its
+// backward twice, the Q/K/V split with bias and its merge with the bias gradient, the heads'
+// merge and split, bias-dropout-residual twice and the dropout's backward twice, bias-GeLU and
+// its backward with the bias gradient. The default is Llama 2 7B at 4,096 tokens; a small model's
+// tensors fit in L2, a large one's do not.
 struct ElementwiseLayer {
   int tokens = 4096, hidden = 4096, ffn = 11008;
+  bool gpt = false;
   int seq() const { return tokens < 2048 ? tokens : 2048; }
-  int head_dim() const { return hidden >= 2048 && hidden % 128 == 0 ? 128 : 64; }
+  int head_dim() const { return !gpt && hidden >= 2048 && hidden % 128 == 0 ? 128 : 64; }
   int heads() const { return hidden / head_dim(); }
-  int kv_heads() const { return heads() % 4 == 0 ? heads() / 4 : heads(); }
+  int kv_heads() const { return !gpt && heads() % 4 == 0 ? heads() / 4 : heads(); }
 };
 
 struct KernelMixPoint {
@@ -43,7 +50,8 @@ struct KernelMixPoint {
 struct KernelMixResult {
   std::string load;         // what the load is, in words
   double load_flop = 0;     // per call (attention: the full, non-causal count, as calibrate's)
-  int tokens = 0, hidden = 0, ffn = 0;     // the element-wise kernels' shape (Llama-style layer)
+  int tokens = 0, hidden = 0, ffn = 0;     // the element-wise kernels' shape
+  bool gpt = false;                        // a GPT-style layer's kernels (else Llama-style)
   std::vector<std::string> kernels;
   // One call of each between events with nothing else running, as the mix times it (the events'
   // own overhead included), and the load alone; at the full clock, before the mix.

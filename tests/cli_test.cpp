@@ -663,6 +663,11 @@ TEST(Cli, CalibrateKernelMixRefusesBadFlagsBeforeMeasuring) {
       {"kernel-mix --layer 8192,800,3072", "--layer hidden"},
       {"kernel-mix --layer 65536,8192,65536", "16 GiB"},
       {"kernel-mix --layer 65536,65536,64", "16 GiB"},
+      {"kernel-mix --layer-kind mamba", "--layer-kind"},
+      {"kernel-mix --layer-kind gpt --layer 8192,768,8", "--layer MLP width"},
+      // A GPT-style layer holds more tensors of tokens x hidden than a Llama-style one: this shape
+      // passes as Llama's (14 GiB) and not as GPT's (17.5 GiB).
+      {"kernel-mix --layer-kind gpt --layer 65536,8192,8192", "16 GiB"},
       {"kernel-mix --clock-log /nonexistent/clocks.csv", "/nonexistent/clocks.csv"},
       {"kernel-mix --clock-log " + log, log + ":1"},
   };

@@ -193,6 +193,22 @@ TEST(GpuKernels, KernelMixRunsTheSharesAskedFor) {
   EXPECT_LT(small_us, 0.5 * big_us);
   std::printf("[ info ] element-wise group alone: %.1f us (Llama 2 7B layer, 4,096 tokens), %.1f us (GPT 125M layer, 2,048 tokens)\n",
               big_us, small_us);
+  // GPT 125M's own layer kernels at 8,192 tokens (micro-batch 4), as the runner's GPT layer calls
+  // them: ten entries, LayerNorm and the dropouts twice each. Against the same runner's times in
+  // a GPT 125M step at micro-batch 4 on an H100 (tests/validation/h100-small-gpt-kernel-classes.json:
+  // 12 layers x 4 micro-batches; the layer's share of the "other" kernels less the cross-entropy
+  // and the embeddings, about 1.1 ms), the group takes between half and twice that.
+  ElementwiseLayer gpt_layer{8192, 768, 3072};
+  gpt_layer.gpt = true;
+  const KernelMixResult gpt = bench_kernel_mix({0}, 0.1, 0.2, KernelMixLoad{}, gpt_layer);
+  ASSERT_EQ(gpt.kernels.size(), 10u);
+  EXPECT_TRUE(gpt.gpt);
+  EXPECT_EQ(gpt.kernels.front(), "layernorm*2");
+  double gpt_us = 0;
+  for (double us : gpt.alone_us) gpt_us += us;
+  std::printf("[ info ] GPT 125M layer's element-wise group alone at 8,192 tokens: %.1f us\n", gpt_us);
+  EXPECT_GT(gpt_us, 550);
+  EXPECT_LT(gpt_us, 2200);
 }
 
 TEST(GpuKernels, Int8RoundTrip) {

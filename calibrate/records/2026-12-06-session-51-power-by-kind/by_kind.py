@@ -1,7 +1,8 @@
 # Each kind of kernel's power at full clock, read off `calibrate kernel-mix` outputs (run from the
 # repository root):
 #   python3 calibrate/records/2026-12-06-session-51-power-by-kind/by_kind.py MAX_MHZ kernel-mix.txt
-# - the element-wise kernels alone: each layer's share-0 row (tokens, hidden, SwiGLU width);
+# - the element-wise kernels alone: each layer's share-0 row (tokens, hidden, SwiGLU or MLP width,
+#   "gpt" after a GPT-style layer's);
 # - a GEMM's or the attention's power alone, from each of its rows that held MAX_MHZ (within one
 #   15 MHz step): P_alone = (P - (1 - g) P0) / g, g the load's measured share, P0 the share-0 power
 #   of the same layer (the rule of session 49's power_rule.py), with the 1 s mean and the
@@ -13,9 +14,10 @@ max_mhz = float(sys.argv[1])
 blocks = []
 cur = None
 for line in open(sys.argv[2]):
-    m = re.match(r"# load: (.*?); element-wise kernels of a Llama-style layer at (\d+) tokens, hidden (\d+), SwiGLU width (\d+)", line)
+    m = re.match(r"# load: (.*?); element-wise kernels of a (Llama|GPT)-style layer at (\d+) tokens, hidden (\d+), (?:SwiGLU|MLP) width (\d+)", line)
     if m:
-        cur = {"what": m.group(1), "layer": tuple(int(x) for x in m.groups()[1:]), "rows": [], "inst": False}
+        kind = "" if m.group(2) == "Llama" else " gpt"
+        cur = {"what": m.group(1), "layer": tuple(int(x) for x in m.groups()[2:]) + (kind,), "rows": [], "inst": False}
         blocks.append(cur)
         continue
     m = re.search(r"load [0-9.]+ us \(([0-9.]+) TFLOP/s\)", line)
@@ -37,7 +39,7 @@ for b in blocks:
     for r in b["rows"]:
         if r["share"] == 0:
             p0.setdefault(b["layer"], []).append((r["w"], r["inst"]))
-            print("%-22s %7.0f %7.0f %7.0f" % ("%d,%d,%d" % b["layer"], r["mhz"], r["w"], r["inst"]))
+            print("%-22s %7.0f %7.0f %7.0f" % ("%d,%d,%d%s" % b["layer"], r["mhz"], r["w"], r["inst"]))
 print()
 print("loads alone at full clock, from their rows that held %.0f MHz" % max_mhz)
 print("%-80s %7s %-16s %6s %7s %6s %6s %7s %7s" % ("load", "TFLOP/s", "layer", "share", "SM MHz", "W", "W inst", "alone W", "(inst)"))
@@ -54,5 +56,5 @@ for b in blocks:
         alone = (r["w"] - (1 - g) * w0) / g if held else None
         alone_i = (r["inst"] - (1 - g) * i0) / g if held else None
         print("%-80s %7.0f %-16s %6.3f %7.0f %6.0f %6.0f %7s %7s" % (
-            b["what"][:80], b.get("tflops", 0), "%d,%d,%d" % b["layer"], g, r["mhz"], r["w"], r["inst"],
+            b["what"][:80], b.get("tflops", 0), "%d,%d,%d%s" % b["layer"], g, r["mhz"], r["w"], r["inst"],
             "%.0f" % alone if alone is not None else "-", "%.0f" % alone_i if alone_i is not None else "-"))
