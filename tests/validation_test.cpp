@@ -941,7 +941,9 @@ TEST(Validation, ThePowerEstimateOfAStepAtTheHighestClockRunsHigh) {
   // idle between kernels for under 3% of a step (ThePowerEstimateRunsHighOnTheStepsOwnKernelTimes);
   // nor through the card being cooler in a short run (sustained for half a minute, two
   // such steps drew 9-12 W more and held the same clock:
-  // Validation.AStepSustainedForHalfAMinuteHoldsTheClockAndTimeOfAFewTimedSteps). That is why
+  // Validation.AStepSustainedForHalfAMinuteHoldsTheClockAndTimeOfAFewTimedSteps). Where it goes,
+  // read inside the small GPT steps: mostly their element-wise kernels, then their GEMMs
+  // (EachKernelClassDrawsWhatRepeatingItInTheStepAdds). That is why
   // steps whose estimate falls just above the 700 W limit (GPT 760M-2.7B, Llama 1.1B) are
   // predicted below the clock they hold.
   std::map<std::string, HardwareProfile> profiles;
