@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
 """Each kernel class's power inside the step, from call 2's runs.
 
-usage: class_power.py DIR PROFILE.json KC.json...
+usage: class_power.py PROFILE.json PLAIN GEMM ATTENTION [KC.json...]
 
-DIR holds plain/, gemm/ and attention/, each with validate-*.json records of the same layouts on
-the same card: plain, every GEMM call run n times, every attention forward and backward n times.
+PLAIN, GEMM, ATTENTION: validate records of the same layouts on the same card (a file, or a folder
+of validate-*.json): plain, every GEMM call run n times, every attention forward and backward n
+times. From the repository root, call 3's:
+  python3 calibrate/records/2026-12-06-session-52-h200-current-grid/class_power.py models/hardware/h100-sxm.json \
+    tests/validation/h100-small-gpt-run9.json tests/validation/h100-small-gpt-repeat-gemm.json \
+    tests/validation/h100-small-gpt-repeat-attention.json tests/validation/h100-small-gpt-kernel-classes.json
 For a layout with step T1 at power P1 and, with class c repeated, T2 at P2 (the mean of NVML's
 instantaneous readings over the timed steps), the class's time in the step is (T2 - T1) / (n - 1)
 for n calls in place of one (the record's repeated_kernel_class.times) and its power there
@@ -19,7 +23,8 @@ import glob, json, os, sys
 
 def runs(path):
     out = {}
-    for f in sorted(glob.glob(path)):
+    files = sorted(glob.glob(os.path.join(path, "validate-*.json"))) if os.path.isdir(path) else [path]
+    for f in files:
         for r in json.load(open(f))["runs"]:
             key = (r["model"], r["layout"]["micro_batch"], r["layout"]["recompute"])
             out[key] = r
@@ -35,12 +40,12 @@ def power(r):
     g = r["measured"]["gpu_clock"]
     return g.get("power_instant_w", g["power_w"]), g["sm_mhz"]
 
-d, prof = sys.argv[1], json.load(open(sys.argv[2]))
+prof = json.load(open(sys.argv[1]))
 pm = prof["clock"]["power_model"]
 top = prof["clock"]["max_sm_mhz"]
-plain, gemm, attn = (runs(os.path.join(d, c, "validate-*.json")) for c in ("plain", "gemm", "attention"))
+plain, gemm, attn = (runs(p) for p in sys.argv[2:5])
 kc = {}
-for f in sys.argv[3:]:
+for f in sys.argv[5:]:
     kc.update(runs(f))
 print(f"{'step':22} {'T1 ms':>7} {'P1 W':>5} | {'GEMM ms':>8} {'in step W':>9} {'model W':>7} | {'attn ms':>8} {'in step W':>9} {'model W':>7} | {'rest ms':>7} {'W':>5}  clocks")
 for key, r in plain.items():
