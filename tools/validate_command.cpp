@@ -790,7 +790,8 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
     for (const auto& ev : cands) {
       gpu::RunnerConfig rc = runner_config(m, ev.layout, microbatches_per_step(ev.layout, s.training.global_batch), v.timed_steps);
       rc.time_kernel_classes = time_classes;
-      (repeat.name == "gemm" ? rc.repeat_gemm : rc.repeat_attention) = repeat.times;
+      if (repeat.name == "gemm") rc.repeat_gemm = repeat.times;
+      if (repeat.name == "attention") rc.repeat_attention = repeat.times;
       char lay[64];
       std::snprintf(lay, sizeof lay, "mb%d x%d %s", ev.layout.micro_batch, rc.microbatches, to_string(ev.layout.recompute));
       const auto t0 = std::chrono::steady_clock::now();
