@@ -792,7 +792,7 @@ TEST(Cli, CalibrateRefitReproducesTheCommittedFits) {
 }
 
 TEST(Cli, CalibrateMergeOfTheRecordedRunsIsTheCommittedProfile) {
-  // models/hardware/h200-sxm.json is the merge of the five recorded calibration runs with its
+  // models/hardware/h200-sxm.json is the merge of the six recorded calibration runs with its
   // runtime memory kept as read off the validation runs, its imported NVLS curve, the element-wise
   // kernels' clock sensitivity read off the kernel-mix record, and the datasheet's peaks and memory
   // figure (its fp32 CUDA-core rate was added to the datasheet after the runs, the memory figure
@@ -804,7 +804,8 @@ TEST(Cli, CalibrateMergeOfTheRecordedRunsIsTheCommittedProfile) {
   std::filesystem::remove(out);
   std::string args = "merge";
   for (const char* f : {"2026-11-29-run1.json", "2026-11-29-run2-gqa.json", "2026-11-29-run3-attention-mb2.json",
-                        "2026-12-02-run4-long-attention.json", "2026-12-02-run5-llama-long-attention.json"})
+                        "2026-12-02-run4-long-attention.json", "2026-12-02-run5-llama-long-attention.json",
+                        "2026-12-06-run6-current-grid.json"})
     args += " " + runs + "/" + f;
   const std::string datasheet = std::string(TRAINSIM_SOURCE_DIR) + "/calibrate/datasheets/h200-sxm.json";
   const Outcome r = run(args + " --name h200-sxm --runtime-memory-from " + committed + " --imported-from " + committed +
