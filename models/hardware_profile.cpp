@@ -315,6 +315,13 @@ void read_links(JsonFields& top, HardwareProfile& hp) {
       auto& m = hp.clock_power;
       m.limit_w = pm.number("limit_w", std::nullopt, 1.0, 1e5);
       m.memory_bound_w = pm.number("memory_bound_w", std::nullopt, 1.0, 1e5);
+      // Optional: a GPT-style layer's element-wise kernels, read off their own sweeps.
+      if (pm.has("memory_bound_w_by_family")) {
+        JsonFields fam = pm.object("memory_bound_w_by_family");
+        m.memory_bound_w_gpt = fam.number("gpt", std::nullopt, 1.0, 1e5);
+        m.memory_bound_gpt_provenance = read_provenance(fam, "provenance", true);
+        fam.finish();
+      }
       // (TFLOP/s, W) pairs, rates strictly ascending.
       auto table = [&pm](const std::string& key) {
         std::vector<std::pair<double, double>> t;

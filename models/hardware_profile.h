@@ -130,9 +130,13 @@ struct HardwareProfile {
   // the highest clock, GEMMs and attention by their rate alone (TFLOP/s, ascending), the power
   // limit the sweeps ran under, and the line through their capped mixes, clock = line_mhz +
   // line_mhz_per_w x (the power the mix would draw at the highest clock), which holds only above
-  // the limit. Empty where not measured.
+  // the limit. memory_bound_w is the power of a Llama-style layer's element-wise kernels (the
+  // sweeps' share-0 mixes); memory_bound_w_gpt, where measured, a GPT-style layer's (LayerNorm,
+  // bias and GeLU, dropout: they draw less), with its own provenance. Empty where not measured.
   struct ClockPowerModel {
     double limit_w = 0, memory_bound_w = 0;
+    double memory_bound_w_gpt = 0;  // 0: not measured, memory_bound_w stands for it
+    Provenance memory_bound_gpt_provenance;
     std::vector<std::pair<double, double>> gemm_w, attention_w;
     double line_mhz = 0, line_mhz_per_w = 0;
     Provenance provenance;

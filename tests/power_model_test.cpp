@@ -27,30 +27,47 @@ HardwareProfile made_up() {
 TEST(PowerModel, AMixDrawsItsKernelsPowerWeightedByTheirTime) {
   const HardwareProfile hp = made_up();
   // Memory-bound kernels alone: their power.
-  EXPECT_DOUBLE_EQ(mix_power_w(hp, {0, 0, 0, 0, 1.0}), 500);
+  EXPECT_DOUBLE_EQ(mix_power_w(hp, {0, 0, 0, 0, 1.0}, Family::llama), 500);
   // GEMMs alone at 500 TFLOP/s (1 s, 5e14 FLOP), halfway between the pairs: 850 W.
-  EXPECT_DOUBLE_EQ(mix_power_w(hp, {1.0, 5e14, 0, 0, 0}), 850);
+  EXPECT_DOUBLE_EQ(mix_power_w(hp, {1.0, 5e14, 0, 0, 0}, Family::llama), 850);
   // Rates outside the pairs take the nearest pair's power.
-  EXPECT_DOUBLE_EQ(mix_power_w(hp, {1.0, 1e14, 0, 0, 0}), 700);
-  EXPECT_DOUBLE_EQ(mix_power_w(hp, {1.0, 9e14, 0, 0, 0}), 1000);
+  EXPECT_DOUBLE_EQ(mix_power_w(hp, {1.0, 1e14, 0, 0, 0}, Family::llama), 700);
+  EXPECT_DOUBLE_EQ(mix_power_w(hp, {1.0, 9e14, 0, 0, 0}, Family::llama), 1000);
   // 2 s of those GEMMs, 1 s of attention, 1 s of memory-bound kernels: (2 x 850 + 600 + 500) / 4.
-  EXPECT_DOUBLE_EQ(mix_power_w(hp, {2.0, 1e15, 1.0, 5e13, 1.0}), 700);
+  EXPECT_DOUBLE_EQ(mix_power_w(hp, {2.0, 1e15, 1.0, 5e13, 1.0}, Family::llama), 700);
   // An empty mix, or a profile without a power model: no estimate.
-  EXPECT_EQ(mix_power_w(hp, {}), 0);
-  EXPECT_EQ(mix_power_w(HardwareProfile{}, {1.0, 5e14, 0, 0, 0}), 0);
+  EXPECT_EQ(mix_power_w(hp, {}, Family::llama), 0);
+  EXPECT_EQ(mix_power_w(HardwareProfile{}, {1.0, 5e14, 0, 0, 0}, Family::llama), 0);
 }
 
 TEST(PowerModel, OnlyAMixAboveTheLimitHoldsTheClockDown) {
   const HardwareProfile hp = made_up();
   // 700 W, at the limit: the highest clock.
-  EXPECT_EQ(held_clock_mhz(hp, {2.0, 1e15, 1.0, 5e13, 1.0}), 1980);
+  EXPECT_EQ(held_clock_mhz(hp, {2.0, 1e15, 1.0, 5e13, 1.0}, Family::llama), 1980);
   // 850 W: the line, 3,500 - 2 x 850 = 1,800 MHz.
-  EXPECT_DOUBLE_EQ(held_clock_mhz(hp, {1.0, 5e14, 0, 0, 0}), 1800);
+  EXPECT_DOUBLE_EQ(held_clock_mhz(hp, {1.0, 5e14, 0, 0, 0}, Family::llama), 1800);
   // 705 W (210 TFLOP/s: 700 + 300 x 10 / 600), just above the limit: the line's 2,090 MHz is
   // more than the part runs, so the highest clock.
-  EXPECT_EQ(held_clock_mhz(hp, {1.0, 2.1e14, 0, 0, 0}), 1980);
+  EXPECT_EQ(held_clock_mhz(hp, {1.0, 2.1e14, 0, 0, 0}, Family::llama), 1980);
   // Without a power model every mix runs at the highest clock.
   HardwareProfile none;
   none.max_sm_mhz = 1980;
-  EXPECT_EQ(held_clock_mhz(none, {1.0, 8e14, 0, 0, 0}), 1980);
+  EXPECT_EQ(held_clock_mhz(none, {1.0, 8e14, 0, 0, 0}, Family::llama), 1980);
+}
+
+TEST(PowerModel, AGptStepsMemoryBoundKernelsDrawTheirOwnPowerWhereMeasured) {
+  HardwareProfile hp = made_up();
+  // Without a GPT-style figure both families' memory-bound kernels draw the one 500 W.
+  EXPECT_DOUBLE_EQ(mix_power_w(hp, {0, 0, 0, 0, 1.0}, Family::gpt), 500);
+  hp.clock_power.memory_bound_w_gpt = 420;
+  EXPECT_DOUBLE_EQ(mix_power_w(hp, {0, 0, 0, 0, 1.0}, Family::gpt), 420);
+  EXPECT_DOUBLE_EQ(mix_power_w(hp, {0, 0, 0, 0, 1.0}, Family::llama), 500);
+  // 2 s of GEMMs at 850 W, 1 s of attention at 600 W, 1 s of GPT element-wise kernels at 420 W:
+  // (1,700 + 600 + 420) / 4 = 680 W, under the limit (the Llama mix's 700 W sits at it).
+  EXPECT_DOUBLE_EQ(mix_power_w(hp, {2.0, 1e15, 1.0, 5e13, 1.0}, Family::gpt), 680);
+  // GEMMs at 850 W for 3 s and the GPT kernels for 1 s: (2,550 + 420) / 4 = 742.5 W, over the
+  // limit: 3,500 - 2 x 742.5 = 2,015 MHz on the line, more than the part runs; with 6 s of GEMMs,
+  // (5,100 + 420) / 7 = 788.57 W: 3,500 - 1,577.14 = 1,922.86 MHz.
+  EXPECT_EQ(held_clock_mhz(hp, {3.0, 1.5e15, 0, 0, 1.0}, Family::gpt), 1980);
+  EXPECT_NEAR(held_clock_mhz(hp, {6.0, 3e15, 0, 0, 1.0}, Family::gpt), 3500 - 2 * 5520.0 / 7, 1e-9);
 }

@@ -483,6 +483,26 @@ TEST(Profiles, MeasuredTablesAreReadStrictly) {
   fails_at([](nlohmann::json& p) { p["clock"]["power_model"]["clock_line_mhz"][1] = 0.5; }, "clock.power_model.clock_line_mhz[1]");
   fails_at([](nlohmann::json& p) { p["clock"]["power_model"].erase("provenance"); }, "clock.power_model.provenance");
   fails_at([](nlohmann::json& p) { p["clock"]["power_model"]["idle_w"] = 90; }, "clock.power_model.idle_w");
+  // A family's own element-wise power is optional, and checked where given.
+  const nlohmann::json gpt_w = {
+      {"gpt", 440}, {"provenance", {{"source", "measured"}, {"device", "NVIDIA H200"}, {"date", "2026-12-06"}, {"command", "calibrate kernel-mix"}}}};
+  nlohmann::json by_family = good;
+  by_family["clock"]["power_model"]["memory_bound_w_by_family"] = gpt_w;
+  EXPECT_EQ(parse_hardware_profile(by_family.dump(), "p.json", kProfiles).clock_power.memory_bound_w_gpt, 440);
+  nlohmann::json one_power = good;
+  one_power["clock"]["power_model"].erase("memory_bound_w_by_family");
+  EXPECT_EQ(parse_hardware_profile(one_power.dump(), "p.json", kProfiles).clock_power.memory_bound_w_gpt, 0);
+  auto with_family = [&gpt_w](const char* key, const nlohmann::json& v) {
+    return [&gpt_w, key, v](nlohmann::json& p) {
+      nlohmann::json f = gpt_w;
+      if (v.is_null()) f.erase(key);
+      else f[key] = v;
+      p["clock"]["power_model"]["memory_bound_w_by_family"] = f;
+    };
+  };
+  fails_at(with_family("gpt", -1), "clock.power_model.memory_bound_w_by_family.gpt");
+  fails_at(with_family("mamba", 400), "clock.power_model.memory_bound_w_by_family.mamba");
+  fails_at(with_family("provenance", nullptr), "clock.power_model.memory_bound_w_by_family.provenance");
 }
 
 TEST(Profiles, MisalignedShapesOnlyMatchMisalignedMeasurements) {

@@ -837,7 +837,8 @@ int run_validate(const PlannerOptions& opt, std::ostream& out, std::ostream& pro
       // The clock the profile's power model expects this step to hold, from its kernel mix.
       const double predicted_mhz =
           one.hardware.has_clock_power_model()
-              ? held_clock_mhz(one.hardware, {classes.gemm_s, classes.gemm_flops, classes.attention_s, classes.attention_flops, classes.other_s})
+              ? held_clock_mhz(one.hardware, {classes.gemm_s, classes.gemm_flops, classes.attention_s, classes.attention_flops, classes.other_s},
+                           m.family)
               : 0.0;
       if (predicted_mhz > 0 && clock.contains("sm_mhz")) {
         clock_err_mhz.push_back(std::fabs(predicted_mhz - clock["sm_mhz"].get<double>()));
