@@ -583,7 +583,7 @@ TEST(Validation, LongSequencesOnOneGpu) {
   // GEMMs as they accumulate into fp32 (slower, as the step runs them). Against that layout's
   // kernel-class run (h200-long-sequence-kernel-classes.json) the six-run profile prices its GEMMs
   // 1.8% short but its attention 4.8% and its element-wise kernels 5.6% long: the over-prediction
-  // is theirs, which the GEMMs' lower prices offset a little more before.
+  // is theirs, and the five-run profile's cheaper GEMMs hid more of it.
   // The same layouts run again with the five-run profile (h200-long-sequence-rerun.json), and once
   // more a day later (h200-long-sequence-run3.json) and on another card (-run4.json), count too.
   const Scenario base = load_scenario(kScenarios + "/validate-long-sequence.json", kProfiles);
@@ -838,8 +838,8 @@ TEST(Validation, TheMeasuredClockExplainsPartOfThePowerCappedStepsShortfall) {
   // the step's and make up for the short ones
   // (Validation.TheLongerAGemmTheLongerCalibratesTablePricesItAgainstTheStep), so stretching the
   // element-wise kernels to the clock takes the step past its measured time. The H200's capped
-  // steps went the same way when its sixth calibration run (the current grid, with the long GEMMs
-  // timed at calibrate's duty and the weight-gradient GEMMs as they accumulate into fp32) was
+  // steps went the same way when its sixth calibration run (the current grid, with its first table
+  // of weight-gradient GEMMs accumulating into fp32, most of the change: -2.4% without it) was
   // merged into its profile: priced -2.9% at the median before, -0.8% after, and the rule takes
   // them to +0.5%. They are held to what they show now: within 1.5% as priced, the rule past zero.
   struct Part {
