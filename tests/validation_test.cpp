@@ -841,7 +841,9 @@ TEST(Validation, TheMeasuredClockExplainsPartOfThePowerCappedStepsShortfall) {
   // steps went the same way when its sixth calibration run (the current grid, with its first table
   // of weight-gradient GEMMs accumulating into fp32, most of the change: -2.4% without it) was
   // merged into its profile: priced -2.9% at the median before, -0.8% after, and the rule takes
-  // them to +0.5%. They are held to what they show now: within 1.5% as priced, the rule past zero.
+  // them to +0.5%. They are held to what they show now: within 1.5% as priced (halfway between the
+  // -0.8% now and the -2.9% before, so that the test fails if the shortfall comes back), the rule
+  // past zero.
   struct Part {
     std::vector<double> before, after;  // signed errors of the capped runs
   };
@@ -981,7 +983,8 @@ TEST(Validation, ThePowerEstimateOfAStepAtTheHighestClockRunsHigh) {
   // 2026-12-06-session-53-h200-calibration/, call 1; the Llama-style kernels' 548 W before), the
   // excess over its runs timed for a second or more fell from 66 W to 41 W at the median, and on
   // two GPT 350M runs to -1 W: GPT steps priced that way are held only to the readings' noise
-  // (15 W) below the estimate.
+  // below the estimate, 15 W (about the 2% by which the 1 s mean and the instantaneous readings
+  // of one run may differ, below, at these steps' 600-700 W).
   std::map<std::string, HardwareProfile> profiles;
   for (const char* hw : {"h100-sxm", "h200-sxm"}) profiles[hw] = load_hardware_profile(hw, kProfiles);
   std::map<std::string, std::vector<double>> excess, excess_timed_1s;
