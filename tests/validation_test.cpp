@@ -961,30 +961,33 @@ TEST(Validation, ThePowerEstimateOfAStepAtTheHighestClockRunsHigh) {
   // The power model's estimate (models/power_model.h: the time-weighted mean of each kernel
   // class's power, read off the kernel-mix sweeps) against the power NVML gave over the timed
   // steps of every one-GPU run that held the highest clock (within one 15 MHz step), where both
-  // are the power at that clock. Priced with the Llama-style element-wise kernels' power (every
-  // H100 run, the H200's Llama runs) it runs high on every such run. Part of that is the reading on
+  // are the power at that clock. Priced with the Llama-style element-wise kernels' power (the
+  // Llama runs on both parts) it runs high on every such run. Part of that is the reading on
   // the shortest runs: NVML's power is a mean over the last second, which lags a run's start, so a
   // run timed for under a second after a short warm-up reads low (GPT 125M, timed 0.5 s: 483 W
   // against 572 W read instantaneously beside it; GPT 350M, timed 1.2 s: 578 and 584 W; record
-  // calibrate/records/2026-12-06-session-50-sustained/, call 2). The runs timed for a second or
-  // more still read 70 W (H100) and 71 W (H200) below the estimate at the median, 29-139 W: the
-  // steps draw less than the sweeps'
-  // sustained loads of the same kinds. Not through gaps between kernels: no kernel of these steps
-  // is short enough to be priced at the launch interval (asserted), and timed in place the GPU is
-  // idle between kernels for 0.4-3.0% of a step (ThePowerEstimateRunsHighOnTheStepsOwnKernelTimes);
-  // nor through the card being cooler in a short run (sustained for half a minute, two
-  // such steps drew 9-12 W more and held the same clock:
-  // Validation.AStepSustainedForHalfAMinuteHoldsTheClockAndTimeOfAFewTimedSteps). Where it goes,
-  // read inside the small GPT steps: mostly their element-wise kernels, then their GEMMs
-  // (EachKernelClassDrawsWhatRepeatingItInTheStepAdds). That is why
-  // steps whose estimate falls just above the 700 W limit (GPT 760M-2.7B, Llama 1.1B) are
-  // predicted below the clock they hold. On the H200, whose profile now gives GPT-style layers'
-  // element-wise kernels their own power (443 W, swept alone: calibrate/records/
-  // 2026-12-06-session-53-h200-calibration/, call 1; the Llama-style kernels' 548 W before), the
-  // excess over its runs timed for a second or more fell from 66 W to 41 W at the median, and on
-  // two GPT 350M runs to -1 W: GPT steps priced that way are held only to the readings' noise
-  // below the estimate, 15 W (about the 2% by which the 1 s mean and the instantaneous readings
-  // of one run may differ, below, at these steps' 600-700 W).
+  // calibrate/records/2026-12-06-session-50-sustained/, call 2). Not through gaps between kernels:
+  // no kernel of these steps is short enough to be priced at the launch interval (asserted), and
+  // timed in place the GPU is idle between kernels for 0.4-3.0% of a step
+  // (ThePowerEstimateRunsHighOnTheStepsOwnKernelTimes); nor through the card being cooler in a
+  // short run (sustained for half a minute, two such steps drew 9-12 W more and held the same
+  // clock: Validation.AStepSustainedForHalfAMinuteHoldsTheClockAndTimeOfAFewTimedSteps). Where it
+  // went, read inside the small GPT steps: mostly their element-wise kernels, then their GEMMs
+  // (EachKernelClassDrawsWhatRepeatingItInTheStepAdds); GPT's element-wise kernels (LayerNorm,
+  // bias+GELU, bias+dropout) draw less than Llama's alone too. Both profiles now give a GPT-style
+  // layer's element-wise kernels their own power, the median of sweeps of them alone at the GPT
+  // validation steps' shapes (h100-sxm 433 W, twelve rows on two cards, 369-484 W:
+  // calibrate/records/2026-12-06-session-54-h100-gpt-power/; h200-sxm 443 W, seven rows, 361-474 W:
+  // calibrate/records/2026-12-06-session-53-h200-calibration/, call 1; the Llama-style kernels'
+  // 529 and 548 W before). The excess over the runs timed for a second or more fell from 69 to
+  // 48 W (H100) and from 66 to 41 W (H200) at the median; it stays above zero there.
+  // Run by run a GPT step priced that way may now read above the estimate by the readings' noise
+  // (2%: the 1 s mean and the instantaneous readings of one run, below) plus what one median
+  // leaves out: the step's element-wise share of its kernel time times the rows' spread above
+  // the median (the sweeps draw more with hidden size: on the second H100 card 436 W at hidden
+  // 768, 478 W at 1,536, 484 W at 2,048, all at 8,192 tokens).
+  // The highest share-0 row of each part's GPT-style sweeps (the records above).
+  const std::map<std::string, double> kGptSweepMaxW{{"h100-sxm", 484.0}, {"h200-sxm", 474.0}};
   std::map<std::string, HardwareProfile> profiles;
   for (const char* hw : {"h100-sxm", "h200-sxm"}) profiles[hw] = load_hardware_profile(hw, kProfiles);
   std::map<std::string, std::vector<double>> excess, excess_timed_1s;
@@ -993,11 +996,16 @@ TEST(Validation, ThePowerEstimateOfAStepAtTheHighestClockRunsHigh) {
     const HardwareProfile& hw = profiles.at(r.hw);
     if (r.power_w <= 0 || r.sm_mhz < hw.max_sm_mhz - 15) continue;
     const double estimate = mix_power_w(hw, mix_of(r.k), r.family);
-    // GPT steps on a part whose GPT-style element-wise kernels were swept: priced by those.
+    // GPT steps on a part whose GPT-style element-wise kernels were swept: priced by those, and
+    // held to the estimate less the readings' noise and the sweeps' spread above their median.
     const bool own_elementwise = r.family == Family::gpt && hw.clock_power.memory_bound_w_gpt > 0;
+    const double elementwise_share = r.k.other_s / (r.k.gemm_s + r.k.attention_s + r.k.other_s);
+    auto allowance = [&](double reading) {
+      return own_elementwise ? 0.02 * reading + elementwise_share * (kGptSweepMaxW.at(r.hw) - hw.clock_power.memory_bound_w_gpt)
+                             : 0.0;
+    };
     const std::string& part = r.hw;
-    if (own_elementwise) EXPECT_GT(estimate, r.power_w - 15.0) << r.hw << " " << r.model;
-    else EXPECT_GT(estimate, r.power_w) << r.hw << " " << r.model;
+    EXPECT_GT(estimate, r.power_w - allowance(r.power_w)) << r.hw << " " << r.model;
     EXPECT_EQ(r.at_launch_interval_s, 0.0) << r.hw << " " << r.model;
     excess[part].push_back(estimate - r.power_w);
     if (r.timed_s >= 1.0) excess_timed_1s[part].push_back(estimate - r.power_w);
@@ -1010,7 +1018,7 @@ TEST(Validation, ThePowerEstimateOfAStepAtTheHighestClockRunsHigh) {
         EXPECT_LT(std::fabs(r.power_instant_w / r.power_w - 1.0), 0.02) << r.hw << " " << r.model;
       }
       EXPECT_GT(r.power_instant_w / r.power_w, 0.98) << r.hw << " " << r.model;
-      EXPECT_GT(estimate, r.power_instant_w - (own_elementwise ? 15.0 : 0.0)) << r.hw << " " << r.model;
+      EXPECT_GT(estimate, r.power_instant_w - allowance(r.power_instant_w)) << r.hw << " " << r.model;
       excess_instant.push_back(estimate - r.power_instant_w);
     }
   }
@@ -1028,6 +1036,7 @@ TEST(Validation, ThePowerEstimateOfAStepAtTheHighestClockRunsHigh) {
                 hw.c_str(), e.size(), median(e), *std::min_element(e.begin(), e.end()), *std::max_element(e.begin(), e.end()),
                 e1.size(), median(e1), *std::min_element(e1.begin(), e1.end()), *std::max_element(e1.begin(), e1.end()));
     EXPECT_LE(median(e1), median(e)) << hw << ": the shortest runs read low";
+    EXPECT_GT(median(e1), 0.0) << hw;
   }
 }
 
@@ -1039,11 +1048,13 @@ TEST(Validation, ThePowerEstimateRunsHighOnTheStepsOwnKernelTimes) {
   // mis-sharing the step among the kernel classes: each class's measured time is within 5% of the
   // step of the predicted, the GPU is idle between kernels for a few percent of the step at most
   // (0.4-3.0% measured; held under 5%), and the estimate from the measured class times, with the
-  // idle time counted at 0 W (the least it could draw), is still more than 40 W above the
-  // instantaneous readings on every run (63-108 W measured). Nor the kinds'
-  // power at these shapes: the kernel-mix sweeps of session 51's record, call 1, put GPT 125M's
-  // element-wise kernels at 466-500 W (the model: 529), its GEMMs at 789-857 W (772-911) and its
-  // attention at 609-615 W (618). Where it goes instead: EachKernelClassDrawsWhatRepeatingItInTheStepAdds.
+  // idle time counted at 0 W (the least it could draw), is still above the instantaneous readings
+  // on every run by more than their noise (2%, as in ThePowerEstimateOfAStepAtTheHighestClockRunsHigh):
+  // 39-84 W measured with the GPT-style element-wise kernels' own power (63-108 W with the
+  // Llama-style kernels' before). Nor the kinds' power at these shapes: swept alone, GPT 125M's
+  // GEMMs draw 789-857 W (the model: 772-911; session 51's record, call 1), its attention 609-615 W
+  // (618) and its GPT-style element-wise kernels 369-436 W on two cards (433; session 54's
+  // record). Where it goes instead: EachKernelClassDrawsWhatRepeatingItInTheStepAdds.
   std::ifstream in(kRecords + "/h100-small-gpt-kernel-classes.json");
   ASSERT_TRUE(in);
   const auto doc = nlohmann::json::parse(in);
@@ -1074,7 +1085,7 @@ TEST(Validation, ThePowerEstimateRunsHighOnTheStepsOwnKernelTimes) {
     const double estimate = mix_power_w(base.hardware, mix, Family::gpt) * (gemm + attention + other) / (gemm + attention + other + idle);
     const double instant = m.at("gpu_clock").at("power_instant_w").get<double>();
     ASSERT_GE(m.at("gpu_clock").at("sm_mhz").get<double>(), base.hardware.max_sm_mhz - 15) << what;
-    EXPECT_GT(estimate - instant, 40.0) << what;
+    EXPECT_GT(estimate - instant, 0.02 * instant) << what;
     excess.push_back(estimate - instant);
   }
   ASSERT_EQ(excess.size(), 7u);
@@ -1153,9 +1164,10 @@ TEST(Validation, EachKernelClassDrawsWhatRepeatingItInTheStepAdds) {
   // 4-5,000 GEMM calls of 10-40 us, and the events around each add their own microseconds.
   // What it shows: the attention draws about what the model gives it (within 60 W of its 618 W),
   // the GEMMs less than the model gives their rate, and the rest of the step far less than the
-  // model's 529 W for element-wise kernels (read off Llama-style kernels in sustained loops): by
-  // more than 60 W on every step. That is where ThePowerEstimateOfAStepAtTheHighestClockRunsHigh's
-  // excess sits.
+  // Llama-style element-wise kernels' 529 W (read off them in sustained loops), the one power the
+  // profile gave every step's element-wise kernels before GPT's own were swept: by more than 60 W
+  // on every step. That is where ThePowerEstimateOfAStepAtTheHighestClockRunsHigh's excess sat;
+  // against GPT's own: TheRestOfAGptStepDrawsWhatGptStyleKernelsDrawAlone.
   const auto in_place = runs_by_layout("h100-small-gpt-kernel-classes.json");
   Scenario base = load_scenario(kScenarios + "/validate-small-gpt.json", kProfiles);
   base.hardware = load_hardware_profile("h100-sxm", kProfiles);
@@ -1198,33 +1210,45 @@ TEST(Validation, EachKernelClassDrawsWhatRepeatingItInTheStepAdds) {
 }
 
 TEST(Validation, TheRestOfAGptStepDrawsWhatGptStyleKernelsDrawAlone) {
-  // The same reading on an H200 (record calibrate/records/2026-12-06-session-53-h200-calibration/,
-  // call 4: h200-small-gpt-run15.json plain, -repeat-gemm and -repeat-attention with n = 2, the
-  // eight small GPT steps, all within 15 MHz of 1,980) and, on the same card, GPT's own element-wise kernels
-  // swept alone (call 1, `calibrate kernel-mix --layer-kind gpt`: 361-474 W at the GPT steps'
-  // shapes, against 507 W for Llama-style kernels of GPT 125M's shape). The profile's figure for
-  // them (memory_bound_w_by_family.gpt, 443 W, the median of those sweeps, not of these steps)
+  // The same reading on both parts, against GPT's own element-wise kernels swept alone
+  // (`calibrate kernel-mix --layer-kind gpt` at the GPT steps' shapes). H200: the eight small GPT
+  // steps of h200-small-gpt-run15.json plain, -repeat-gemm and -repeat-attention with n = 2, all
+  // within 15 MHz of 1,980 (record calibrate/records/2026-12-06-session-53-h200-calibration/,
+  // call 4), and on the same card the sweeps (call 1: 361-474 W, against 507 W for Llama-style
+  // kernels of GPT 125M's shape). H100: the seven steps of EachKernelClassDrawsWhatRepeatingItInTheStepAdds
+  // (n = 3, session 52's record, call 3) and the sweeps on two other cards (session 54's record:
+  // 369-484 W; Llama-style kernels 498 and 503 W). Each profile's figure for them
+  // (memory_bound_w_by_family.gpt, 443 and 433 W, the median of those sweeps, not of these steps)
   // is what the rest of these steps (GPT's element-wise kernels, the cross-entropy, the optimizer,
-  // the idle time) draws at the median, within 60 W, where the Llama-style kernels' 548 W is more
-  // than 60 W over it. One step reads far lower (GPT 125M at micro-batch 8, 226 W: two micro-batches
-  // a step, timed for under a second), so the median, not each step, is held.
-  const HardwareProfile hw = load_hardware_profile("h200-sxm", kProfiles);
-  ASSERT_GT(hw.clock_power.memory_bound_w_gpt, 0);
-  std::vector<double> rest_w;
-  for (const ClassPower& cp : class_power_in_steps("h200-small-gpt-run15.json", "h200-small-gpt-repeat-gemm.json",
-                                                    "h200-small-gpt-repeat-attention.json", hw.max_sm_mhz)) {
-    if (!cp.top) continue;
-    rest_w.push_back(cp.rest_w);
-    std::printf("[ info ] %-13s GEMMs %5.1f ms at %3.0f W, attention %5.1f ms at %3.0f W, the rest %5.1f ms at %3.0f W\n",
-                cp.what.c_str(), 1e3 * cp.dt[0], cp.watts[0], 1e3 * cp.dt[1], cp.watts[1], 1e3 * (cp.T1 - cp.dt[0] - cp.dt[1]),
-                cp.rest_w);
+  // the idle time) draws at the median, within 60 W, where the Llama-style kernels' 548 and 529 W
+  // are more than 60 W over it. One step reads far lower (on the H200, GPT 125M at micro-batch 8,
+  // 226 W: two micro-batches a step, timed for under a second), so the median, not each step, is held.
+  struct Reading {
+    const char* part;
+    const char* plain;
+    const char* repeat_gemm;
+    const char* repeat_attention;
+  };
+  for (const Reading& r : {Reading{"h100-sxm", "h100-small-gpt-run9.json", "h100-small-gpt-repeat-gemm.json", "h100-small-gpt-repeat-attention.json"},
+                           Reading{"h200-sxm", "h200-small-gpt-run15.json", "h200-small-gpt-repeat-gemm.json", "h200-small-gpt-repeat-attention.json"}}) {
+    const HardwareProfile hw = load_hardware_profile(r.part, kProfiles);
+    ASSERT_GT(hw.clock_power.memory_bound_w_gpt, 0) << r.part;
+    std::vector<double> rest_w;
+    for (const ClassPower& cp : class_power_in_steps(r.plain, r.repeat_gemm, r.repeat_attention, hw.max_sm_mhz)) {
+      if (!cp.top) continue;
+      rest_w.push_back(cp.rest_w);
+      if (std::string(r.part) == "h200-sxm")  // the H100's steps are printed by EachKernelClassDrawsWhatRepeatingItInTheStepAdds
+        std::printf("[ info ] %-13s GEMMs %5.1f ms at %3.0f W, attention %5.1f ms at %3.0f W, the rest %5.1f ms at %3.0f W\n",
+                    cp.what.c_str(), 1e3 * cp.dt[0], cp.watts[0], 1e3 * cp.dt[1], cp.watts[1],
+                    1e3 * (cp.T1 - cp.dt[0] - cp.dt[1]), cp.rest_w);
+    }
+    ASSERT_GE(rest_w.size(), 6u) << r.part;
+    std::printf("[ info ] the rest of %zu small GPT steps on one %s: %.0f W at the median; the profile's GPT-style kernels "
+                "%.0f W, Llama-style %.0f W\n",
+                rest_w.size(), r.part, median(rest_w), hw.clock_power.memory_bound_w_gpt, hw.clock_power.memory_bound_w);
+    EXPECT_NEAR(median(rest_w), hw.clock_power.memory_bound_w_gpt, 60.0) << r.part;
+    EXPECT_LT(median(rest_w), hw.clock_power.memory_bound_w - 60.0) << r.part;
   }
-  ASSERT_GE(rest_w.size(), 6u);
-  std::printf("[ info ] the rest of %zu small GPT steps on one H200: %.0f W at the median; the profile's GPT-style kernels %.0f W, "
-              "Llama-style %.0f W\n",
-              rest_w.size(), median(rest_w), hw.clock_power.memory_bound_w_gpt, hw.clock_power.memory_bound_w);
-  EXPECT_NEAR(median(rest_w), hw.clock_power.memory_bound_w_gpt, 60.0);
-  EXPECT_LT(median(rest_w), hw.clock_power.memory_bound_w - 60.0);
 }
 
 TEST(Validation, AStepSustainedForHalfAMinuteHoldsTheClockAndTimeOfAFewTimedSteps) {
