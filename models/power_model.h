@@ -6,11 +6,13 @@
 // estimated as the time-weighted mean of its kernels'; where that is above the power limit the part
 // slows until it is not, and the clock it holds follows the line the sweeps' capped mixes draw
 // against the same estimate. On the recorded steps that held the highest clock the estimate runs
-// high (Validation.ThePowerEstimateOfAStepAtTheHighestClockRunsHigh), though no kernel of theirs is
+// high, on every step priced with the Llama-style element-wise power and at the median of those
+// priced with GPT's own (Validation.ThePowerEstimateOfAStepAtTheHighestClockRunsHigh), though no kernel of theirs is
 // as short as the launch interval: a step's kernels draw less than the sweeps' sustained loads of
 // the same kinds. Most of that was GPT's element-wise kernels, which draw far less than the
-// Llama-style ones (read inside GPT steps: 335-441 W on an H100 against 529 W; swept alone on an
-// H200, 361-474 W against 507 W at one shape), so a profile may give a GPT layer's its own power
+// Llama-style ones (read inside GPT steps: 335-441 W on an H100 against 529 W; swept alone,
+// 369-484 W on two H100s and 361-474 W on an H200, against 498-507 W for Llama-style kernels at
+// one shape), so a profile may give a GPT layer's its own power
 // (Validation.TheRestOfAGptStepDrawsWhatGptStyleKernelsDrawAlone); the GEMMs in a step still draw
 // up to 134 W less than swept alone (Validation.EachKernelClassDrawsWhatRepeatingItInTheStepAdds),
 // so a step estimated just above the limit is predicted below the clock it holds.
