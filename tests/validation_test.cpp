@@ -1017,14 +1017,14 @@ TEST(Validation, ThePowerEstimateOfAStepAtTheHighestClockRunsHigh) {
     EXPECT_EQ(r.at_launch_interval_s, 0.0) << r.hw << " " << r.model;
     excess[part].push_back(estimate - r.power_w);
     if (r.timed_s >= 1.0) excess_timed_1s[part].push_back(estimate - r.power_w);
-    // The instantaneous value changes less often than it is read: `planner validate` reads it every
-    // 20 ms, yet on GPT 760M mb4 on the eighteenth H100 card (h100-one-gpu-run11.json) its 78
-    // readings' mean, 622.5 W, is that of nvidia-smi's 17 beside them 0.1 s apart (623 W), which
-    // read 579 and 667 W by turns, 4.8% under the 1 s mean
-    // (calibrate/records/2026-12-07-session-55-h100-held-out/clocks-validate.csv). So a run whose
-    // micro-batch, over which its kernels swing the power, takes within 5% of a whole number of
-    // 0.1 s may be read at the same few phases of it every time, and the mean miss the run's by
-    // up to half the swing (that one takes 0.198 s). Such runs are held to the 1 s mean alone.
+    // The instantaneous value changes every 0.101 s however often it is read (nvidia-smi every
+    // 5 ms beside GPT 760M steps: calibrate/records/2026-12-07-session-55-h100-held-out/, call 2).
+    // So a run whose micro-batch, over which its kernels swing the power, takes within 5% of a
+    // whole number of 0.1 s may be read at the same few phases of it every time, and the mean miss
+    // the run's by up to half the swing: GPT 760M mb4 (0.198 s a micro-batch) read 579 and 667 W
+    // by turns on the eighteenth H100 card (h100-one-gpu-run11.json), 4.8% under its 1 s mean,
+    // and 5.0% over it on the card of call 2, where its 1 s mean matched micro-batch 2's as on the
+    // eighteenth. Such runs are held to the 1 s mean alone.
     const double intervals = r.micro_batch_s / 0.1;
     const bool may_alias = intervals >= 0.5 && std::fabs(intervals / std::round(intervals) - 1.0) < 0.05;
     if (may_alias && r.power_instant_w > 0) {
