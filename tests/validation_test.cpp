@@ -1000,6 +1000,7 @@ TEST(Validation, ThePowerEstimateOfAStepAtTheHighestClockRunsHigh) {
   for (const char* hw : {"h100-sxm", "h200-sxm"}) profiles[hw] = load_hardware_profile(hw, kProfiles);
   std::map<std::string, std::vector<double>> excess, excess_timed_1s;
   std::vector<double> excess_instant;  // against the instantaneous readings, where recorded
+  int aliased = 0;                     // runs with instantaneous readings held to the 1 s mean alone
   for (const ClockRun& r : one_gpu_clock_runs()) {
     const HardwareProfile& hw = profiles.at(r.hw);
     if (r.power_w <= 0 || r.sm_mhz < hw.max_sm_mhz - 15) continue;
@@ -1028,6 +1029,7 @@ TEST(Validation, ThePowerEstimateOfAStepAtTheHighestClockRunsHigh) {
     const double intervals = r.micro_batch_s / 0.1;
     const bool may_alias = intervals >= 0.5 && std::fabs(intervals / std::round(intervals) - 1.0) < 0.05;
     if (may_alias && r.power_instant_w > 0) {
+      ++aliased;
       std::printf("[ info ] %s %s: %.3f s a micro-batch; the instantaneous readings' mean %.1f%% from the 1 s mean\n",
                   r.hw.c_str(), r.model.c_str(), r.micro_batch_s, 100 * (r.power_instant_w / r.power_w - 1.0));
     }
@@ -1046,6 +1048,7 @@ TEST(Validation, ThePowerEstimateOfAStepAtTheHighestClockRunsHigh) {
     }
   }
   ASSERT_GE(excess_instant.size(), 7u);
+  EXPECT_LT(aliased * 10, static_cast<int>(excess_instant.size())) << "the exemption for aliasing stays narrow";
   std::printf("[ info ] %zu runs with instantaneous readings: the estimate %.0f W above them at the median (%+.0f to %+.0f W)\n",
               excess_instant.size(), median(excess_instant), *std::min_element(excess_instant.begin(), excess_instant.end()),
               *std::max_element(excess_instant.begin(), excess_instant.end()));
