@@ -86,7 +86,9 @@ TEST(Validation, H200OneGpuRunsWithinFivePercentMedian) {
   // small shapes' run13 on a fourth; run13 and run14 on two more cards two days after that, the
   // second on the code whose engine changed its memory layout; run15 on another card that day;
   // run16 and the small shapes' run14 and run15 on the card of the sixth calibration run, with the
-  // five-run profile before it was merged: calibrate/records/2026-12-06-session-53-h200-calibration/).
+  // five-run profile before it was merged: calibrate/records/2026-12-06-session-53-h200-calibration/;
+  // run17 and the small shapes' run16 held out on a card new to the project, its calibration done
+  // on others: calibrate/records/2026-12-07-session-57-h200-held-out/).
   const Scenario base = load_scenario(kScenarios + "/validate-one-gpu.json", kProfiles);
   std::vector<double> time_err, mem_err;
   for (const char* file : {"h200-one-gpu.json", "h200-one-gpu-full-recompute.json", "h200-one-gpu-run2.json",
@@ -100,7 +102,7 @@ TEST(Validation, H200OneGpuRunsWithinFivePercentMedian) {
                            "h200-one-gpu-run11.json", "h200-small-gpt-run12.json", "h200-one-gpu-run12.json",
                            "h200-small-gpt-run13.json", "h200-one-gpu-run13.json", "h200-one-gpu-run14.json",
                            "h200-one-gpu-run15.json", "h200-one-gpu-run16.json", "h200-small-gpt-run14.json",
-                           "h200-small-gpt-run15.json"}) {
+                           "h200-small-gpt-run15.json", "h200-one-gpu-run17.json", "h200-small-gpt-run16.json"}) {
     std::ifstream in(kRecords + "/" + file);
     ASSERT_TRUE(in) << file;
     const auto doc = nlohmann::json::parse(in);
@@ -985,8 +987,9 @@ TEST(Validation, ThePowerEstimateOfAStepAtTheHighestClockRunsHigh) {
   // layer's element-wise kernels their own power, the median of sweeps of them alone at the GPT
   // validation steps' shapes (h100-sxm 436 W, nineteen rows on three cards, 369-484 W:
   // calibrate/records/2026-12-06-session-54-h100-gpt-power/ and
-  // calibrate/records/2026-12-07-session-55-h100-held-out/; h200-sxm 443 W, seven rows, 361-474 W:
-  // calibrate/records/2026-12-06-session-53-h200-calibration/, call 1; the Llama-style kernels'
+  // calibrate/records/2026-12-07-session-55-h100-held-out/; h200-sxm 444 W, fourteen rows on two
+  // cards, 361-474 W: calibrate/records/2026-12-06-session-53-h200-calibration/, call 1, and
+  // calibrate/records/2026-12-07-session-57-h200-held-out/; the Llama-style kernels'
   // 529 and 548 W before). The excess over the runs timed for a second or more fell from 69 to
   // 48 W (H100) and from 65 to 41 W (H200) at the median; it stays above zero there.
   // Run by run a GPT step priced that way may now read above the estimate by the readings' noise
@@ -1242,10 +1245,10 @@ TEST(Validation, TheRestOfAGptStepDrawsWhatGptStyleKernelsDrawAlone) {
   // steps of h200-small-gpt-run15.json plain, -repeat-gemm and -repeat-attention with n = 2, all
   // within 15 MHz of 1,980 (record calibrate/records/2026-12-06-session-53-h200-calibration/,
   // call 4), and on the same card the sweeps (call 1: 361-474 W, against 507 W for Llama-style
-  // kernels of GPT 125M's shape). H100: the seven steps of EachKernelClassDrawsWhatRepeatingItInTheStepAdds
+  // kernels of GPT 125M's shape; on a second card 365-469 W, session 57's record). H100: the seven steps of EachKernelClassDrawsWhatRepeatingItInTheStepAdds
   // (n = 3, session 52's record, call 3) and the sweeps on three other cards (the records of
   // sessions 54 and 55: 369-484 W; Llama-style kernels 498-512 W). Each profile's figure for them
-  // (memory_bound_w_by_family.gpt, 443 and 436 W, the median of those sweeps, not of these steps)
+  // (memory_bound_w_by_family.gpt, 444 and 436 W, the median of those sweeps, not of these steps)
   // is what the rest of these steps (GPT's element-wise kernels, the cross-entropy, the optimizer,
   // the idle time) draws at the median, within 60 W, where the Llama-style kernels' 548 and 529 W
   // are more than 60 W over it. One step reads far lower (on the H200, GPT 125M at micro-batch 8,
@@ -1365,14 +1368,16 @@ TEST(Validation, H200LlamaRunsOnOneAndTwoGpus) {
   // Llama-style shapes (1.1B, 3B, Llama 2 7B) on one H200, held to a 5% median of step time and
   // memory, and the 1.1B as tp2, pp2 and dp2 on two, each run within 15% (they count in the
   // two-GPU median). The 1.1B's grouped-query attention (8 query heads per K/V head) is priced
-  // from the profile's attention table measured with that grouping.
+  // from the profile's attention table measured with that grouping. -run11 held out, on a card
+  // none of the profile's calibration runs used (calibrate/records/2026-12-07-session-57-h200-held-out/).
   std::vector<double> t1, m1, t2, m2;
   {
     const Scenario base = load_scenario(kScenarios + "/validate-llama-one-gpu.json", kProfiles);
     for (const char* file : {"h200-llama-one-gpu.json", "h200-llama-one-gpu-kernel-classes.json", "h200-llama-one-gpu-run2.json",
                              "h200-llama-one-gpu-run3.json", "h200-llama-one-gpu-run4.json", "h200-llama-one-gpu-run5.json",
                              "h200-llama-one-gpu-run6.json", "h200-llama-one-gpu-run7.json", "h200-llama-one-gpu-run8.json",
-                             "h200-llama-one-gpu-run9.json", "h200-llama-one-gpu-run10.json"}) {
+                             "h200-llama-one-gpu-run9.json", "h200-llama-one-gpu-run10.json",
+                             "h200-llama-one-gpu-run11.json"}) {
       std::ifstream in(kRecords + "/" + file);
       ASSERT_TRUE(in) << file;
       const auto doc = nlohmann::json::parse(in);
