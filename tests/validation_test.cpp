@@ -165,7 +165,9 @@ TEST(Validation, H100OneGpuRunsWithItsMeasuredProfileAndWithTheCarryOverRule) {
   // call 1, run in session 52); on a seventeenth, held out, the small GPT's -run9 and the GPT
   // -run10 (calibrate/records/2026-12-06-session-52-h200-current-grid/, call 3); on an eighteenth,
   // held out, the small GPT's -run10, Llama's -run12 and the GPT -run11
-  // (calibrate/records/2026-12-07-session-55-h100-held-out/).
+  // (calibrate/records/2026-12-07-session-55-h100-held-out/); on a nineteenth, held out, the small
+  // GPT's -run11, Llama's -run13 and the GPT -run12
+  // (calibrate/records/2026-12-07-session-57-h100-held-out/).
   const HardwareProfile measured = load_hardware_profile("h100-sxm", kProfiles);
   std::ifstream ds(std::string(TRAINSIM_SOURCE_DIR) + "/calibrate/datasheets/h100-sxm.json");
   ASSERT_TRUE(ds);
@@ -213,7 +215,10 @@ TEST(Validation, H100OneGpuRunsWithItsMeasuredProfileAndWithTheCarryOverRule) {
                                        {"h100-one-gpu-run10.json", "validate-one-gpu.json"},
                                        {"h100-small-gpt-run10.json", "validate-small-gpt.json"},
                                        {"h100-llama-one-gpu-run12.json", "validate-llama-one-gpu.json"},
-                                       {"h100-one-gpu-run11.json", "validate-one-gpu.json"}}) {
+                                       {"h100-one-gpu-run11.json", "validate-one-gpu.json"},
+                                       {"h100-small-gpt-run11.json", "validate-small-gpt.json"},
+                                       {"h100-llama-one-gpu-run13.json", "validate-llama-one-gpu.json"},
+                                       {"h100-one-gpu-run12.json", "validate-one-gpu.json"}}) {
     const Scenario base = load_scenario(kScenarios + "/" + scenario, kProfiles);
     std::ifstream in(kRecords + "/" + file);
     ASSERT_TRUE(in) << file;
@@ -241,7 +246,7 @@ TEST(Validation, H100OneGpuRunsWithItsMeasuredProfileAndWithTheCarryOverRule) {
       if (s.model.seq_len >= 4096) long_derived.push_back(derived_err);
     }
   }
-  ASSERT_EQ(err_measured.size(), 274u);
+  ASSERT_EQ(err_measured.size(), 295u);
   std::printf("[ info ] %zu H100 runs: median |error| step time %.2f%% with the measured profile (max %.1f%%), %.2f%% with the "
               "carry-over rule (max %.1f%%, signed %.1f%% to %.1f%%); memory peak %.2f%% (max %.1f%%)\n",
               err_measured.size(), 100 * median(err_measured), 100 * worst_measured, 100 * median(err_derived),
@@ -985,9 +990,10 @@ TEST(Validation, ThePowerEstimateOfAStepAtTheHighestClockRunsHigh) {
   // (EachKernelClassDrawsWhatRepeatingItInTheStepAdds); GPT's element-wise kernels (LayerNorm,
   // bias+GELU, bias+dropout) draw less than Llama's alone too. Both profiles now give a GPT-style
   // layer's element-wise kernels their own power, the median of sweeps of them alone at the GPT
-  // validation steps' shapes (h100-sxm 436 W, nineteen rows on three cards, 369-484 W:
-  // calibrate/records/2026-12-06-session-54-h100-gpt-power/ and
-  // calibrate/records/2026-12-07-session-55-h100-held-out/; h200-sxm 444 W, fourteen rows on two
+  // validation steps' shapes (h100-sxm 439 W, twenty-six rows on four cards, 369-484 W:
+  // calibrate/records/2026-12-06-session-54-h100-gpt-power/,
+  // calibrate/records/2026-12-07-session-55-h100-held-out/ and
+  // calibrate/records/2026-12-07-session-57-h100-held-out/; h200-sxm 444 W, fourteen rows on two
   // cards, 361-474 W: calibrate/records/2026-12-06-session-53-h200-calibration/, call 1, and
   // calibrate/records/2026-12-07-session-57-h200-held-out/; the Llama-style kernels'
   // 529 and 548 W before). The excess over the runs timed for a second or more fell from 69 to
@@ -1004,6 +1010,7 @@ TEST(Validation, ThePowerEstimateOfAStepAtTheHighestClockRunsHigh) {
   std::map<std::string, std::vector<double>> excess, excess_timed_1s;
   std::vector<double> excess_instant;  // against the instantaneous readings, where recorded
   int aliased = 0;                     // runs with instantaneous readings held to the 1 s mean alone
+  std::vector<double> short_instant_ratio;  // instantaneous over 1 s mean, runs timed under 2 s
   for (const ClockRun& r : one_gpu_clock_runs()) {
     const HardwareProfile& hw = profiles.at(r.hw);
     if (r.power_w <= 0 || r.sm_mhz < hw.max_sm_mhz - 15) continue;
@@ -1041,18 +1048,29 @@ TEST(Validation, ThePowerEstimateOfAStepAtTheHighestClockRunsHigh) {
       // The instantaneous readings do not lag. The 1 s mean does, low where a run draws more than
       // the one before it: up to 20% under them on runs timed for half a second (GPT 125M at the
       // start of its scenario on the H200); from 2 s on they agree within 1.6% (held to 2%, the
-      // readings' noise). The instantaneous mean is never the low one beyond that noise (at most
-      // 1.6% below).
+      // readings' noise). Under 2 s a run has ten to twenty distinct readings of a power that
+      // swings within each micro-batch, and their mean may fall a little under the 1 s mean too
+      // (GPT 350M mb4 on the nineteenth H100 card, h100-one-gpu-run12.json, timed 1.19 s: 565
+      // against 582 W, 2.8% under; the same micro-batch timed for 1.2 s on two other cards +1.7%
+      // and -1.3%, for 2.3 s on four -0.5% to +0.6%), so those runs are held together: the lag
+      // puts their readings above the 1 s mean at the median.
       if (r.timed_s >= 2.0) {
         EXPECT_LT(std::fabs(r.power_instant_w / r.power_w - 1.0), 0.02) << r.hw << " " << r.model;
+      } else {
+        short_instant_ratio.push_back(r.power_instant_w / r.power_w);
       }
-      EXPECT_GT(r.power_instant_w / r.power_w, 0.98) << r.hw << " " << r.model;
       EXPECT_GT(estimate, r.power_instant_w - allowance(r.power_instant_w)) << r.hw << " " << r.model;
       excess_instant.push_back(estimate - r.power_instant_w);
     }
   }
   ASSERT_GE(excess_instant.size(), 7u);
   EXPECT_LT(aliased * 10, static_cast<int>(excess_instant.size())) << "the exemption for aliasing stays narrow";
+  ASSERT_GE(short_instant_ratio.size(), 20u);
+  std::printf("[ info ] %zu runs timed under 2 s: the instantaneous readings' mean %+.1f%% from the 1 s mean at the median (%+.1f%% to %+.1f%%)\n",
+              short_instant_ratio.size(), 100 * (median(short_instant_ratio) - 1.0),
+              100 * (*std::min_element(short_instant_ratio.begin(), short_instant_ratio.end()) - 1.0),
+              100 * (*std::max_element(short_instant_ratio.begin(), short_instant_ratio.end()) - 1.0));
+  EXPECT_GT(median(short_instant_ratio), 1.0) << "the 1 s mean lags a short run";
   std::printf("[ info ] %zu runs with instantaneous readings: the estimate %.0f W above them at the median (%+.0f to %+.0f W)\n",
               excess_instant.size(), median(excess_instant), *std::min_element(excess_instant.begin(), excess_instant.end()),
               *std::max_element(excess_instant.begin(), excess_instant.end()));
@@ -1080,11 +1098,11 @@ TEST(Validation, ThePowerEstimateRunsHighOnTheStepsOwnKernelTimes) {
   // (0.4-3.0% measured; held under 5%), and the estimate from the measured class times, with the
   // idle time counted at 0 W (the least it could draw), is still above the instantaneous readings
   // on every run by more than their noise (2%, as in ThePowerEstimateOfAStepAtTheHighestClockRunsHigh):
-  // 40-85 W measured with the GPT-style element-wise kernels' own power (63-108 W with the
+  // 41-85 W measured with the GPT-style element-wise kernels' own power (63-108 W with the
   // Llama-style kernels' before). Nor the kinds' power at these shapes: swept alone, GPT 125M's
   // GEMMs draw 789-857 W (the model: 772-911; session 51's record, call 1), its attention 609-615 W
-  // (618) and its GPT-style element-wise kernels 369-436 W on three cards (436; the records of
-  // sessions 54 and 55). Where it goes instead: EachKernelClassDrawsWhatRepeatingItInTheStepAdds.
+  // (618) and its GPT-style element-wise kernels 369-436 W on four cards (439; the records of
+  // sessions 54, 55 and 57). Where it goes instead: EachKernelClassDrawsWhatRepeatingItInTheStepAdds.
   std::ifstream in(kRecords + "/h100-small-gpt-kernel-classes.json");
   ASSERT_TRUE(in);
   const auto doc = nlohmann::json::parse(in);
@@ -1246,9 +1264,9 @@ TEST(Validation, TheRestOfAGptStepDrawsWhatGptStyleKernelsDrawAlone) {
   // within 15 MHz of 1,980 (record calibrate/records/2026-12-06-session-53-h200-calibration/,
   // call 4), and on the same card the sweeps (call 1: 361-474 W, against 507 W for Llama-style
   // kernels of GPT 125M's shape; on a second card 365-469 W, session 57's record). H100: the seven steps of EachKernelClassDrawsWhatRepeatingItInTheStepAdds
-  // (n = 3, session 52's record, call 3) and the sweeps on three other cards (the records of
-  // sessions 54 and 55: 369-484 W; Llama-style kernels 498-512 W). Each profile's figure for them
-  // (memory_bound_w_by_family.gpt, 444 and 436 W, the median of those sweeps, not of these steps)
+  // (n = 3, session 52's record, call 3) and the sweeps on four other cards (the records of
+  // sessions 54, 55 and 57: 369-484 W; Llama-style kernels 498-512 W). Each profile's figure for them
+  // (memory_bound_w_by_family.gpt, 444 and 439 W, the median of those sweeps, not of these steps)
   // is what the rest of these steps (GPT's element-wise kernels, the cross-entropy, the optimizer,
   // the idle time) draws at the median, within 60 W, where the Llama-style kernels' 548 and 529 W
   // are more than 60 W over it. One step reads far lower (on the H200, GPT 125M at micro-batch 8,
