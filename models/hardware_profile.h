@@ -130,7 +130,7 @@ struct HardwareProfile {
   // the highest clock, GEMMs and attention by their rate alone (TFLOP/s, ascending), the power
   // limit the sweeps ran under, and the line through their capped mixes, clock = line_mhz +
   // line_mhz_per_w x (the power the mix would draw at the highest clock), which holds only above
-  // the limit. memory_bound_w is the power of a Llama-style layer's element-wise kernels (the
+  // the limit (tools/power_rule.py fits it through the highest clock at the limit). memory_bound_w is the power of a Llama-style layer's element-wise kernels (the
   // sweeps' share-0 mixes); memory_bound_w_gpt, where measured, a GPT-style layer's (LayerNorm,
   // bias and GeLU, dropout: they draw less), with its own provenance. Empty where not measured.
   struct ClockPowerModel {

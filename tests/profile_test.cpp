@@ -69,6 +69,25 @@ TEST(Profiles, H100IsMeasuredOnAnH100) {
   EXPECT_GT(hp.memory_bytes, 79.0 * (1 << 30));
 }
 
+TEST(Profiles, EachMeasuredClockLineMeetsTheHighestClockAtThePowerLimit) {
+  // tools/power_rule.py holds each part's line (the clock a capped mix holds against the power it
+  // would draw at full clock) through (limit_w, the highest clock): a mix that draws exactly the
+  // limit needs no lower clock, so one a watt over it may not be read a hundred MHz down (the
+  // free line the profiles had before gave 1,904 and 1,871 MHz at 700 W). The coefficients are
+  // rounded to 0.1 MHz and 1e-4 MHz/W, so the line meets it within 0.1 MHz.
+  for (const char* name : {"h100-sxm", "h200-sxm"}) {
+    const HardwareProfile hp = load_hardware_profile(name, kProfiles);
+    ASSERT_TRUE(hp.has_clock_power_model()) << name;
+    const auto& m = hp.clock_power;
+    EXPECT_NEAR(m.line_mhz + m.line_mhz_per_w * m.limit_w, hp.max_sm_mhz, 0.1) << name;
+    // And it falls: at 100 W over the limit, 150-300 MHz down (the sweeps' capped mixes at
+    // 790-1,010 W held 1,365-1,808 MHz).
+    const double at_100_over = m.line_mhz + m.line_mhz_per_w * (m.limit_w + 100);
+    EXPECT_GT(hp.max_sm_mhz - at_100_over, 150) << name;
+    EXPECT_LT(hp.max_sm_mhz - at_100_over, 300) << name;
+  }
+}
+
 // The rule every part not measured here is derived by (models/carry_over.cpp), held against the
 // H100, a part it was applied to before one could be measured: calibrate/datasheets/h100-sxm.json
 // is that profile (datasheet peaks, derive_from h200-sxm). Measured 2026-12-05 on two H100 80GB

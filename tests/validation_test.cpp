@@ -911,9 +911,11 @@ TEST(Validation, TheMeasuredClockExplainsPartOfThePowerCappedStepsShortfall) {
 TEST(Validation, TheClockAStepHoldsIsPredictedFromItsKernelMix) {
   // The first half of a power model: the SM clock a step will hold, before any run
   // (models/power_model.h). Each profile's `clock.power_model` is read off that part's kernel-mix
-  // sweeps alone (calibrate/records/2026-12-06-h100-session-49-gemm-bound/power_rule.py): each
-  // kind of kernel's power at the highest clock, and the line the sweeps' capped mixes draw from
-  // that estimate to the clock they held. Here every one-GPU run `planner validate` recorded with
+  // sweeps alone (tools/power_rule.py): each kind of kernel's power at the highest clock, and the
+  // line the sweeps' capped mixes draw from that estimate to the clock they held, held through
+  // the highest clock at the power limit (Profiles.EachMeasuredClockLineMeetsTheHighestClockAtThePowerLimit;
+  // fitted freely before 2026-12-07, it put steps just over the limit 80-110 MHz down and came
+  // 32 and 42 MHz from the held clocks on the mean, against 12 and 27 now). Here every one-GPU run `planner validate` recorded with
   // its clock, on either part, is priced by the cost model kernel class by kernel class, its power
   // estimated from that mix and its clock read off the line, against the median clock NVML gave
   // over its timed steps. The prediction must beat taking every step at the highest clock: on the
