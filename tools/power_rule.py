@@ -23,10 +23,14 @@ import re
 import statistics
 import sys
 
-max_mhz = float(sys.argv[1])
-limit_w = float(sys.argv[2])
+# `--free-line MAX_MHZ FILE...`: the rule before, the line fitted freely (what the profiles had
+# until 2026-12-07; calibrate/records/2026-12-06-h100-session-49-gemm-bound/power_rule.py runs it).
+free_line = sys.argv[1] == "--free-line"
+args = sys.argv[2:] if free_line else sys.argv[1:]
+max_mhz = float(args[0])
+limit_w = None if free_line else float(args[1])
 loads = []
-for path in sys.argv[3:]:
+for path in args[1:] if free_line else args[2:]:
     cur = None
     for line in open(path):
         # The first sweeps (session 15) print "# bf16 GEMM m x n x k;" and the GEMM's time alone.
@@ -79,15 +83,25 @@ for k in ("gemm_w", "attention_w"):
             by_load.setdefault(ld["what"], []).append((ld["tflops"], ld["alone"]))
     out[k] = sorted([round(statistics.mean(r for r, _ in v), 1), round(statistics.mean(w for _, w in v))] for v in by_load.values())
 n = len(capped)
-# Least squares with the line held through (limit_w, max_mhz): MHz - max = b (E - limit).
-b = sum((e - limit_w) * (c - max_mhz) for e, c in capped) / sum((e - limit_w) ** 2 for e, _ in capped)
-a = max_mhz - b * limit_w
-resid = [c - min(max_mhz, a + b * e) for e, c in capped]
-for e, c in sorted(capped):
-    print("  capped: estimate %4.0f W  held %4.0f MHz  line %4.0f" % (e, c, min(max_mhz, a + b * e)), file=sys.stderr)
-rms = (sum(r * r for r in resid) / n) ** 0.5
-print("line through %d capped rows and (%.0f W, %.0f MHz): MHz = %.1f %+.4f W (residuals %+.0f..%+.0f MHz, rms %.0f)" % (
-    n, limit_w, max_mhz, a, b, min(resid), max(resid), rms), file=sys.stderr)
+if free_line:
+    mx = sum(e for e, _ in capped) / n
+    my = sum(c for _, c in capped) / n
+    b = sum((e - mx) * (c - my) for e, c in capped) / sum((e - mx) ** 2 for e, _ in capped)
+    a = my - b * mx
+    resid = [c - (a + b * e) for e, c in capped]
+    for e, c in sorted(capped):
+        print("  capped: estimate %4.0f W  held %4.0f MHz  line %4.0f" % (e, c, a + b * e), file=sys.stderr)
+    print("line through %d capped rows: MHz = %.1f %+.4f W (residuals %+.0f..%+.0f MHz)" % (n, a, b, min(resid), max(resid)), file=sys.stderr)
+else:
+    # Least squares with the line held through (limit_w, max_mhz): MHz - max = b (E - limit).
+    b = sum((e - limit_w) * (c - max_mhz) for e, c in capped) / sum((e - limit_w) ** 2 for e, _ in capped)
+    a = max_mhz - b * limit_w
+    resid = [c - min(max_mhz, a + b * e) for e, c in capped]
+    for e, c in sorted(capped):
+        print("  capped: estimate %4.0f W  held %4.0f MHz  line %4.0f" % (e, c, min(max_mhz, a + b * e)), file=sys.stderr)
+    rms = (sum(r * r for r in resid) / n) ** 0.5
+    print("line through %d capped rows and (%.0f W, %.0f MHz): MHz = %.1f %+.4f W (residuals %+.0f..%+.0f MHz, rms %.0f)" % (
+        n, limit_w, max_mhz, a, b, min(resid), max(resid), rms), file=sys.stderr)
 out["clock_line_mhz"] = [round(a, 1), round(b, 4)]
 # Not part of the profile (the simulator prices at the highest clock): how a GEMM's own time
 # follows the clock, read off the same sweeps as the element-wise kernels' s is. Each GEMM load's
