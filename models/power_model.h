@@ -11,7 +11,7 @@
 // as short as the launch interval: a step's kernels draw less than the sweeps' sustained loads of
 // the same kinds. Most of that was GPT's element-wise kernels, which draw far less than the
 // Llama-style ones (read inside GPT steps: 335-441 W on an H100 against 529 W; swept alone,
-// 369-484 W on four H100s and 361-474 W on two H200s, against 497-512 W for Llama-style kernels at
+// 369-484 W on five H100s and 361-474 W on two H200s, against 497-512 W for Llama-style kernels at
 // one shape), so a profile may give a GPT layer's its own power
 // (Validation.TheRestOfAGptStepDrawsWhatGptStyleKernelsDrawAlone); the GEMMs in a step still draw
 // up to 134 W less than swept alone (Validation.EachKernelClassDrawsWhatRepeatingItInTheStepAdds),

