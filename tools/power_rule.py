@@ -25,14 +25,37 @@ import sys
 
 # `--free-line MAX_MHZ FILE...`: the rule before, the line fitted freely (what the profiles had
 # until 2026-12-07; calibrate/records/2026-12-06-h100-session-49-gemm-bound/power_rule.py runs it).
-free_line = sys.argv[1] == "--free-line"
+def fail(what):
+    print("power_rule.py: error: " + what, file=sys.stderr)
+    print("usage: power_rule.py MAX_MHZ LIMIT_W FILE... | power_rule.py --free-line MAX_MHZ FILE...", file=sys.stderr)
+    sys.exit(2)
+
+
+def number(text, name):
+    try:
+        x = float(text)
+    except ValueError:
+        fail("%s must be a number, not %r" % (name, text))
+    if not x > 0:
+        fail("%s must be positive, not %r" % (name, text))
+    return x
+
+
+free_line = len(sys.argv) > 1 and sys.argv[1] == "--free-line"
 args = sys.argv[2:] if free_line else sys.argv[1:]
-max_mhz = float(args[0])
-limit_w = None if free_line else float(args[1])
+files = args[1:] if free_line else args[2:]
+if not files:
+    fail("no kernel-mix files given")
+max_mhz = number(args[0], "MAX_MHZ")
+limit_w = None if free_line else number(args[1], "LIMIT_W")
 loads = []
-for path in args[1:] if free_line else args[2:]:
+for path in files:
     cur = None
-    for line in open(path):
+    try:
+        text = open(path).read().splitlines(keepends=True)
+    except OSError as e:
+        fail("cannot read %s: %s" % (path, e.strerror))
+    for lineno, line in enumerate(text, 1):
         # The first sweeps (session 15) print "# bf16 GEMM m x n x k;" and the GEMM's time alone.
         m = re.match(r"# (?:load: )?(.*?);", line)
         if m and not line.startswith("# alone") and not line.startswith("# in the mix"):
@@ -51,8 +74,11 @@ for path in args[1:] if free_line else args[2:]:
             continue
         f = line.split()
         if cur is not None and len(f) >= 15 and re.match(r"^[0-9.]+$", f[0]):
-            cur["rows"].append((float(f[1]), float(f[-3]), float(f[-2])))  # share, MHz, W
-            cur.setdefault("load", []).append(float(f[5]) if f[5] != "-" else None)  # time in the mix / alone
+            try:
+                cur["rows"].append((float(f[1]), float(f[-3]), float(f[-2])))  # share, MHz, W
+                cur.setdefault("load", []).append(float(f[5]) if f[5] != "-" else None)  # time in the mix / alone
+            except ValueError:
+                fail("%s:%d is not a kernel-mix row (target, share, ..., SM MHz, W, samples)" % (path, lineno))
 
 rising = []
 for ld in loads:
@@ -60,6 +86,8 @@ for ld in loads:
     if shares == sorted(shares) and len(shares) > 2:
         rising.append(ld)
 p0_all = [r[2] for ld in rising for r in ld["rows"] if r[0] == 0]
+if not p0_all or any(not any(r[0] == 0 for r in ld["rows"]) or not any(r[0] > 0 for r in ld["rows"]) for ld in rising):
+    fail("every rising sweep needs a share-0 row and a row above share 0; found %d rising sweeps" % len(rising))
 out = {"memory_bound_w": round(statistics.median(p0_all)), "gemm_w": [], "attention_w": []}
 capped = []
 for ld in rising:
@@ -83,6 +111,8 @@ for k in ("gemm_w", "attention_w"):
             by_load.setdefault(ld["what"], []).append((ld["tflops"], ld["alone"]))
     out[k] = sorted([round(statistics.mean(r for r, _ in v), 1), round(statistics.mean(w for _, w in v))] for v in by_load.values())
 n = len(capped)
+if n < 2:
+    fail("the GEMM sweeps in these files have %d capped rows (below %.0f MHz); a line needs two" % (n, max_mhz))
 if free_line:
     mx = sum(e for e, _ in capped) / n
     my = sum(c for _, c in capped) / n
