@@ -169,7 +169,9 @@ TEST(Validation, H100OneGpuRunsWithItsMeasuredProfileAndWithTheCarryOverRule) {
   // GPT's -run11, Llama's -run13 and the GPT -run12
   // (calibrate/records/2026-12-07-session-57-h100-held-out/); on a twentieth, held out, the small
   // GPT's -run12, Llama's -run14 and the GPT -run13, the first runs to see the clock line held
-  // through the limit (calibrate/records/2026-12-07-session-57-h100-clock-line-blind/).
+  // through the limit (calibrate/records/2026-12-07-session-57-h100-clock-line-blind/); on a
+  // twenty-first, held out, the small GPT's -run13, Llama's -run15 and the GPT -run14
+  // (calibrate/records/2026-12-07-session-58-h100-held-out/).
   const HardwareProfile measured = load_hardware_profile("h100-sxm", kProfiles);
   std::ifstream ds(std::string(TRAINSIM_SOURCE_DIR) + "/calibrate/datasheets/h100-sxm.json");
   ASSERT_TRUE(ds);
@@ -223,7 +225,10 @@ TEST(Validation, H100OneGpuRunsWithItsMeasuredProfileAndWithTheCarryOverRule) {
                                        {"h100-one-gpu-run12.json", "validate-one-gpu.json"},
                                        {"h100-small-gpt-run12.json", "validate-small-gpt.json"},
                                        {"h100-llama-one-gpu-run14.json", "validate-llama-one-gpu.json"},
-                                       {"h100-one-gpu-run13.json", "validate-one-gpu.json"}}) {
+                                       {"h100-one-gpu-run13.json", "validate-one-gpu.json"},
+                                       {"h100-small-gpt-run13.json", "validate-small-gpt.json"},
+                                       {"h100-llama-one-gpu-run15.json", "validate-llama-one-gpu.json"},
+                                       {"h100-one-gpu-run14.json", "validate-one-gpu.json"}}) {
     const Scenario base = load_scenario(kScenarios + "/" + scenario, kProfiles);
     std::ifstream in(kRecords + "/" + file);
     ASSERT_TRUE(in) << file;
@@ -251,7 +256,7 @@ TEST(Validation, H100OneGpuRunsWithItsMeasuredProfileAndWithTheCarryOverRule) {
       if (s.model.seq_len >= 4096) long_derived.push_back(derived_err);
     }
   }
-  ASSERT_EQ(err_measured.size(), 316u);
+  ASSERT_EQ(err_measured.size(), 337u);
   std::printf("[ info ] %zu H100 runs: median |error| step time %.2f%% with the measured profile (max %.1f%%), %.2f%% with the "
               "carry-over rule (max %.1f%%, signed %.1f%% to %.1f%%); memory peak %.2f%% (max %.1f%%)\n",
               err_measured.size(), 100 * median(err_measured), 100 * worst_measured, 100 * median(err_derived),
@@ -1001,10 +1006,11 @@ TEST(Validation, ThePowerEstimateOfAStepAtTheHighestClockRunsHigh) {
   // (EachKernelClassDrawsWhatRepeatingItInTheStepAdds); GPT's element-wise kernels (LayerNorm,
   // bias+GELU, bias+dropout) draw less than Llama's alone too. Both profiles now give a GPT-style
   // layer's element-wise kernels their own power, the median of sweeps of them alone at the GPT
-  // validation steps' shapes (h100-sxm 442 W, thirty-three rows on five cards, 369-484 W:
+  // validation steps' shapes (h100-sxm 442 W, forty rows on six cards, 369-484 W:
   // calibrate/records/2026-12-06-session-54-h100-gpt-power/,
   // calibrate/records/2026-12-07-session-55-h100-held-out/,
-  // calibrate/records/2026-12-07-session-57-h100-held-out/ and -clock-line-blind/; h200-sxm 444 W, fourteen rows on two
+  // calibrate/records/2026-12-07-session-57-h100-held-out/ and -clock-line-blind/,
+  // calibrate/records/2026-12-07-session-58-h100-held-out/; h200-sxm 444 W, fourteen rows on two
   // cards, 361-474 W: calibrate/records/2026-12-06-session-53-h200-calibration/, call 1, and
   // calibrate/records/2026-12-07-session-57-h200-held-out/; the Llama-style kernels'
   // 529 and 548 W before). The excess over the runs timed for a second or more fell from 69 to
@@ -1127,8 +1133,8 @@ TEST(Validation, ThePowerEstimateRunsHighOnTheStepsOwnKernelTimes) {
   // 41-85 W measured with the GPT-style element-wise kernels' own power (63-108 W with the
   // Llama-style kernels' before). Nor the kinds' power at these shapes: swept alone, GPT 125M's
   // GEMMs draw 789-857 W (the model: 772-911; session 51's record, call 1), its attention 609-615 W
-  // (618) and its GPT-style element-wise kernels 369-436 W on five cards (442; the records of
-  // sessions 54, 55 and 57). Where it goes instead: EachKernelClassDrawsWhatRepeatingItInTheStepAdds.
+  // (618) and its GPT-style element-wise kernels 369-436 W on six cards (442; the records of
+  // sessions 54, 55, 57 and 58). Where it goes instead: EachKernelClassDrawsWhatRepeatingItInTheStepAdds.
   std::ifstream in(kRecords + "/h100-small-gpt-kernel-classes.json");
   ASSERT_TRUE(in);
   const auto doc = nlohmann::json::parse(in);
@@ -1290,8 +1296,8 @@ TEST(Validation, TheRestOfAGptStepDrawsWhatGptStyleKernelsDrawAlone) {
   // within 15 MHz of 1,980 (record calibrate/records/2026-12-06-session-53-h200-calibration/,
   // call 4), and on the same card the sweeps (call 1: 361-474 W, against 507 W for Llama-style
   // kernels of GPT 125M's shape; on a second card 365-469 W, session 57's record). H100: the seven steps of EachKernelClassDrawsWhatRepeatingItInTheStepAdds
-  // (n = 3, session 52's record, call 3) and the sweeps on five other cards (the records of
-  // sessions 54, 55 and 57: 369-484 W; Llama-style kernels 498-512 W). Each profile's figure for them
+  // (n = 3, session 52's record, call 3) and the sweeps on six other cards (the records of
+  // sessions 54, 55, 57 and 58: 369-484 W; Llama-style kernels 495-512 W). Each profile's figure for them
   // (memory_bound_w_by_family.gpt, 444 and 442 W, the median of those sweeps, not of these steps)
   // is what the rest of these steps (GPT's element-wise kernels, the cross-entropy, the optimizer,
   // the idle time) draws at the median, within 60 W, where the Llama-style kernels' 548 and 529 W
