@@ -191,6 +191,11 @@ int main(int argc, char** argv) {
       "kernel-conditions", "time the step's element-wise and row-wise kernels back to back (as calibrate records them), one call "
                            "between events, one call with its operands evicted from L2, after FMA work, right after sustained "
                            "GEMMs (the power-capped clock), and back to back on a nearly full device (a diagnostic; writes nothing)");
+  auto* aconditions = app.add_subcommand(
+      "attention-conditions", "time calibrate's attention shapes in its order, in the reverse order and each after the GPU has "
+                              "been idle (a diagnostic; writes nothing)");
+  double attention_idle_ms = 300;
+  aconditions->add_option("--idle-ms", attention_idle_ms, "idle time before each shape of the last pass, milliseconds (0: no such pass)");
   auto* kmix = app.add_subcommand(
       "kernel-mix", "time a Llama-style layer's element-wise kernels inside a sustained mix with bf16 GEMMs (or attention), at "
                     "set shares of their time, against one call of each alone at the full clock (a diagnostic; writes nothing)");
@@ -228,6 +233,7 @@ int main(int argc, char** argv) {
     if (*imp) return import_logs(logs, imp_out, min_bytes, reference, command_line(argc, argv));
     if (*conditions) return calib::run_gemm_conditions(gemm_conditions);
     if (*kconditions) return calib::run_kernel_conditions();
+    if (*aconditions) return calib::run_attention_conditions(attention_idle_ms);
     if (*kmix) return calib::run_kernel_mix(mix);
     if (*merge) {
       if (merge_in.size() < 2) throw InputError("merge", "needs two or more profiles");

@@ -127,6 +127,48 @@ int run_kernel_conditions() {
 
 }
 
+void check_attention_conditions(double idle_ms) {
+  if (!(idle_ms >= 0 && idle_ms <= 10000)) throw InputError("--idle-ms", "must be from 0 to 10000 milliseconds");
+}
+
+int run_attention_conditions(double idle_ms) {
+  check_attention_conditions(idle_ms);
+#ifdef TRAINSIM_HAVE_CUDA
+  if (!gpu::cuda_available()) {
+    std::cerr << "error: no CUDA device is visible\n";
+    return 1;
+  }
+  const auto samples = gpu::bench_attention_orders(idle_ms);
+  std::printf("%5s %5s %5s %4s %5s %4s | %11s %11s %11s | %11s %11s %11s | %s\n", "batch", "heads", "seq", "dim", "group", "drop",
+              "fwd order", "reversed", "after idle", "bwd order", "reversed", "after idle", "in order over reversed (fwd, bwd)");
+  std::vector<double> fwd_ratio, bwd_ratio;
+  for (const auto& r : samples) {
+    const auto& a = r.in_order;
+    const double rf = a.fwd_us / r.reversed.fwd_us, rb = a.bwd_us / r.reversed.bwd_us;
+    fwd_ratio.push_back(rf);
+    bwd_ratio.push_back(rb);
+    std::printf("%5d %5d %5d %4d %5d %4d | %9.1fus %9.1fus %9.1fus | %9.1fus %9.1fus %9.1fus | %+.1f%% %+.1f%%\n", a.batch, a.heads,
+                a.seq, a.head_dim, a.kv_group, a.dropout ? 1 : 0, a.fwd_us, r.reversed.fwd_us, r.after_idle.fwd_us, a.bwd_us,
+                r.reversed.bwd_us, r.after_idle.bwd_us, 100 * (rf - 1), 100 * (rb - 1));
+  }
+  auto med = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[v.size() / 2];
+  };
+  std::printf("%zu shapes: in calibrate's order over the reverse order, median %+.1f%% forward (%+.1f%% to %+.1f%%), %+.1f%% backward "
+              "(%+.1f%% to %+.1f%%)\n",
+              samples.size(), 100 * (med(fwd_ratio) - 1), 100 * (*std::min_element(fwd_ratio.begin(), fwd_ratio.end()) - 1),
+              100 * (*std::max_element(fwd_ratio.begin(), fwd_ratio.end()) - 1), 100 * (med(bwd_ratio) - 1),
+              100 * (*std::min_element(bwd_ratio.begin(), bwd_ratio.end()) - 1),
+              100 * (*std::max_element(bwd_ratio.begin(), bwd_ratio.end()) - 1));
+  if (idle_ms > 0) std::printf("after idle: each shape timed after the GPU was idle for %.0f ms\n", idle_ms);
+  return 0;
+#else
+  std::cerr << "error: attention-conditions needs a CUDA build\n";
+  return 1;
+#endif
+}
+
 void check_kernel_mix(const KernelMixOptions& o) {
   for (std::size_t i = 0; i < o.shares.size(); ++i)
     if (!(o.shares[i] >= 0 && o.shares[i] < 1))

@@ -25,6 +25,12 @@ int run_gemm_conditions(const GemmConditionsOptions& o);
 // back to back on a nearly full device.
 int run_kernel_conditions();
 
+// calibrate's attention shapes, forward and backward, timed in calibrate's order, in the reverse
+// order and (idle_ms > 0) each alone after the GPU has been idle that long: whether a shape's time
+// depends on what was timed before it.
+void check_attention_conditions(double idle_ms);
+int run_attention_conditions(double idle_ms);
+
 // A Llama-style (or GPT-style) layer's element-wise kernels inside sustained mixes with a bf16 GEMM (or the
 // unfused attention) at set shares of their time, against each alone at the full clock.
 struct KernelMixOptions {

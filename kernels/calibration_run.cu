@@ -3,6 +3,7 @@
 #include <cuda_bf16.h>
 
 #include <chrono>
+#include <thread>
 #include <cmath>
 #include <cstdio>
 #include <set>
@@ -95,8 +96,11 @@ DeviceInfo describe_devices() {
 
 namespace {
 
-std::vector<AttentionSample> bench_attention(bool quick) {
-  struct S { int b, h, s, d, group = 1; bool dropout = true; };
+struct AttentionCase { int b, h, s, d, group = 1; bool dropout = true; };
+
+// The attention shapes calibrate times, in its order.
+std::vector<AttentionCase> attention_cases(bool quick) {
+  using S = AttentionCase;
   // The head counts and sizes of the preset models at micro-batches 1 to 8.
   std::vector<S> shapes = quick ? std::vector<S>{{4, 16, 2048, 64}, {2, 32, 2048, 128}}
                                 : std::vector<S>{{1, 12, 2048, 64}, {2, 12, 2048, 64}, {4, 12, 2048, 64}, {8, 12, 2048, 64},
@@ -135,35 +139,42 @@ std::vector<AttentionSample> bench_attention(bool quick) {
     for (int h : {8, 16}) shapes.push_back({1, h, 4096, 128, 8, false});
     for (int h : {8, 16}) shapes.push_back({1, h, 4096, 128, 1, false});
   }
+  return shapes;
+}
+
+// One shape's forward and backward, each the median of ten calls after two untimed ones.
+AttentionSample time_attention(cublasHandle_t h, cudaStream_t st, const AttentionCase& s) {
+  AttentionShape a{s.b * s.h, s.s, s.d};
+  a.group = s.group;
+  const size_t sd = static_cast<size_t>(a.batch_heads) * s.s * s.d, ss = static_cast<size_t>(a.batch_heads) * s.s * s.s;
+  const size_t skv = sd / s.group;  // K and V: one head per group
+  DeviceBuffer q(sd * 2), k(skv * 2), v(skv * 2), o(sd * 2), p(ss * 2), pd(s.dropout ? ss * 2 : 0), mask(s.dropout ? ss : 0), dp(ss * 2),
+      dO(sd * 2), dq(sd * 2), dk(skv * 2), dv(skv * 2);
+  fill_random_bf16(q.get(), sd, 1, 1.0f, st);
+  fill_random_bf16(k.get(), skv, 2, 1.0f, st);
+  fill_random_bf16(v.get(), skv, 3, 1.0f, st);
+  fill_random_bf16(dO.get(), sd, 4, 1.0f, st);
+  // Causal attention, with dropout 0.1 on the probabilities as GPT training runs it, or without
+  // (Llama).
+  const float drop = s.dropout ? 0.1f : 0.0f;
+  const AttentionBuffers ab{q.get(), k.get(), v.get(), p.get(), s.dropout ? pd.get() : nullptr,
+                            s.dropout ? mask.get<unsigned char>() : nullptr, o.get()};
+  const double fwd = time_median_us(st, 2, 10, [&] { attention_forward(h, a, ab, 7, drop, st); });
+  const double bwd = time_median_us(st, 2, 10, [&] { attention_backward(h, a, ab, dO.get(), dp.get(), dq.get(), dk.get(), dv.get(), drop, st); });
+  const double flops = 4.0 * s.b * s.h * static_cast<double>(s.s) * s.s * s.d;
+  AttentionSample sample{s.b, s.h, s.s, s.d, fwd, bwd, flops / (fwd * 1e6), 2 * flops / (bwd * 1e6)};
+  sample.kv_group = s.group;
+  sample.dropout = s.dropout;
+  return sample;
+}
+
+std::vector<AttentionSample> bench_attention(bool quick) {
   std::vector<AttentionSample> out;
   cublasHandle_t h;
   if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) throw std::runtime_error("cublasCreate failed");
   cudaStream_t st;
   TRAINSIM_CUDA(cudaStreamCreate(&st));
-  for (const auto& s : shapes) {
-    AttentionShape a{s.b * s.h, s.s, s.d};
-    a.group = s.group;
-    const size_t sd = static_cast<size_t>(a.batch_heads) * s.s * s.d, ss = static_cast<size_t>(a.batch_heads) * s.s * s.s;
-    const size_t skv = sd / s.group;  // K and V: one head per group
-    DeviceBuffer q(sd * 2), k(skv * 2), v(skv * 2), o(sd * 2), p(ss * 2), pd(s.dropout ? ss * 2 : 0), mask(s.dropout ? ss : 0), dp(ss * 2),
-        dO(sd * 2), dq(sd * 2), dk(skv * 2), dv(skv * 2);
-    fill_random_bf16(q.get(), sd, 1, 1.0f, st);
-    fill_random_bf16(k.get(), skv, 2, 1.0f, st);
-    fill_random_bf16(v.get(), skv, 3, 1.0f, st);
-    fill_random_bf16(dO.get(), sd, 4, 1.0f, st);
-    // Causal attention, with dropout 0.1 on the probabilities as GPT training runs it, or without
-    // (Llama).
-    const float drop = s.dropout ? 0.1f : 0.0f;
-    const AttentionBuffers ab{q.get(), k.get(), v.get(), p.get(), s.dropout ? pd.get() : nullptr,
-                              s.dropout ? mask.get<unsigned char>() : nullptr, o.get()};
-    const double fwd = time_median_us(st, 2, 10, [&] { attention_forward(h, a, ab, 7, drop, st); });
-    const double bwd = time_median_us(st, 2, 10, [&] { attention_backward(h, a, ab, dO.get(), dp.get(), dq.get(), dk.get(), dv.get(), drop, st); });
-    const double flops = 4.0 * s.b * s.h * static_cast<double>(s.s) * s.s * s.d;
-    AttentionSample sample{s.b, s.h, s.s, s.d, fwd, bwd, flops / (fwd * 1e6), 2 * flops / (bwd * 1e6)};
-    sample.kv_group = s.group;
-    sample.dropout = s.dropout;
-    out.push_back(sample);
-  }
+  for (const auto& s : attention_cases(quick)) out.push_back(time_attention(h, st, s));
   cublasDestroy(h);
   cudaStreamDestroy(st);
   return out;
@@ -474,6 +485,26 @@ Measurements run_calibration(const CalibrationPlan& plan) {
     m.notes.push_back("one GPU visible: peer copies, multi-GPU collectives and GEMM/NCCL interference not measured");
   }
   return m;
+}
+
+std::vector<AttentionOrderSample> bench_attention_orders(double idle_ms) {
+  const std::vector<AttentionCase> cases = attention_cases(false);
+  std::vector<AttentionOrderSample> out(cases.size());
+  cublasHandle_t h;
+  if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) throw std::runtime_error("cublasCreate failed");
+  cudaStream_t st;
+  TRAINSIM_CUDA(cudaStreamCreate(&st));
+  for (std::size_t i = 0; i < cases.size(); ++i) out[i].in_order = time_attention(h, st, cases[i]);
+  for (std::size_t i = cases.size(); i-- > 0;) out[i].reversed = time_attention(h, st, cases[i]);
+  if (idle_ms > 0)
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+      TRAINSIM_CUDA(cudaStreamSynchronize(st));
+      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(idle_ms));
+      out[i].after_idle = time_attention(h, st, cases[i]);
+    }
+  cublasDestroy(h);
+  cudaStreamDestroy(st);
+  return out;
 }
 
 }  // namespace trainsim::gpu

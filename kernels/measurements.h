@@ -117,6 +117,14 @@ enum class StepKernelTiming { burst, single, evicted, after_compute, under_load 
 // The training step's element-wise and row-wise kernels at preset models' shapes.
 std::vector<KernelSample> bench_step_kernels(bool quick, StepKernelTiming how = StepKernelTiming::burst);
 
+// calibrate's attention shapes timed three ways (a diagnostic): in calibrate's order, in the
+// reverse order, and each alone after the GPU has been idle `idle_ms` (not timed at 0). Each
+// shape's buffers are allocated and filled just before it is timed, as calibrate does.
+struct AttentionOrderSample {
+  AttentionSample in_order, reversed, after_idle;
+};
+std::vector<AttentionOrderSample> bench_attention_orders(double idle_ms);
+
 // The current device's free and total memory.
 void device_memory(std::size_t& free_bytes, std::size_t& total_bytes);
 // Device memory allocated and written for as long as it lives (to time kernels on a full device).

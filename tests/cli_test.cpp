@@ -705,6 +705,16 @@ TEST(Cli, CalibrateGemmConditionsRefusesBadShapesBeforeMeasuring) {
   }
 }
 
+TEST(Cli, CalibrateAttentionConditionsRefusesABadIdleTimeBeforeMeasuring) {
+  for (const std::string args : {"attention-conditions --idle-ms -5", "attention-conditions --idle-ms 20000",
+                                 "attention-conditions --idle-ms nan"}) {
+    const Outcome r = run(args, kCalibrate);
+    EXPECT_EQ(r.status, 2) << args;
+    EXPECT_NE(r.err.find("--idle-ms"), std::string::npos) << args << ": " << r.err;
+    EXPECT_TRUE(r.out.empty()) << args;
+  }
+}
+
 TEST(Cli, GemmShapesListWhatAScenarioRunsAndCalibrateReadsThem) {
   // planner gemm-shapes: a comment naming the scenario, its models and (tp, micro-batch) pairs and
   // the count, then one shape a line, each once; calibrate --extra-shapes reads that format back.
