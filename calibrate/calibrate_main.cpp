@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "alpha_beta_fit.h"
+#include "attention_table.h"
 #include "diagnostics.h"
 #include "gemm_shapes.h"
 #include "hardware_profile.h"
@@ -196,6 +197,14 @@ int main(int argc, char** argv) {
                               "been idle (a diagnostic; writes nothing)");
   double attention_idle_ms = 300;
   aconditions->add_option("--idle-ms", attention_idle_ms, "idle time before each shape of the last pass, milliseconds (0: no such pass)");
+  auto* atable = app.add_subcommand(
+      "attention-table", "time calibrate's attention shapes on this GPU into a run file (--out), or write runs' per-shape medians "
+                         "into a profile's attention table (--into), replacing the table of its full calibration runs");
+  std::string atable_out, atable_into;
+  std::vector<std::string> atable_runs;
+  atable->add_option("--out", atable_out, "the run file to write (this GPU's times)");
+  atable->add_option("--into", atable_into, "the profile whose gpu.attention the runs replace (rewritten in place)");
+  atable->add_option("runs", atable_runs, "with --into: run files written by --out, one per card");
   auto* kmix = app.add_subcommand(
       "kernel-mix", "time a Llama-style layer's element-wise kernels inside a sustained mix with bf16 GEMMs (or attention), at "
                     "set shares of their time, against one call of each alone at the full clock (a diagnostic; writes nothing)");
@@ -234,6 +243,44 @@ int main(int argc, char** argv) {
     if (*conditions) return calib::run_gemm_conditions(gemm_conditions);
     if (*kconditions) return calib::run_kernel_conditions();
     if (*aconditions) return calib::run_attention_conditions(attention_idle_ms);
+    if (*atable) {
+      if (atable_out.empty() == atable_into.empty()) throw InputError("attention-table", "give either --out (measure) or --into (write)");
+      if (!atable_out.empty()) {
+        if (!atable_runs.empty()) throw InputError("attention-table --out", "measures this GPU; run files go with --into");
+#ifdef TRAINSIM_HAVE_CUDA
+        if (!gpu::cuda_available()) {
+          std::cerr << "error: no CUDA device is visible; run attention-table --out on the machine to be measured\n";
+          return 1;
+        }
+        const auto samples = gpu::bench_attention_table(false);
+        write_atomically(atable_out, calib::attention_run_json(samples, gpu::describe_devices(), command_line(argc, argv), today()).dump(1) + "\n");
+        std::printf("calibrate attention-table: %zu shapes written to %s\n", samples.size(), atable_out.c_str());
+        return 0;
+#else
+        std::cerr << "error: attention-table --out needs a CUDA build\n";
+        return 1;
+#endif
+      }
+      if (atable_runs.empty()) throw InputError("attention-table --into", "needs one or more run files (attention-table --out)");
+      std::vector<json> runs;
+      std::vector<std::vector<gpu::AttentionSample>> samples;
+      for (const auto& f : atable_runs) {
+        runs.push_back(read_json(f));
+        samples.push_back(calib::attention_run_samples(runs.back(), f));
+      }
+      json profile = read_json(atable_into);
+      if (profile.value("provenance", json::object()).value("source", "") != "measured")
+        throw InputError(atable_into, "is not a profile measured by calibrate");
+      calib::set_attention_table(profile, calib::merge_attention_runs(samples), runs,
+                                 "each shape timed after the GPU was idle 300 ms (calibrate attention-table --out), per-shape "
+                                 "medians over these runs; replaces the table of the profile's full calibration runs",
+                                 command_line(argc, argv), today());
+      const std::string text = profile.dump(1) + "\n";
+      parse_hardware_profile(text, atable_into, default_profile_dir());  // what is written must load
+      write_atomically(atable_into, text);
+      std::printf("calibrate attention-table: %zu runs' medians written into %s\n", runs.size(), atable_into.c_str());
+      return 0;
+    }
     if (*kmix) return calib::run_kernel_mix(mix);
     if (*merge) {
       if (merge_in.size() < 2) throw InputError("merge", "needs two or more profiles");

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "alpha_beta_fit.h"
+#include "attention_table.h"
 #include "hardware_profile.h"
 #include "layer_ops.h"
 
@@ -16,12 +17,6 @@ namespace trainsim::calib {
 using nlohmann::json;
 
 namespace {
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 double best_bandwidth(const gpu::Measurements& m, const std::string& kernel, double min_bytes) {
   double best = 0;
@@ -172,19 +167,7 @@ json make_profile(const gpu::Measurements& m, const json& base, const std::strin
   for (const auto& s : m.gemm) gemm[s.dtype].push_back({s.m, s.n, s.k, s.tflops});
   g["gemm_tflops"] = gemm;
   const double peak = base.at("gpu").at("peak_tflops").at("bf16").get<double>();
-  std::vector<double> fwd, bwd;
-  for (const auto& a : m.attention) {
-    fwd.push_back(a.fwd_tflops / peak);
-    bwd.push_back(a.bwd_tflops / peak);
-  }
-  if (!fwd.empty()) {
-    json rows = json::array();
-    for (const auto& a : m.attention)
-      rows.push_back({a.batch * a.heads, a.seq, a.head_dim, a.kv_group, a.dropout ? 1 : 0, a.fwd_tflops / peak, a.bwd_tflops / peak});
-    g["attention"] = {{"forward_fraction_of_peak", median(fwd)}, {"backward_fraction_of_peak", median(bwd)},
-                      {"table", {{"columns", {"batch_heads", "seq", "head_dim", "kv_group", "dropout", "forward_fraction", "backward_fraction"}},
-                                 {"rows", rows}}}};
-  }
+  if (!m.attention.empty()) g["attention"] = attention_json(m.attention, peak);
   json pts = json::array();
   for (const auto& b : m.bandwidth)
     if (b.kernel == "add") pts.push_back({b.bytes, b.GBps});
@@ -282,10 +265,7 @@ json make_profile(const gpu::Measurements& m, const json& base, const std::strin
   raw["notes"] = m.notes;
   for (const auto& b : m.bandwidth)
     raw["bandwidth"].push_back({{"kernel", b.kernel}, {"bytes", b.bytes}, {"time_us", b.time_us}, {"GBps", b.GBps}, {"src", b.src}, {"dst", b.dst}});
-  for (const auto& a : m.attention)
-    raw["attention"].push_back({{"batch", a.batch}, {"heads", a.heads}, {"seq", a.seq}, {"head_dim", a.head_dim},
-                                {"kv_group", a.kv_group}, {"dropout", a.dropout},
-                                {"fwd_us", a.fwd_us}, {"bwd_us", a.bwd_us}, {"fwd_tflops", a.fwd_tflops}, {"bwd_tflops", a.bwd_tflops}});
+  if (!m.attention.empty()) raw["attention"] = attention_samples_json(m.attention);
   for (const auto& c : m.collectives)
     raw["collectives"].push_back({{"collective", c.collective}, {"gpus", c.gpus}, {"bytes", c.bytes}, {"time_us", c.time_us},
                                   {"algbw_GBps", c.algbw_GBps}, {"busbw_GBps", c.busbw_GBps}, {"wrong", c.wrong}});

@@ -168,13 +168,24 @@ AttentionSample time_attention(cublasHandle_t h, cudaStream_t st, const Attentio
   return sample;
 }
 
+// Each shape is timed after the GPU has been idle kAttentionIdleMs. Timed right after a larger
+// shape, as calibrate's order had it, a small one's forward read up to 18% slow and its backward up
+// to 14% (b = 1 after b = 8 at another head size, on an H100; the same shape timed in the reverse
+// order or after 300 ms idle agreed within 2%, and the GPT 2.7B step at b = 1 ran its attention at
+// the idle rate: calibrate/records/2026-12-07-session-58-attention-order/).
+constexpr double kAttentionIdleMs = 300;
+
 std::vector<AttentionSample> bench_attention(bool quick) {
   std::vector<AttentionSample> out;
   cublasHandle_t h;
   if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) throw std::runtime_error("cublasCreate failed");
   cudaStream_t st;
   TRAINSIM_CUDA(cudaStreamCreate(&st));
-  for (const auto& s : attention_cases(quick)) out.push_back(time_attention(h, st, s));
+  for (const auto& s : attention_cases(quick)) {
+    TRAINSIM_CUDA(cudaStreamSynchronize(st));
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(kAttentionIdleMs));
+    out.push_back(time_attention(h, st, s));
+  }
   cublasDestroy(h);
   cudaStreamDestroy(st);
   return out;
@@ -486,6 +497,8 @@ Measurements run_calibration(const CalibrationPlan& plan) {
   }
   return m;
 }
+
+std::vector<AttentionSample> bench_attention_table(bool quick) { return bench_attention(quick); }
 
 std::vector<AttentionOrderSample> bench_attention_orders(double idle_ms) {
   const std::vector<AttentionCase> cases = attention_cases(false);

@@ -117,6 +117,8 @@ enum class StepKernelTiming { burst, single, evicted, after_compute, under_load 
 // The training step's element-wise and row-wise kernels at preset models' shapes.
 std::vector<KernelSample> bench_step_kernels(bool quick, StepKernelTiming how = StepKernelTiming::burst);
 
+// calibrate's attention shapes as calibrate times them (each after the GPU has been idle a while).
+std::vector<AttentionSample> bench_attention_table(bool quick);
 // calibrate's attention shapes timed three ways (a diagnostic): in calibrate's order, in the
 // reverse order, and each alone after the GPU has been idle `idle_ms` (not timed at 0). Each
 // shape's buffers are allocated and filled just before it is timed, as calibrate does.

@@ -161,6 +161,8 @@ void read_gpu(JsonFields& top, HardwareProfile& hp, bool derived) {
       }
       t.finish();
     }
+    // A table measured apart from the rest of the profile (calibrate attention-table) says where.
+    read_provenance(a, "provenance", false);
     a.finish();
   }
   if (g.has("memory_bound")) {

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "alpha_beta_fit.h"
+#include "attention_table.h"
 #include "gpu_links.h"
 #include "input_error.h"
 #include "nccl_tests_import.h"
@@ -282,6 +283,71 @@ TEST(ProfileMerge, EachSampleTakesTheMedianOfItsRuns) {
   EXPECT_EQ(parse_hardware_profile(cards.dump(), "merged.json", kProfiles).provenance.device_uuids,
             (std::vector<std::string>{"GPU-a", "GPU-b"}));
   EXPECT_FALSE(merged["provenance"].contains("device_uuids"));
+}
+
+TEST(AttentionTable, RunsMergeByTheirPerShapeMedianAndReplaceTheProfilesTable) {
+  // Three cards' runs of one GPT shape (b 1, 32 heads of 80, 2,048 tokens, dropout): its forward
+  // FLOP count is 4 b h s^2 d = 4 * 32 * 2048^2 * 80 = 42.95 GFLOP, the backward twice that. Times
+  // 600, 540 and 560 us forward take the median 560 us, so 42.95e9 / 560e-6 = 76.7 TFLOP/s; the
+  // backward 950, 1000 and 940 us take 950. A shape only the second run has keeps its own times.
+  const double flops = 4.0 * 32 * 2048.0 * 2048 * 80;
+  auto sample = [&](int b, double f_us, double b_us) {
+    gpu::AttentionSample s{b, 32, 2048, 80, f_us, b_us, b * flops / (f_us * 1e6), 2 * b * flops / (b_us * 1e6)};
+    s.kv_group = 1;
+    s.dropout = true;
+    return s;
+  };
+  gpu::DeviceInfo dev;
+  dev.name = "NVIDIA H100 80GB HBM3";
+  dev.driver = "580.159.04";
+  dev.cuda_runtime = "13.0";
+  dev.nccl = "2.28.3";
+  std::vector<nlohmann::json> runs;
+  std::vector<std::vector<gpu::AttentionSample>> samples;
+  const std::vector<std::vector<gpu::AttentionSample>> made = {
+      {sample(1, 600, 950)}, {sample(1, 540, 1000), sample(2, 1050, 1850)}, {sample(1, 560, 940)}};
+  for (std::size_t i = 0; i < made.size(); ++i) {
+    dev.uuids = {"GPU-card" + std::to_string(i)};
+    runs.push_back(calib::attention_run_json(made[i], dev, "calibrate attention-table --out r.json", "2026-12-07"));
+    samples.push_back(calib::attention_run_samples(runs.back(), "run" + std::to_string(i)));
+  }
+  const auto merged = calib::merge_attention_runs(samples);
+  ASSERT_EQ(merged.size(), 2u);
+  EXPECT_DOUBLE_EQ(merged[0].fwd_us, 560);
+  EXPECT_DOUBLE_EQ(merged[0].bwd_us, 950);
+  EXPECT_NEAR(merged[0].fwd_tflops, flops / 560e6, 1e-9);
+  EXPECT_NEAR(merged[0].bwd_tflops, 2 * flops / 950e6, 1e-9);
+  EXPECT_EQ(merged[1].batch, 2);
+  EXPECT_DOUBLE_EQ(merged[1].fwd_us, 1050);
+
+  std::ifstream in(kProfiles + "/h100-sxm.json");
+  nlohmann::json profile = nlohmann::json::parse(in);
+  calib::set_attention_table(profile, merged, runs, "each shape after 300 ms idle", "calibrate attention-table --into p.json",
+                             "2026-12-07");
+  const double peak = profile["gpu"]["peak_tflops"]["bf16"].get<double>();
+  const auto& rows = profile["gpu"]["attention"]["table"]["rows"];
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0][0].get<int>(), 32);  // batch x heads
+  EXPECT_NEAR(rows[0][5].get<double>(), flops / 560e6 / peak, 1e-12);
+  EXPECT_EQ(profile["measurements"]["attention"].size(), 2u);
+  EXPECT_EQ(profile["gpu"]["attention"]["provenance"]["merged_from"].size(), 3u);
+  const HardwareProfile hp = parse_hardware_profile(profile.dump(), "h100-sxm.json", kProfiles);
+  ASSERT_EQ(hp.attention.size(), 2u);
+  EXPECT_NEAR(hp.attention[0].fwd_fraction, flops / 560e6 / peak, 1e-12);
+
+  // What is not a run is refused, naming the file and the sample.
+  EXPECT_THROW(calib::attention_run_samples(nlohmann::json::object(), "x.json"), InputError);
+  nlohmann::json bad = runs[0];
+  bad["attention_run"][0]["fwd_us"] = -1;
+  try {
+    calib::attention_run_samples(bad, "bad.json");
+    ADD_FAILURE() << "a negative time was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("bad.json: attention_run[0]"), std::string::npos) << e.what();
+  }
+  bad = runs[0];
+  bad["provenance"]["source"] = "datasheet";
+  EXPECT_THROW(calib::attention_run_samples(bad, "bad.json"), InputError);
 }
 
 TEST(ProfileWriter, RuntimeMemoryIsWrittenAsMeasuredAndKeptWhereAOneGpuRunCannotMeasureIt) {

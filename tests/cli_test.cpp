@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "gemm_shapes.h"
+#include "hardware_profile.h"
 
 using trainsim::GemmUse;
 using trainsim::parse_gemm_shapes;
@@ -26,6 +27,7 @@ const std::string kPlanner = PLANNER_EXE;
 const std::string kCalibrate = CALIBRATE_EXE;
 const std::string kData = TRAINSIM_TEST_DATA;
 const std::string kScenarios = TRAINSIM_SCENARIOS;
+const std::string kProfiles = TRAINSIM_PROFILES;
 
 struct Outcome {
   int status = -1;
@@ -713,6 +715,40 @@ TEST(Cli, CalibrateAttentionConditionsRefusesABadIdleTimeBeforeMeasuring) {
     EXPECT_NE(r.err.find("--idle-ms"), std::string::npos) << args << ": " << r.err;
     EXPECT_TRUE(r.out.empty()) << args;
   }
+}
+
+TEST(Cli, CalibrateAttentionTableWritesAProfileOnlyFromGoodRuns) {
+  // One of --out and --into; --into needs runs; a run that is not one is refused with exit 2 and
+  // its file named, the profile left as it was.
+  std::ifstream pin(kProfiles + "/h100-sxm.json");
+  const std::string original((std::istreambuf_iterator<char>(pin)), std::istreambuf_iterator<char>());
+  const std::string profile = write_temp("attention-into.json", original);
+  const std::string not_run = write_temp("not-a-run.json", R"({"attention": []})");
+  for (const auto& [args, named] : std::vector<std::pair<std::string, std::string>>{
+           {"attention-table", "either --out"},
+           {"attention-table --out a.json --into " + profile, "either --out"},
+           {"attention-table --into " + profile, "needs one or more run files"},
+           {"attention-table --into " + profile + " " + not_run, not_run},
+           {"attention-table --into " + profile + " /nonexistent-run.json", "/nonexistent-run.json"},
+       }) {
+    const Outcome r = run(args, kCalibrate);
+    EXPECT_EQ(r.status, 2) << args;
+    EXPECT_NE(r.err.find(named), std::string::npos) << args << ": " << r.err;
+    EXPECT_TRUE(r.out.empty()) << args;
+  }
+  std::ifstream after(profile);
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(after)), std::istreambuf_iterator<char>()), original);
+  // A good run (the table the profile has, as one card's run) is written in, and the profile loads.
+  const nlohmann::json p = nlohmann::json::parse(original);
+  nlohmann::json run_doc = {{"attention_run", p["measurements"]["attention"]},
+                            {"provenance", {{"source", "measured"}, {"device", "NVIDIA H100 80GB HBM3"}, {"date", "2026-12-07"},
+                                            {"command", "calibrate attention-table --out run.json"}}}};
+  const std::string good = write_temp("good-run.json", run_doc.dump());
+  const Outcome ok = run("attention-table --into " + profile + " " + good, kCalibrate);
+  ASSERT_EQ(ok.status, 0) << ok.err;
+  const trainsim::HardwareProfile hp = trainsim::load_hardware_profile(profile, kProfiles);
+  EXPECT_EQ(hp.attention.size(), p["gpu"]["attention"]["table"]["rows"].size());
+  std::filesystem::remove(profile);
 }
 
 TEST(Cli, GemmShapesListWhatAScenarioRunsAndCalibrateReadsThem) {
