@@ -6,17 +6,13 @@
 #include <tuple>
 
 #include "input_error.h"
+#include "profile_merge.h"
 
 namespace trainsim::calib {
 
 using json = nlohmann::json;
 
 namespace {
-
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[(v.size() - 1) / 2];
-}
 
 using Key = std::tuple<int, int, int, int, int, bool>;
 Key key_of(const gpu::AttentionSample& s) { return {s.batch, s.heads, s.seq, s.head_dim, s.kv_group, s.dropout}; }
@@ -104,8 +100,8 @@ std::vector<gpu::AttentionSample> merge_attention_runs(const std::vector<std::ve
     for (const auto* s : list) f.push_back(s->fwd_us), b.push_back(s->bwd_us);
     gpu::AttentionSample m = *list.front();
     const double flops = m.fwd_tflops * m.fwd_us * 1e6;  // the forward's FLOP count, as the bench counted it
-    m.fwd_us = median_of(f);
-    m.bwd_us = median_of(b);
+    m.fwd_us = median_of_runs(f);
+    m.bwd_us = median_of_runs(b);
     m.fwd_tflops = flops / (m.fwd_us * 1e6);
     m.bwd_tflops = 2 * flops / (m.bwd_us * 1e6);
     out.push_back(m);

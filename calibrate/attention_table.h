@@ -18,8 +18,8 @@ nlohmann::json attention_run_json(const std::vector<gpu::AttentionSample>& sampl
 // field when it is not one.
 std::vector<gpu::AttentionSample> attention_run_samples(const nlohmann::json& run, const std::string& where);
 // Per shape (batch, heads, seq, head size, grouping, dropout), forward and backward each the median
-// of the runs that measured it (the lower middle of an even count), its rates recomputed from the
-// median times; shapes in the first run's order, then any the first lacks.
+// of the runs that measured it (median_of_runs, as calibrate merge takes it), its rates recomputed
+// from the median times; shapes in the first run's order, then any the first lacks.
 std::vector<gpu::AttentionSample> merge_attention_runs(const std::vector<std::vector<gpu::AttentionSample>>& runs);
 // The profile's gpu.attention (fractions of its bf16 peak, as calibrate writes them) and its raw
 // measurements.attention from the samples; gpu.attention.provenance lists every run's card.

@@ -73,13 +73,13 @@ gpu::Measurements single_gpu_measurements(const json& p) {
   return m;
 }
 
-namespace {
-
-double median_of(std::vector<double> v) {
+double median_of_runs(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const std::size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
+
+namespace {
 
 // Samples of one kind from every run, grouped by what was measured (`key`), in the order they
 // first appear from the last run backwards; `retime(sample, median time)` sets the merged time and
@@ -108,7 +108,7 @@ std::vector<Sample> merge_samples(const std::vector<const std::vector<Sample>*>&
   for (const auto& k : order) {
     auto& [s, times] = by_key.at(k);
     Sample merged = s;
-    retime(merged, median_of(times));
+    retime(merged, median_of_runs(times));
     out.push_back(merged);
   }
   return out;
@@ -185,11 +185,11 @@ json merge_profiles(const std::vector<json>& runs, const std::string& name, cons
       });
   std::vector<double> launch;
   for (const auto& m : ms) launch.push_back(m.launch_overhead_us);
-  out.launch_overhead_us = median_of(launch);
+  out.launch_overhead_us = median_of_runs(launch);
   std::vector<double> context;
   for (const auto& m : ms)
     if (m.context_bytes > 0) context.push_back(m.context_bytes);
-  if (!context.empty()) out.context_bytes = median_of(context);  // communicators: the last run's profile keeps them
+  if (!context.empty()) out.context_bytes = median_of_runs(context);  // communicators: the last run's profile keeps them
   for (const auto& m : ms) out.gemm_check_rel_error = std::max(out.gemm_check_rel_error, m.gemm_check_rel_error);
   out.interference_slowdown = -1;  // measured with several GPUs only: the last run's profile keeps it
   out.p2p_interference_slowdown = -1;

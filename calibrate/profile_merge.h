@@ -13,6 +13,10 @@
 
 namespace trainsim::calib {
 
+// The median a merge takes of one sample's times over the runs: the middle one, or the mean of
+// the two middle ones.
+double median_of_runs(std::vector<double> times);
+
 // The single-GPU measurements a profile records (its raw `measurements` and its GEMM table).
 // Multi-GPU collectives and peer copies are left out: they are kept from the base profile.
 gpu::Measurements single_gpu_measurements(const nlohmann::json& profile);
