@@ -271,6 +271,13 @@ int main(int argc, char** argv) {
       json profile = read_json(atable_into);
       if (profile.value("provenance", json::object()).value("source", "") != "measured")
         throw InputError(atable_into, "is not a profile measured by calibrate");
+      // A run of another part would carry that part's rates into this profile.
+      const std::string part = profile["provenance"].value("device", std::string());
+      for (std::size_t i = 0; i < runs.size(); ++i) {
+        const std::string dev = runs[i]["provenance"].value("device", std::string());
+        if (dev != part)
+          throw InputError(atable_runs[i], "was measured on \"" + dev + "\", the profile " + atable_into + " on \"" + part + "\"");
+      }
       calib::set_attention_table(profile, calib::merge_attention_runs(samples), runs,
                                  "each shape timed after the GPU was idle 300 ms (calibrate attention-table --out), per-shape "
                                  "medians over these runs; replaces the table of the profile's full calibration runs",

@@ -350,6 +350,28 @@ TEST(AttentionTable, RunsMergeByTheirPerShapeMedianAndReplaceTheProfilesTable) {
   EXPECT_THROW(calib::attention_run_samples(bad, "bad.json"), InputError);
 }
 
+TEST(AttentionTable, TheH100sTableIsItsTwoRecordedRunsMedians) {
+  // models/hardware/h100-sxm.json's gpu.attention and measurements.attention are what
+  // `calibrate attention-table --into` makes of the two runs recorded in
+  // calibrate/records/2026-12-07-session-58-attention-table/, number for number.
+  const std::string dir = std::string(TRAINSIM_SOURCE_DIR) + "/calibrate/records/2026-12-07-session-58-attention-table/";
+  std::vector<std::vector<gpu::AttentionSample>> samples;
+  for (const char* f : {"h100-sxm-run1.json", "h100-sxm-run2.json"}) {
+    std::ifstream in(dir + f);
+    ASSERT_TRUE(in) << f;
+    samples.push_back(calib::attention_run_samples(nlohmann::json::parse(in), f));
+  }
+  const auto merged = calib::merge_attention_runs(samples);
+  std::ifstream pin(kProfiles + "/h100-sxm.json");
+  nlohmann::json profile = nlohmann::json::parse(pin);
+  nlohmann::json attention = profile["gpu"]["attention"];
+  ASSERT_TRUE(attention.contains("provenance"));
+  EXPECT_EQ(attention["provenance"]["merged_from"].size(), 2u);
+  attention.erase("provenance");
+  EXPECT_EQ(attention, calib::attention_json(merged, profile["gpu"]["peak_tflops"]["bf16"].get<double>()));
+  EXPECT_EQ(profile["measurements"]["attention"], calib::attention_samples_json(merged));
+}
+
 TEST(ProfileWriter, RuntimeMemoryIsWrittenAsMeasuredAndKeptWhereAOneGpuRunCannotMeasureIt) {
   // A one-GPU run measures the context only: the communicators' figures stay from the base
   // profile and the section says so; with two GPUs every figure is this run's.

@@ -718,18 +718,26 @@ TEST(Cli, CalibrateAttentionConditionsRefusesABadIdleTimeBeforeMeasuring) {
 }
 
 TEST(Cli, CalibrateAttentionTableWritesAProfileOnlyFromGoodRuns) {
-  // One of --out and --into; --into needs runs; a run that is not one is refused with exit 2 and
-  // its file named, the profile left as it was.
+  // One of --out and --into; --into needs runs; a run that is not one, or one of another part, is
+  // refused with exit 2 and its file named, the profile left as it was.
   std::ifstream pin(kProfiles + "/h100-sxm.json");
   const std::string original((std::istreambuf_iterator<char>(pin)), std::istreambuf_iterator<char>());
   const std::string profile = write_temp("attention-into.json", original);
   const std::string not_run = write_temp("not-a-run.json", R"({"attention": []})");
+  const nlohmann::json p = nlohmann::json::parse(original);
+  nlohmann::json run_doc = {{"attention_run", p["measurements"]["attention"]},
+                            {"provenance", {{"source", "measured"}, {"device", "NVIDIA H100 80GB HBM3"}, {"date", "2026-12-07"},
+                                            {"command", "calibrate attention-table --out run.json"}}}};
+  nlohmann::json other_part = run_doc;
+  other_part["provenance"]["device"] = "NVIDIA H200";
+  const std::string h200_run = write_temp("h200-run.json", other_part.dump());
   for (const auto& [args, named] : std::vector<std::pair<std::string, std::string>>{
            {"attention-table", "either --out"},
            {"attention-table --out a.json --into " + profile, "either --out"},
            {"attention-table --into " + profile, "needs one or more run files"},
            {"attention-table --into " + profile + " " + not_run, not_run},
            {"attention-table --into " + profile + " /nonexistent-run.json", "/nonexistent-run.json"},
+           {"attention-table --into " + profile + " " + h200_run, "was measured on \"NVIDIA H200\""},
        }) {
     const Outcome r = run(args, kCalibrate);
     EXPECT_EQ(r.status, 2) << args;
@@ -739,10 +747,6 @@ TEST(Cli, CalibrateAttentionTableWritesAProfileOnlyFromGoodRuns) {
   std::ifstream after(profile);
   EXPECT_EQ(std::string((std::istreambuf_iterator<char>(after)), std::istreambuf_iterator<char>()), original);
   // A good run (the table the profile has, as one card's run) is written in, and the profile loads.
-  const nlohmann::json p = nlohmann::json::parse(original);
-  nlohmann::json run_doc = {{"attention_run", p["measurements"]["attention"]},
-                            {"provenance", {{"source", "measured"}, {"device", "NVIDIA H100 80GB HBM3"}, {"date", "2026-12-07"},
-                                            {"command", "calibrate attention-table --out run.json"}}}};
   const std::string good = write_temp("good-run.json", run_doc.dump());
   const Outcome ok = run("attention-table --into " + profile + " " + good, kCalibrate);
   ASSERT_EQ(ok.status, 0) << ok.err;
