@@ -20,9 +20,7 @@
 #include "profile_merge.h"
 #include "profile_writer.h"
 
-#ifdef TRAINSIM_HAVE_CUDA
 #include "measurements.h"
-#endif
 #ifdef TRAINSIM_HAVE_MPI
 #include "across_nodes.h"
 #endif
@@ -195,7 +193,7 @@ int main(int argc, char** argv) {
   auto* aconditions = app.add_subcommand(
       "attention-conditions", "time calibrate's attention shapes in its order, in the reverse order and each after the GPU has "
                               "been idle (a diagnostic; writes nothing)");
-  double attention_idle_ms = 300;
+  double attention_idle_ms = gpu::kAttentionIdleMs;
   aconditions->add_option("--idle-ms", attention_idle_ms, "idle time before each shape of the last pass, milliseconds (0: no such pass)");
   auto* atable = app.add_subcommand(
       "attention-table", "time calibrate's attention shapes on this GPU into a run file (--out), or write runs' per-shape medians "
@@ -279,8 +277,9 @@ int main(int argc, char** argv) {
           throw InputError(atable_runs[i], "was measured on \"" + dev + "\", the profile " + atable_into + " on \"" + part + "\"");
       }
       calib::set_attention_table(profile, calib::merge_attention_runs(samples), runs,
-                                 "each shape timed after the GPU was idle 300 ms (calibrate attention-table --out), per-shape "
-                                 "medians over these runs; replaces the table of the profile's full calibration runs",
+                                 "each shape timed after the GPU was idle " + std::to_string(static_cast<int>(gpu::kAttentionIdleMs)) +
+                                     " ms (calibrate attention-table --out), per-shape medians over these runs; replaces the table "
+                                     "of the profile's full calibration runs",
                                  command_line(argc, argv), today());
       const std::string text = profile.dump(1) + "\n";
       parse_hardware_profile(text, atable_into, default_profile_dir());  // what is written must load

@@ -168,13 +168,7 @@ AttentionSample time_attention(cublasHandle_t h, cudaStream_t st, const Attentio
   return sample;
 }
 
-// Each shape is timed after the GPU has been idle kAttentionIdleMs. Timed right after a larger
-// shape, as calibrate's order had it, a small one's forward read up to 18% slow and its backward up
-// to 14% (b = 1 after b = 8 at another head size, on an H100; the same shape timed in the reverse
-// order or after 300 ms idle agreed within 2%, and the GPT 2.7B step at b = 1 ran its attention at
-// the idle rate: calibrate/records/2026-12-07-session-58-attention-order/).
-constexpr double kAttentionIdleMs = 300;
-
+// Each shape is timed after the GPU has been idle kAttentionIdleMs (measurements.h says why).
 std::vector<AttentionSample> bench_attention(bool quick) {
   std::vector<AttentionSample> out;
   cublasHandle_t h;

@@ -117,7 +117,15 @@ enum class StepKernelTiming { burst, single, evicted, after_compute, under_load 
 // The training step's element-wise and row-wise kernels at preset models' shapes.
 std::vector<KernelSample> bench_step_kernels(bool quick, StepKernelTiming how = StepKernelTiming::burst);
 
-// calibrate's attention shapes as calibrate times them (each after the GPU has been idle a while).
+// How long calibrate leaves the GPU idle before timing each attention shape, milliseconds. Timed
+// right after a larger shape, a small one's forward read up to 18% slow and its backward up to 14%
+// (on an H100, calibrate/records/2026-12-07-session-58-attention-order/); after 300 ms idle the
+// shapes read as in the reverse order at the median (+0.4% forward, +0.2% backward; 50 of 60
+// forwards within 2%, eight more within -4% to +8%, and the two the reverse order timed after a
+// larger one -10% and -15%). 300 ms is the idle that was measured, not a tuned value; shorter was not tried.
+inline constexpr double kAttentionIdleMs = 300;
+
+// calibrate's attention shapes as calibrate times them, each after kAttentionIdleMs of idle GPU.
 std::vector<AttentionSample> bench_attention_table(bool quick);
 // calibrate's attention shapes timed three ways (a diagnostic): in calibrate's order, in the
 // reverse order, and each alone after the GPU has been idle `idle_ms` (not timed at 0). Each
