@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <map>
-#include <set>
 #include <tuple>
 
 #include "input_error.h"
 #include "profile_merge.h"
+#include "table_run.h"
 
 namespace trainsim::calib {
 
@@ -49,19 +49,12 @@ json attention_json(const std::vector<gpu::AttentionSample>& samples, double pea
 
 json attention_run_json(const std::vector<gpu::AttentionSample>& samples, const gpu::DeviceInfo& device, const std::string& command,
                         const std::string& date) {
-  json prov = {{"source", "measured"}, {"device", device.name}, {"device_count", 1}, {"driver", device.driver},
-               {"cuda", device.cuda_runtime}, {"nccl", device.nccl}, {"date", date}, {"command", command}};
-  if (!device.uuids.empty()) prov["device_uuids"] = json::array({device.uuids.front()});
-  return {{"attention_run", attention_samples_json(samples)}, {"provenance", prov}};
+  return table_run_json("attention_run", attention_samples_json(samples), device, command, date);
 }
 
 std::vector<gpu::AttentionSample> attention_run_samples(const json& run, const std::string& where) {
-  if (!run.is_object() || !run.contains("attention_run") || !run["attention_run"].is_array() || run["attention_run"].empty())
-    throw InputError(where, "is not an attention run (calibrate attention-table --out): no attention_run samples");
-  if (!run.contains("provenance") || !run["provenance"].is_object() || run["provenance"].value("source", "") != "measured")
-    throw InputError(where + ": provenance", "an attention run records where it was measured (source \"measured\")");
+  const json& rows = table_run_samples(run, "attention_run", where, "an attention run (calibrate attention-table --out)");
   std::vector<gpu::AttentionSample> out;
-  const json& rows = run["attention_run"];
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const std::string at = where + ": attention_run[" + std::to_string(i) + "]";
     const json& a = rows[i];
@@ -118,22 +111,7 @@ void set_attention_table(json& profile, const std::vector<gpu::AttentionSample>&
   if (!peak || !peak->is_number() || !(peak->get<double>() > 0))
     throw InputError("gpu.peak_tflops.bf16", "the profile needs its bf16 peak to write attention as fractions of it");
   json a = attention_json(samples, peak->get<double>());
-  // Where the table was measured: every run's card, in the form of a merged profile's provenance.
-  json prov = {{"source", "measured"}, {"date", date}, {"command", command}, {"rule", rule}};
-  json merged = json::array();
-  std::vector<std::string> uuids;
-  std::set<std::string> seen;
-  for (const json& r : runs) {
-    const json& p = r.at("provenance");
-    merged.push_back(p);
-    for (const auto& u : p.value("device_uuids", std::vector<std::string>()))
-      if (seen.insert(u).second) uuids.push_back(u);
-  }
-  const json& first = runs.at(0).at("provenance");
-  for (const char* k : {"device", "driver", "cuda", "nccl"}) prov[k] = first.value(k, std::string());
-  prov["device_count"] = 1;
-  if (!uuids.empty()) prov["device_uuids"] = uuids;
-  prov["merged_from"] = merged;
+  const json prov = merged_table_provenance(runs, rule, command, date);
   a["provenance"] = prov;
   profile["gpu"]["attention"] = a;
   if (profile.contains("measurements") && profile["measurements"].is_object())

@@ -16,9 +16,11 @@
 #include "gemm_shapes.h"
 #include "hardware_profile.h"
 #include "input_error.h"
+#include "kernel_table.h"
 #include "nccl_tests_import.h"
 #include "profile_merge.h"
 #include "profile_writer.h"
+#include "table_run.h"
 
 #include "measurements.h"
 #ifdef TRAINSIM_HAVE_MPI
@@ -129,6 +131,45 @@ int import_logs(const std::vector<std::string>& logs, const std::string& out, do
 
 }  // namespace
 
+// A table measured apart from a profile's full calibration runs (attention-table, kernel-table):
+// --out times it on this GPU into a run file (`measure` returns how many samples it wrote, 0
+// without a CUDA build); --into writes the runs' per-shape medians into a measured profile of the
+// same part (`set` replaces the table), checks that the result loads, and only then replaces the
+// file.
+template <class Measure, class Set>
+int run_table(const std::string& name, const std::string& out, const std::string& into, const std::vector<std::string>& run_files, int argc,
+              char** argv, Measure measure, Set set) {
+  if (out.empty() == into.empty()) throw InputError(name, "give either --out (measure) or --into (write)");
+  const std::string command = command_line(argc, argv);
+  if (!out.empty()) {
+    if (!run_files.empty()) throw InputError(name + " --out", "measures this GPU; run files go with --into");
+#ifdef TRAINSIM_HAVE_CUDA
+    if (!gpu::cuda_available()) {
+      std::cerr << "error: no CUDA device is visible; run " << name << " --out on the machine to be measured\n";
+      return 1;
+    }
+    const std::size_t n = measure(out, command);
+    std::printf("calibrate %s: %zu samples written to %s\n", name.c_str(), n, out.c_str());
+    return 0;
+#else
+    (void)measure;
+    std::cerr << "error: " << name << " --out needs a CUDA build\n";
+    return 1;
+#endif
+  }
+  if (run_files.empty()) throw InputError(name + " --into", "needs one or more run files (" + name + " --out)");
+  std::vector<json> runs;
+  for (const auto& f : run_files) runs.push_back(read_json(f));
+  json profile = read_json(into);
+  set(profile, runs, run_files, command);  // reads the runs' samples first: a file that is not a run is named as such
+  calib::check_runs_match_profile(profile, into, runs, run_files);
+  const std::string text = profile.dump(1) + "\n";
+  parse_hardware_profile(text, into, default_profile_dir());  // what is written must load
+  write_atomically(into, text);
+  std::printf("calibrate %s: %zu runs' medians written into %s\n", name.c_str(), runs.size(), into.c_str());
+  return 0;
+}
+
 int main(int argc, char** argv) {
   CLI::App app{"calibrate: measure GPUs and links and write a hardware profile"};
   bool quick = false;
@@ -203,6 +244,15 @@ int main(int argc, char** argv) {
   atable->add_option("--out", atable_out, "the run file to write (this GPU's times)");
   atable->add_option("--into", atable_into, "the profile whose gpu.attention the runs replace (rewritten in place)");
   atable->add_option("runs", atable_runs, "with --into: run files written by --out, one per card");
+  auto* ktable = app.add_subcommand(
+      "kernel-table", "time calibrate's element-wise and row-wise step kernels at its shapes on this GPU into a run file (--out), "
+                      "or write runs' per-shape medians into a profile's kernel table (--into), replacing the table of its full "
+                      "calibration runs");
+  std::string ktable_out, ktable_into;
+  std::vector<std::string> ktable_runs;
+  ktable->add_option("--out", ktable_out, "the run file to write (this GPU's times)");
+  ktable->add_option("--into", ktable_into, "the profile whose gpu.memory_kernels the runs replace (rewritten in place)");
+  ktable->add_option("runs", ktable_runs, "with --into: run files written by --out, one per card");
   auto* kmix = app.add_subcommand(
       "kernel-mix", "time a Llama-style layer's element-wise kernels inside a sustained mix with bf16 GEMMs (or attention), at "
                     "set shares of their time, against one call of each alone at the full clock (a diagnostic; writes nothing)");
@@ -242,50 +292,47 @@ int main(int argc, char** argv) {
     if (*kconditions) return calib::run_kernel_conditions();
     if (*aconditions) return calib::run_attention_conditions(attention_idle_ms);
     if (*atable) {
-      if (atable_out.empty() == atable_into.empty()) throw InputError("attention-table", "give either --out (measure) or --into (write)");
-      if (!atable_out.empty()) {
-        if (!atable_runs.empty()) throw InputError("attention-table --out", "measures this GPU; run files go with --into");
+      const std::string rule = "each shape timed after the GPU was idle " + std::to_string(static_cast<int>(gpu::kAttentionIdleMs)) +
+                               " ms (calibrate attention-table --out), per-shape medians over these runs; replaces the table of the "
+                               "profile's full calibration runs";
+      return run_table(
+          "attention-table", atable_out, atable_into, atable_runs, argc, argv,
+          [](const std::string& out, const std::string& command) {
 #ifdef TRAINSIM_HAVE_CUDA
-        if (!gpu::cuda_available()) {
-          std::cerr << "error: no CUDA device is visible; run attention-table --out on the machine to be measured\n";
-          return 1;
-        }
-        const auto samples = gpu::bench_attention_table(false);
-        write_atomically(atable_out, calib::attention_run_json(samples, gpu::describe_devices(), command_line(argc, argv), today()).dump(1) + "\n");
-        std::printf("calibrate attention-table: %zu shapes written to %s\n", samples.size(), atable_out.c_str());
-        return 0;
+            const auto samples = gpu::bench_attention_table(false);
+            write_atomically(out, calib::attention_run_json(samples, gpu::describe_devices(), command, today()).dump(1) + "\n");
+            return samples.size();
 #else
-        std::cerr << "error: attention-table --out needs a CUDA build\n";
-        return 1;
+            (void)out, (void)command;
+            return std::size_t{0};
 #endif
-      }
-      if (atable_runs.empty()) throw InputError("attention-table --into", "needs one or more run files (attention-table --out)");
-      std::vector<json> runs;
-      std::vector<std::vector<gpu::AttentionSample>> samples;
-      for (const auto& f : atable_runs) {
-        runs.push_back(read_json(f));
-        samples.push_back(calib::attention_run_samples(runs.back(), f));
-      }
-      json profile = read_json(atable_into);
-      if (profile.value("provenance", json::object()).value("source", "") != "measured")
-        throw InputError(atable_into, "is not a profile measured by calibrate");
-      // A run of another part would carry that part's rates into this profile.
-      const std::string part = profile["provenance"].value("device", std::string());
-      for (std::size_t i = 0; i < runs.size(); ++i) {
-        const std::string dev = runs[i]["provenance"].value("device", std::string());
-        if (dev != part)
-          throw InputError(atable_runs[i], "was measured on \"" + dev + "\", the profile " + atable_into + " on \"" + part + "\"");
-      }
-      calib::set_attention_table(profile, calib::merge_attention_runs(samples), runs,
-                                 "each shape timed after the GPU was idle " + std::to_string(static_cast<int>(gpu::kAttentionIdleMs)) +
-                                     " ms (calibrate attention-table --out), per-shape medians over these runs; replaces the table "
-                                     "of the profile's full calibration runs",
-                                 command_line(argc, argv), today());
-      const std::string text = profile.dump(1) + "\n";
-      parse_hardware_profile(text, atable_into, default_profile_dir());  // what is written must load
-      write_atomically(atable_into, text);
-      std::printf("calibrate attention-table: %zu runs' medians written into %s\n", runs.size(), atable_into.c_str());
-      return 0;
+          },
+          [&](json& profile, const std::vector<json>& runs, const std::vector<std::string>& files, const std::string& command) {
+            std::vector<std::vector<gpu::AttentionSample>> samples;
+            for (std::size_t i = 0; i < runs.size(); ++i) samples.push_back(calib::attention_run_samples(runs[i], files[i]));
+            calib::set_attention_table(profile, calib::merge_attention_runs(samples), runs, rule, command, today());
+          });
+    }
+    if (*ktable) {
+      const std::string rule = "each kernel and shape timed ten calls back to back (calibrate kernel-table --out), per-shape medians "
+                               "over these runs; replaces the table of the profile's full calibration runs";
+      return run_table(
+          "kernel-table", ktable_out, ktable_into, ktable_runs, argc, argv,
+          [](const std::string& out, const std::string& command) {
+#ifdef TRAINSIM_HAVE_CUDA
+            const auto samples = gpu::bench_step_kernels(false);
+            write_atomically(out, calib::kernel_run_json(samples, gpu::describe_devices(), command, today()).dump(1) + "\n");
+            return samples.size();
+#else
+            (void)out, (void)command;
+            return std::size_t{0};
+#endif
+          },
+          [&](json& profile, const std::vector<json>& runs, const std::vector<std::string>& files, const std::string& command) {
+            std::vector<std::vector<gpu::KernelSample>> samples;
+            for (std::size_t i = 0; i < runs.size(); ++i) samples.push_back(calib::kernel_run_samples(runs[i], files[i]));
+            calib::set_kernel_table(profile, calib::merge_kernel_runs(samples), runs, rule, command, today());
+          });
     }
     if (*kmix) return calib::run_kernel_mix(mix);
     if (*merge) {

@@ -10,7 +10,7 @@
 #include "alpha_beta_fit.h"
 #include "attention_table.h"
 #include "hardware_profile.h"
-#include "layer_ops.h"
+#include "kernel_table.h"
 
 namespace trainsim::calib {
 
@@ -172,27 +172,7 @@ json make_profile(const gpu::Measurements& m, const json& base, const std::strin
   for (const auto& b : m.bandwidth)
     if (b.kernel == "add") pts.push_back({b.bytes, b.GBps});
   g["memory_bound"] = {{"columns", {"bytes", "GBps"}}, {"points", pts}};
-  // Step kernels: achieved bandwidth is the workload model's byte count for the op over the
-  // measured time, so that the cost model divides the same bytes by it.
-  json mk = json::object();
-  for (const auto& k : m.kernels) {
-    if (k.kernel == "adam") {
-      const double params = static_cast<double>(k.tokens) * (1 << 20);
-      mk["adam"].push_back({34.0 * params, 34.0 * params / (k.time_us * 1e3), 0});  // CostModel::adam_time_s's bytes
-      continue;
-    }
-    ModelConfig cfg;
-    cfg.family = k.llama ? Family::llama : Family::gpt;
-    cfg.layers = 1; cfg.hidden = k.hidden; cfg.heads = k.heads; cfg.kv_heads = k.kv_heads > 0 ? k.kv_heads : k.heads; cfg.ffn_hidden = k.ffn;
-    cfg.vocab = k.vocab; cfg.seq_len = k.seq;
-    const OpContext ctx{cfg, 1, false, Recompute::none, k.tokens / k.seq, Precision::bf16};
-    double bytes = 0;
-    for (const LayerOps& ops : {transformer_layer_ops(ctx), embedding_ops(ctx), head_ops(ctx)})
-      for (const auto* list : {&ops.forward, &ops.backward})
-        for (const Op& op : *list)
-          if (op.kind == OpKind::memory && op.kernel == k.kernel) bytes = op.bytes;
-    if (bytes > 0) mk[k.kernel].push_back({bytes, bytes / (k.time_us * 1e3), k.hidden});
-  }
+  const json mk = memory_kernels_json(m.kernels);
   if (!mk.empty()) g["memory_kernels"] = mk;
   g["provenance"] = prov;
   const double h2d = best_bandwidth(m, "h2d", 0), d2h = best_bandwidth(m, "d2h", 0);
@@ -269,10 +249,7 @@ json make_profile(const gpu::Measurements& m, const json& base, const std::strin
   for (const auto& c : m.collectives)
     raw["collectives"].push_back({{"collective", c.collective}, {"gpus", c.gpus}, {"bytes", c.bytes}, {"time_us", c.time_us},
                                   {"algbw_GBps", c.algbw_GBps}, {"busbw_GBps", c.busbw_GBps}, {"wrong", c.wrong}});
-  for (const auto& k : m.kernels)
-    raw["step_kernels"].push_back({{"kernel", k.kernel}, {"tokens", k.tokens}, {"hidden", k.hidden}, {"ffn", k.ffn},
-                                   {"vocab", k.vocab}, {"heads", k.heads}, {"seq", k.seq}, {"kv_heads", k.kv_heads}, {"llama", k.llama},
-                                   {"time_us", k.time_us}});
+  if (!m.kernels.empty()) raw["step_kernels"] = kernel_samples_json(m.kernels);
   for (const auto& c : m.compression)
     raw["compression"].push_back({{"kernel", c.kernel}, {"bytes", c.bytes}, {"time_us", c.time_us}, {"GBps", c.GBps}, {"rel_error", c.rel_error}});
   // What this run could not measure (multi-GPU collectives and peer copies with one GPU visible,

@@ -177,6 +177,7 @@ void read_gpu(JsonFields& top, HardwareProfile& hp, bool derived) {
     JsonFields mk = g.object("memory_kernels");
     const json& obj = g.required("memory_kernels");
     for (auto it = obj.begin(); it != obj.end(); ++it) {
+      if (it.key() == "provenance") continue;  // a table measured apart (calibrate kernel-table) says where
       // [bytes, GBps, hidden] (hidden 0: any); profiles written before the hidden size was
       // recorded have [bytes, GBps].
       const json& rows = *mk.find(it.key());
@@ -186,6 +187,7 @@ void read_gpu(JsonFields& top, HardwareProfile& hp, bool derived) {
       auto& v = hp.memory_kernels[it.key()];
       std::sort(v.begin(), v.end(), [](const BandwidthPoint& a, const BandwidthPoint& b) { return a.bytes < b.bytes; });
     }
+    read_provenance(mk, "provenance", false);
     mk.finish();
   }
   hp.compute_provenance = read_provenance(g, "provenance", false);

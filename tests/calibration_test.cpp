@@ -10,6 +10,8 @@
 #include "attention_table.h"
 #include "gpu_links.h"
 #include "input_error.h"
+#include "kernel_table.h"
+#include "cost_model.h"
 #include "nccl_tests_import.h"
 #include "nccl_transport.h"
 #include "profile_merge.h"
@@ -370,6 +372,98 @@ TEST(AttentionTable, TheH100sTableIsItsTwoRecordedRunsMedians) {
   attention.erase("provenance");
   EXPECT_EQ(attention, calib::attention_json(merged, profile["gpu"]["peak_tflops"]["bf16"].get<double>()));
   EXPECT_EQ(profile["measurements"]["attention"], calib::attention_samples_json(merged));
+}
+
+TEST(KernelTable, RunsMergeByTheirPerShapeMedianAndReplaceTheProfilesTable) {
+  // The dropout-residual backward at 8,192 tokens of a 768-wide GPT layer moves 7 bytes an element
+  // (the upstream gradient read, the 1-byte mask read, the gradient written, the gradient read
+  // again for the bias gradient: 2 + 1 + 2 + 2), 7 * 8192 * 768 = 44,040,192 bytes. Times 60, 52
+  // and 56 us take the median 56 us: 44,040,192 / 56e-6 = 786.4 GB/s, and the cost model prices
+  // that op at exactly 56 us again. The 4,096-token shape only the second run has keeps its 30 us.
+  auto sample = [](int tokens, double us) {
+    gpu::KernelSample s;
+    s.kernel = "dropout_residual.bwd";
+    s.tokens = tokens, s.hidden = 768, s.ffn = 3072, s.vocab = 50257, s.heads = 12, s.seq = 2048;
+    s.time_us = us;
+    return s;
+  };
+  gpu::DeviceInfo dev;
+  dev.name = "NVIDIA H100 80GB HBM3";
+  dev.driver = "580.159.04";
+  dev.cuda_runtime = "13.0";
+  dev.nccl = "2.28.3";
+  std::vector<nlohmann::json> runs;
+  std::vector<std::vector<gpu::KernelSample>> samples;
+  const std::vector<std::vector<gpu::KernelSample>> made = {{sample(8192, 60)}, {sample(8192, 52), sample(4096, 30)}, {sample(8192, 56)}};
+  for (std::size_t i = 0; i < made.size(); ++i) {
+    dev.uuids = {"GPU-card" + std::to_string(i)};
+    runs.push_back(calib::kernel_run_json(made[i], dev, "calibrate kernel-table --out r.json", "2026-12-07"));
+    samples.push_back(calib::kernel_run_samples(runs.back(), "run" + std::to_string(i)));
+  }
+  const auto merged = calib::merge_kernel_runs(samples);
+  ASSERT_EQ(merged.size(), 2u);
+  EXPECT_DOUBLE_EQ(merged[0].time_us, 56);
+  EXPECT_EQ(merged[1].tokens, 4096);
+  EXPECT_DOUBLE_EQ(merged[1].time_us, 30);
+
+  std::ifstream in(kProfiles + "/h100-sxm.json");
+  nlohmann::json profile = nlohmann::json::parse(in);
+  calib::set_kernel_table(profile, merged, runs, "ten calls back to back", "calibrate kernel-table --into p.json", "2026-12-07");
+  const auto& mk = profile["gpu"]["memory_kernels"];
+  ASSERT_EQ(mk.size(), 2u);  // the table replaced: this kernel's rows and the provenance
+  const auto& rows = mk["dropout_residual.bwd"];
+  ASSERT_EQ(rows.size(), 2u);
+  const double bytes = 7.0 * 8192 * 768;
+  EXPECT_DOUBLE_EQ(rows[0][0].get<double>(), bytes);
+  EXPECT_NEAR(rows[0][1].get<double>(), bytes / 56e3, 1e-9);
+  EXPECT_EQ(rows[0][2].get<int>(), 768);
+  EXPECT_EQ(mk["provenance"]["merged_from"].size(), 3u);
+  EXPECT_EQ(mk["provenance"]["device_uuids"].size(), 3u);
+  EXPECT_EQ(profile["measurements"]["step_kernels"].size(), 2u);
+  const HardwareProfile hp = parse_hardware_profile(profile.dump(), "h100-sxm.json", kProfiles);
+  ASSERT_EQ(hp.memory_kernels.size(), 1u);
+  EXPECT_NEAR(CostModel(hp, Precision::bf16).kernel_time_s("dropout_residual.bwd", bytes, 768), 56e-6, 1e-12);
+
+  // What is not a run is refused, naming the file and the sample.
+  EXPECT_THROW(calib::kernel_run_samples(nlohmann::json::object(), "x.json"), InputError);
+  EXPECT_THROW(calib::attention_run_samples(runs[0], "x.json"), InputError);  // a kernel run is not an attention run
+  nlohmann::json bad = runs[0];
+  bad["kernel_run"][0]["time_us"] = 0;
+  try {
+    calib::kernel_run_samples(bad, "bad.json");
+    ADD_FAILURE() << "a zero time was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("bad.json: kernel_run[0]"), std::string::npos) << e.what();
+  }
+  bad = runs[0];
+  bad["kernel_run"][0]["tokens"] = 3000;  // not whole sequences of 2,048
+  EXPECT_THROW(calib::kernel_run_samples(bad, "bad.json"), InputError);
+  bad = runs[0];
+  bad["kernel_run"][0].erase("llama");
+  EXPECT_THROW(calib::kernel_run_samples(bad, "bad.json"), InputError);
+  bad = runs[0];
+  bad["provenance"]["source"] = "datasheet";
+  EXPECT_THROW(calib::kernel_run_samples(bad, "bad.json"), InputError);
+}
+
+TEST(KernelTable, TheMeasuredProfilesTablesAreTheirRecordedSamplesRates) {
+  // gpu.memory_kernels of each measured profile is what memory_kernels_json makes of its own raw
+  // record (measurements.step_kernels): the bytes the workload model counts for each op over the
+  // sample's time, row for row.
+  for (const char* name : {"h100-sxm", "h200-sxm"}) {
+    std::ifstream in(kProfiles + "/" + name + ".json");
+    const nlohmann::json p = nlohmann::json::parse(in);
+    std::vector<gpu::KernelSample> samples;
+    for (const auto& k : p["measurements"]["step_kernels"]) {
+      gpu::KernelSample s;
+      s.kernel = k["kernel"], s.tokens = k["tokens"], s.hidden = k["hidden"], s.ffn = k["ffn"], s.vocab = k["vocab"];
+      s.heads = k["heads"], s.seq = k["seq"], s.kv_heads = k["kv_heads"], s.llama = k["llama"], s.time_us = k["time_us"];
+      samples.push_back(s);
+    }
+    nlohmann::json table = p["gpu"]["memory_kernels"];
+    table.erase("provenance");
+    EXPECT_EQ(table, calib::memory_kernels_json(samples)) << name;
+  }
 }
 
 TEST(ProfileWriter, RuntimeMemoryIsWrittenAsMeasuredAndKeptWhereAOneGpuRunCannotMeasureIt) {

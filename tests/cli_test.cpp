@@ -755,6 +755,63 @@ TEST(Cli, CalibrateAttentionTableWritesAProfileOnlyFromGoodRuns) {
   std::filesystem::remove(profile);
 }
 
+TEST(Cli, CalibrateKernelTableWritesAProfileOnlyFromGoodRuns) {
+  // As attention-table: one of --out and --into; --into needs runs; a run that is not one, or one
+  // of another part, is refused with exit 2 and its file named, the profile left as it was.
+  std::ifstream pin(kProfiles + "/h100-sxm.json");
+  const std::string original((std::istreambuf_iterator<char>(pin)), std::istreambuf_iterator<char>());
+  const std::string profile = write_temp("kernel-into.json", original);
+  const nlohmann::json p = nlohmann::json::parse(original);
+  nlohmann::json run_doc = {{"kernel_run", p["measurements"]["step_kernels"]},
+                            {"provenance", {{"source", "measured"}, {"device", "NVIDIA H100 80GB HBM3"}, {"date", "2026-12-07"},
+                                            {"command", "calibrate kernel-table --out run.json"}}}};
+  nlohmann::json attention_run = {{"attention_run", p["measurements"]["attention"]}, {"provenance", run_doc["provenance"]}};
+  const std::string not_run = write_temp("attention-run.json", attention_run.dump());
+  nlohmann::json other_part = run_doc;
+  other_part["provenance"]["device"] = "NVIDIA H200";
+  const std::string h200_run = write_temp("h200-kernel-run.json", other_part.dump());
+  const std::string datasheet = kProfiles + "/b200-sxm.json";
+  const std::string good = write_temp("good-kernel-run.json", run_doc.dump());
+  for (const auto& [args, named] : std::vector<std::pair<std::string, std::string>>{
+           {"kernel-table", "either --out"},
+           {"kernel-table --out a.json --into " + profile, "either --out"},
+           {"kernel-table --out a.json " + good, "run files go with --into"},
+           {"kernel-table --into " + profile, "needs one or more run files"},
+           {"kernel-table --into " + profile + " " + not_run, not_run},
+           {"kernel-table --into " + profile + " /nonexistent-run.json", "/nonexistent-run.json"},
+           {"kernel-table --into " + profile + " " + h200_run, "was measured on \"NVIDIA H200\""},
+       }) {
+    const Outcome r = run(args, kCalibrate);
+    EXPECT_EQ(r.status, 2) << args;
+    EXPECT_NE(r.err.find(named), std::string::npos) << args << ": " << r.err;
+    EXPECT_TRUE(r.out.empty()) << args;
+  }
+  std::ifstream after(profile);
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(after)), std::istreambuf_iterator<char>()), original);
+  // A datasheet profile is not one calibrate measured: refused, and left as it was.
+  const std::string sheet = write_temp("datasheet-into.json", [&] {
+    std::ifstream d(datasheet);
+    return std::string((std::istreambuf_iterator<char>(d)), std::istreambuf_iterator<char>());
+  }());
+  const Outcome r = run("kernel-table --into " + sheet + " " + good, kCalibrate);
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("is not a profile measured by calibrate"), std::string::npos) << r.err;
+  // A good run (the table the profile has, as one card's run) is written in: the same rates, and
+  // the table's own provenance.
+  const Outcome ok = run("kernel-table --into " + profile + " " + good, kCalibrate);
+  ASSERT_EQ(ok.status, 0) << ok.err;
+  const trainsim::HardwareProfile before = trainsim::load_hardware_profile(kProfiles + "/h100-sxm.json", kProfiles);
+  const trainsim::HardwareProfile hp = trainsim::load_hardware_profile(profile, kProfiles);
+  ASSERT_EQ(hp.memory_kernels.size(), before.memory_kernels.size());
+  for (const auto& [k, rows] : before.memory_kernels) {
+    ASSERT_EQ(hp.memory_kernels.at(k).size(), rows.size()) << k;
+    for (std::size_t i = 0; i < rows.size(); ++i) EXPECT_DOUBLE_EQ(hp.memory_kernels.at(k)[i].GBps, rows[i].GBps) << k;
+  }
+  std::ifstream written(profile);
+  EXPECT_EQ(nlohmann::json::parse(written)["gpu"]["memory_kernels"]["provenance"]["merged_from"].size(), 1u);
+  std::filesystem::remove(profile);
+}
+
 TEST(Cli, GemmShapesListWhatAScenarioRunsAndCalibrateReadsThem) {
   // planner gemm-shapes: a comment naming the scenario, its models and (tp, micro-batch) pairs and
   // the count, then one shape a line, each once; calibrate --extra-shapes reads that format back.

@@ -1,0 +1,36 @@
+#pragma once
+// A profile's step-kernel table measured on its own (calibrate kernel-table): each card's run of
+// calibrate's element-wise and row-wise kernels at its shapes, then the runs' per-shape medians
+// written into a profile's gpu.memory_kernels with their own provenance, replacing the table of
+// the profile's full calibration runs. For a table measured at more shapes than those runs were,
+// without measuring everything else again.
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "measurements.h"
+
+namespace trainsim::calib {
+
+// One card's run: its samples and where and how they were measured.
+nlohmann::json kernel_run_json(const std::vector<gpu::KernelSample>& samples, const gpu::DeviceInfo& device,
+                               const std::string& command, const std::string& date);
+// The samples of a run written by kernel_run_json; throws InputError naming `where` and the field
+// when it is not one.
+std::vector<gpu::KernelSample> kernel_run_samples(const nlohmann::json& run, const std::string& where);
+// Per kernel and shape (tokens, hidden, ffn, vocab, heads, K/V heads, family), the median of the
+// runs' times (median_of_runs, as calibrate merge takes them); in the first run's order, then any
+// the first lacks.
+std::vector<gpu::KernelSample> merge_kernel_runs(const std::vector<std::vector<gpu::KernelSample>>& runs);
+// The profile's gpu.memory_kernels from the samples, with provenance listing every run's card, and
+// its raw measurements.step_kernels. Throws InputError if no samples are given.
+void set_kernel_table(nlohmann::json& profile, const std::vector<gpu::KernelSample>& samples, const std::vector<nlohmann::json>& runs,
+                      const std::string& rule, const std::string& command, const std::string& date);
+// gpu.memory_kernels from samples: per kernel, rows of [bytes, GB/s, hidden], the bytes the
+// workload model counts for the op at the sample's shape over its measured time (so that the cost
+// model divides the same bytes by it).
+nlohmann::json memory_kernels_json(const std::vector<gpu::KernelSample>& samples);
+// The raw record of the samples (measurements.step_kernels).
+nlohmann::json kernel_samples_json(const std::vector<gpu::KernelSample>& samples);
+
+}  // namespace trainsim::calib

@@ -1,0 +1,56 @@
+#include "table_run.h"
+
+#include <set>
+
+#include "input_error.h"
+
+namespace trainsim::calib {
+
+using json = nlohmann::json;
+
+json table_run_json(const char* key, json samples, const gpu::DeviceInfo& device, const std::string& command, const std::string& date) {
+  json prov = {{"source", "measured"}, {"device", device.name}, {"device_count", 1}, {"driver", device.driver},
+               {"cuda", device.cuda_runtime}, {"nccl", device.nccl}, {"date", date}, {"command", command}};
+  if (!device.uuids.empty()) prov["device_uuids"] = json::array({device.uuids.front()});
+  return {{key, std::move(samples)}, {"provenance", prov}};
+}
+
+const json& table_run_samples(const json& run, const char* key, const std::string& where, const std::string& what) {
+  if (!run.is_object() || !run.contains(key) || !run[key].is_array() || run[key].empty())
+    throw InputError(where, "is not " + what + ": no " + key + " samples");
+  if (!run.contains("provenance") || !run["provenance"].is_object() || run["provenance"].value("source", "") != "measured")
+    throw InputError(where + ": provenance", "a run records where it was measured (source \"measured\")");
+  return run[key];
+}
+
+void check_runs_match_profile(const json& profile, const std::string& profile_path, const std::vector<json>& runs,
+                              const std::vector<std::string>& run_paths) {
+  if (!profile.is_object() || profile.value("provenance", json::object()).value("source", "") != "measured")
+    throw InputError(profile_path, "is not a profile measured by calibrate");
+  const std::string part = profile["provenance"].value("device", std::string());
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const std::string dev = runs[i]["provenance"].value("device", std::string());
+    if (dev != part) throw InputError(run_paths.at(i), "was measured on \"" + dev + "\", the profile " + profile_path + " on \"" + part + "\"");
+  }
+}
+
+json merged_table_provenance(const std::vector<json>& runs, const std::string& rule, const std::string& command, const std::string& date) {
+  json prov = {{"source", "measured"}, {"date", date}, {"command", command}, {"rule", rule}};
+  json merged = json::array();
+  std::vector<std::string> uuids;
+  std::set<std::string> seen;
+  for (const json& r : runs) {
+    const json& p = r.at("provenance");
+    merged.push_back(p);
+    for (const auto& u : p.value("device_uuids", std::vector<std::string>()))
+      if (seen.insert(u).second) uuids.push_back(u);
+  }
+  const json& first = runs.at(0).at("provenance");
+  for (const char* k : {"device", "driver", "cuda", "nccl"}) prov[k] = first.value(k, std::string());
+  prov["device_count"] = 1;
+  if (!uuids.empty()) prov["device_uuids"] = uuids;
+  prov["merged_from"] = merged;
+  return prov;
+}
+
+}  // namespace trainsim::calib

@@ -1,0 +1,29 @@
+#pragma once
+// A table of a profile measured apart from the profile's full calibration runs (calibrate
+// attention-table, calibrate kernel-table): each card's run is a file of samples with the
+// provenance of where and how they were timed; the runs' per-sample medians replace the profile's
+// table, which then carries its own provenance listing every run.
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "measurements.h"
+
+namespace trainsim::calib {
+
+// A run file: `samples` under `key` beside the provenance of this card (one GPU, its UUID).
+nlohmann::json table_run_json(const char* key, nlohmann::json samples, const gpu::DeviceInfo& device, const std::string& command,
+                              const std::string& date);
+// The samples array of a run file written by table_run_json under `key`; throws InputError
+// naming `where` when the file is not such a run (`what` names the run's kind and its command).
+const nlohmann::json& table_run_samples(const nlohmann::json& run, const char* key, const std::string& where, const std::string& what);
+// Throws InputError unless `profile` was measured by calibrate and every run on the same part
+// (a run of another part would carry that part's rates into the profile).
+void check_runs_match_profile(const nlohmann::json& profile, const std::string& profile_path, const std::vector<nlohmann::json>& runs,
+                              const std::vector<std::string>& run_paths);
+// The provenance of a table merged from runs: the first run's device, driver, CUDA and NCCL,
+// every run's card, the rule and command that wrote it, and each run's provenance in merged_from.
+nlohmann::json merged_table_provenance(const std::vector<nlohmann::json>& runs, const std::string& rule, const std::string& command,
+                                       const std::string& date);
+
+}  // namespace trainsim::calib
