@@ -1,7 +1,6 @@
 #include "attention_table.h"
 
 #include <algorithm>
-#include <map>
 #include <tuple>
 
 #include "input_error.h"
@@ -78,17 +77,7 @@ std::vector<gpu::AttentionSample> attention_run_samples(const json& run, const s
 }
 
 std::vector<gpu::AttentionSample> merge_attention_runs(const std::vector<std::vector<gpu::AttentionSample>>& runs) {
-  std::map<Key, std::vector<const gpu::AttentionSample*>> by_shape;
-  std::vector<Key> order;
-  for (const auto& run : runs)
-    for (const auto& s : run) {
-      auto& list = by_shape[key_of(s)];
-      if (list.empty()) order.push_back(key_of(s));
-      list.push_back(&s);
-    }
-  std::vector<gpu::AttentionSample> out;
-  for (const Key& k : order) {
-    const auto& list = by_shape[k];
+  return merge_runs(runs, key_of, [](const std::vector<const gpu::AttentionSample*>& list) {
     std::vector<double> f, b;
     for (const auto* s : list) f.push_back(s->fwd_us), b.push_back(s->bwd_us);
     gpu::AttentionSample m = *list.front();
@@ -97,9 +86,8 @@ std::vector<gpu::AttentionSample> merge_attention_runs(const std::vector<std::ve
     m.bwd_us = median_of_runs(b);
     m.fwd_tflops = flops / (m.fwd_us * 1e6);
     m.bwd_tflops = 2 * flops / (m.bwd_us * 1e6);
-    out.push_back(m);
-  }
-  return out;
+    return m;
+  });
 }
 
 void set_attention_table(json& profile, const std::vector<gpu::AttentionSample>& samples, const std::vector<json>& runs,

@@ -132,13 +132,27 @@ int import_logs(const std::vector<std::string>& logs, const std::string& out, do
 }  // namespace
 
 // A table measured apart from a profile's full calibration runs (attention-table, kernel-table):
-// --out times it on this GPU into a run file (`measure` returns how many samples it wrote, 0
-// without a CUDA build); --into writes the runs' per-shape medians into a measured profile of the
-// same part (`set` replaces the table), checks that the result loads, and only then replaces the
-// file.
-template <class Measure, class Set>
-int run_table(const std::string& name, const std::string& out, const std::string& into, const std::vector<std::string>& run_files, int argc,
-              char** argv, Measure measure, Set set) {
+// how one card's samples are timed, written to a run file, read back, merged and set into a
+// profile.
+template <class Sample>
+struct TableKind {
+  std::string name;  // the subcommand
+  std::vector<Sample> (*bench)();  // null without a CUDA build
+  nlohmann::json (*run_json)(const std::vector<Sample>&, const gpu::DeviceInfo&, const std::string&, const std::string&);
+  std::vector<Sample> (*read_run)(const nlohmann::json&, const std::string&);
+  std::vector<Sample> (*merge)(const std::vector<std::vector<Sample>>&);
+  void (*set)(nlohmann::json&, const std::vector<Sample>&, const std::vector<nlohmann::json>&, const std::string&, const std::string&,
+              const std::string&);
+  std::string rule;  // how the merged table was measured, for its provenance
+};
+
+// --out times the table on this GPU into a run file; --into writes the runs' per-shape medians
+// into a measured profile of the same part, checks that the result loads, and only then replaces
+// the file.
+template <class Sample>
+int run_table(const TableKind<Sample>& kind, const std::string& out, const std::string& into, const std::vector<std::string>& run_files,
+              int argc, char** argv) {
+  const std::string& name = kind.name;
   if (out.empty() == into.empty()) throw InputError(name, "give either --out (measure) or --into (write)");
   const std::string command = command_line(argc, argv);
   if (!out.empty()) {
@@ -148,21 +162,25 @@ int run_table(const std::string& name, const std::string& out, const std::string
       std::cerr << "error: no CUDA device is visible; run " << name << " --out on the machine to be measured\n";
       return 1;
     }
-    const std::size_t n = measure(out, command);
-    std::printf("calibrate %s: %zu samples written to %s\n", name.c_str(), n, out.c_str());
+    const auto samples = kind.bench();
+    write_atomically(out, kind.run_json(samples, gpu::describe_devices(), command, today()).dump(1) + "\n");
+    std::printf("calibrate %s: %zu samples written to %s\n", name.c_str(), samples.size(), out.c_str());
     return 0;
 #else
-    (void)measure;
     std::cerr << "error: " << name << " --out needs a CUDA build\n";
     return 1;
 #endif
   }
   if (run_files.empty()) throw InputError(name + " --into", "needs one or more run files (" + name + " --out)");
   std::vector<json> runs;
-  for (const auto& f : run_files) runs.push_back(read_json(f));
+  std::vector<std::vector<Sample>> samples;
+  for (const auto& f : run_files) {
+    runs.push_back(read_json(f));
+    samples.push_back(kind.read_run(runs.back(), f));
+  }
   json profile = read_json(into);
-  set(profile, runs, run_files, command);  // reads the runs' samples first: a file that is not a run is named as such
   calib::check_runs_match_profile(profile, into, runs, run_files);
+  kind.set(profile, kind.merge(samples), runs, kind.rule, command, today());
   const std::string text = profile.dump(1) + "\n";
   parse_hardware_profile(text, into, default_profile_dir());  // what is written must load
   write_atomically(into, text);
@@ -292,47 +310,31 @@ int main(int argc, char** argv) {
     if (*kconditions) return calib::run_kernel_conditions();
     if (*aconditions) return calib::run_attention_conditions(attention_idle_ms);
     if (*atable) {
-      const std::string rule = "each shape timed after the GPU was idle " + std::to_string(static_cast<int>(gpu::kAttentionIdleMs)) +
-                               " ms (calibrate attention-table --out), per-shape medians over these runs; replaces the table of the "
-                               "profile's full calibration runs";
-      return run_table(
-          "attention-table", atable_out, atable_into, atable_runs, argc, argv,
-          [](const std::string& out, const std::string& command) {
+      const TableKind<gpu::AttentionSample> kind{
+          "attention-table",
 #ifdef TRAINSIM_HAVE_CUDA
-            const auto samples = gpu::bench_attention_table(false);
-            write_atomically(out, calib::attention_run_json(samples, gpu::describe_devices(), command, today()).dump(1) + "\n");
-            return samples.size();
+          [] { return gpu::bench_attention_table(false); },
 #else
-            (void)out, (void)command;
-            return std::size_t{0};
+          nullptr,
 #endif
-          },
-          [&](json& profile, const std::vector<json>& runs, const std::vector<std::string>& files, const std::string& command) {
-            std::vector<std::vector<gpu::AttentionSample>> samples;
-            for (std::size_t i = 0; i < runs.size(); ++i) samples.push_back(calib::attention_run_samples(runs[i], files[i]));
-            calib::set_attention_table(profile, calib::merge_attention_runs(samples), runs, rule, command, today());
-          });
+          calib::attention_run_json, calib::attention_run_samples, calib::merge_attention_runs, calib::set_attention_table,
+          "each shape timed after the GPU was idle " + std::to_string(static_cast<int>(gpu::kAttentionIdleMs)) +
+              " ms (calibrate attention-table --out), per-shape medians over these runs; replaces the table of the profile's full "
+              "calibration runs"};
+      return run_table(kind, atable_out, atable_into, atable_runs, argc, argv);
     }
     if (*ktable) {
-      const std::string rule = "each kernel and shape timed ten calls back to back (calibrate kernel-table --out), per-shape medians "
-                               "over these runs; replaces the table of the profile's full calibration runs";
-      return run_table(
-          "kernel-table", ktable_out, ktable_into, ktable_runs, argc, argv,
-          [](const std::string& out, const std::string& command) {
+      const TableKind<gpu::KernelSample> kind{
+          "kernel-table",
 #ifdef TRAINSIM_HAVE_CUDA
-            const auto samples = gpu::bench_step_kernels(false);
-            write_atomically(out, calib::kernel_run_json(samples, gpu::describe_devices(), command, today()).dump(1) + "\n");
-            return samples.size();
+          [] { return gpu::bench_step_kernels(false); },
 #else
-            (void)out, (void)command;
-            return std::size_t{0};
+          nullptr,
 #endif
-          },
-          [&](json& profile, const std::vector<json>& runs, const std::vector<std::string>& files, const std::string& command) {
-            std::vector<std::vector<gpu::KernelSample>> samples;
-            for (std::size_t i = 0; i < runs.size(); ++i) samples.push_back(calib::kernel_run_samples(runs[i], files[i]));
-            calib::set_kernel_table(profile, calib::merge_kernel_runs(samples), runs, rule, command, today());
-          });
+          calib::kernel_run_json, calib::kernel_run_samples, calib::merge_kernel_runs, calib::set_kernel_table,
+          "each kernel and shape timed ten calls back to back (calibrate kernel-table --out), per-shape medians over these runs; "
+          "replaces the table of the profile's full calibration runs"};
+      return run_table(kind, ktable_out, ktable_into, ktable_runs, argc, argv);
     }
     if (*kmix) return calib::run_kernel_mix(mix);
     if (*merge) {

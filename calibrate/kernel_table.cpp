@@ -1,6 +1,5 @@
 #include "kernel_table.h"
 
-#include <map>
 #include <tuple>
 
 #include "input_error.h"
@@ -84,24 +83,13 @@ std::vector<gpu::KernelSample> kernel_run_samples(const json& run, const std::st
 }
 
 std::vector<gpu::KernelSample> merge_kernel_runs(const std::vector<std::vector<gpu::KernelSample>>& runs) {
-  std::map<Key, std::vector<const gpu::KernelSample*>> by_shape;
-  std::vector<Key> order;
-  for (const auto& run : runs)
-    for (const auto& s : run) {
-      auto& list = by_shape[key_of(s)];
-      if (list.empty()) order.push_back(key_of(s));
-      list.push_back(&s);
-    }
-  std::vector<gpu::KernelSample> out;
-  for (const Key& k : order) {
-    const auto& list = by_shape[k];
+  return merge_runs(runs, key_of, [](const std::vector<const gpu::KernelSample*>& list) {
     std::vector<double> t;
     for (const auto* s : list) t.push_back(s->time_us);
     gpu::KernelSample m = *list.front();
     m.time_us = median_of_runs(t);
-    out.push_back(m);
-  }
-  return out;
+    return m;
+  });
 }
 
 void set_kernel_table(json& profile, const std::vector<gpu::KernelSample>& samples, const std::vector<json>& runs, const std::string& rule,

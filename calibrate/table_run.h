@@ -3,8 +3,10 @@
 // attention-table, calibrate kernel-table): each card's run is a file of samples with the
 // provenance of where and how they were timed; the runs' per-sample medians replace the profile's
 // table, which then carries its own provenance listing every run.
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "measurements.h"
@@ -25,5 +27,23 @@ void check_runs_match_profile(const nlohmann::json& profile, const std::string& 
 // every run's card, the rule and command that wrote it, and each run's provenance in merged_from.
 nlohmann::json merged_table_provenance(const std::vector<nlohmann::json>& runs, const std::string& rule, const std::string& command,
                                        const std::string& date);
+
+// The runs' samples grouped by what was measured (`key_of`), each group made one sample by
+// `merged(samples)`; in the order the keys first appear, the first run's first.
+template <class Sample, class KeyOf, class Merged>
+std::vector<Sample> merge_runs(const std::vector<std::vector<Sample>>& runs, KeyOf key_of, Merged merged) {
+  using Key = decltype(key_of(std::declval<const Sample&>()));
+  std::map<Key, std::vector<const Sample*>> by_key;
+  std::vector<Key> order;
+  for (const auto& run : runs)
+    for (const Sample& s : run) {
+      auto& list = by_key[key_of(s)];
+      if (list.empty()) order.push_back(key_of(s));
+      list.push_back(&s);
+    }
+  std::vector<Sample> out;
+  for (const Key& k : order) out.push_back(merged(by_key.at(k)));
+  return out;
+}
 
 }  // namespace trainsim::calib

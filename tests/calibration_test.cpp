@@ -287,6 +287,16 @@ TEST(ProfileMerge, EachSampleTakesTheMedianOfItsRuns) {
   EXPECT_FALSE(merged["provenance"].contains("device_uuids"));
 }
 
+// A card as calibrate describes an H100 (its UUID set by each test).
+static gpu::DeviceInfo h100_card() {
+  gpu::DeviceInfo dev;
+  dev.name = "NVIDIA H100 80GB HBM3";
+  dev.driver = "580.159.04";
+  dev.cuda_runtime = "13.0";
+  dev.nccl = "2.28.3";
+  return dev;
+}
+
 TEST(AttentionTable, RunsMergeByTheirPerShapeMedianAndReplaceTheProfilesTable) {
   // Three cards' runs of one GPT shape (b 1, 32 heads of 80, 2,048 tokens, dropout): its forward
   // FLOP count is 4 b h s^2 d = 4 * 32 * 2048^2 * 80 = 42.95 GFLOP, the backward twice that. Times
@@ -299,11 +309,7 @@ TEST(AttentionTable, RunsMergeByTheirPerShapeMedianAndReplaceTheProfilesTable) {
     s.dropout = true;
     return s;
   };
-  gpu::DeviceInfo dev;
-  dev.name = "NVIDIA H100 80GB HBM3";
-  dev.driver = "580.159.04";
-  dev.cuda_runtime = "13.0";
-  dev.nccl = "2.28.3";
+  gpu::DeviceInfo dev = h100_card();
   std::vector<nlohmann::json> runs;
   std::vector<std::vector<gpu::AttentionSample>> samples;
   const std::vector<std::vector<gpu::AttentionSample>> made = {
@@ -387,11 +393,7 @@ TEST(KernelTable, RunsMergeByTheirPerShapeMedianAndReplaceTheProfilesTable) {
     s.time_us = us;
     return s;
   };
-  gpu::DeviceInfo dev;
-  dev.name = "NVIDIA H100 80GB HBM3";
-  dev.driver = "580.159.04";
-  dev.cuda_runtime = "13.0";
-  dev.nccl = "2.28.3";
+  gpu::DeviceInfo dev = h100_card();
   std::vector<nlohmann::json> runs;
   std::vector<std::vector<gpu::KernelSample>> samples;
   const std::vector<std::vector<gpu::KernelSample>> made = {{sample(8192, 60)}, {sample(8192, 52), sample(4096, 30)}, {sample(8192, 56)}};

@@ -707,6 +707,16 @@ TEST(Cli, CalibrateGemmConditionsRefusesBadShapesBeforeMeasuring) {
   }
 }
 
+// Each calibrate command line exits 2 with a message naming what it refuses, and prints nothing.
+static void expect_calibrate_refuses(const std::vector<std::pair<std::string, std::string>>& cases) {
+  for (const auto& [args, named] : cases) {
+    const Outcome r = run(args, kCalibrate);
+    EXPECT_EQ(r.status, 2) << args;
+    EXPECT_NE(r.err.find(named), std::string::npos) << args << ": " << r.err;
+    EXPECT_TRUE(r.out.empty()) << args;
+  }
+}
+
 TEST(Cli, CalibrateAttentionConditionsRefusesABadIdleTimeBeforeMeasuring) {
   for (const std::string args : {"attention-conditions --idle-ms -5", "attention-conditions --idle-ms 20000",
                                  "attention-conditions --idle-ms nan"}) {
@@ -731,19 +741,14 @@ TEST(Cli, CalibrateAttentionTableWritesAProfileOnlyFromGoodRuns) {
   nlohmann::json other_part = run_doc;
   other_part["provenance"]["device"] = "NVIDIA H200";
   const std::string h200_run = write_temp("h200-run.json", other_part.dump());
-  for (const auto& [args, named] : std::vector<std::pair<std::string, std::string>>{
+  expect_calibrate_refuses({
            {"attention-table", "either --out"},
            {"attention-table --out a.json --into " + profile, "either --out"},
            {"attention-table --into " + profile, "needs one or more run files"},
            {"attention-table --into " + profile + " " + not_run, not_run},
            {"attention-table --into " + profile + " /nonexistent-run.json", "/nonexistent-run.json"},
            {"attention-table --into " + profile + " " + h200_run, "was measured on \"NVIDIA H200\""},
-       }) {
-    const Outcome r = run(args, kCalibrate);
-    EXPECT_EQ(r.status, 2) << args;
-    EXPECT_NE(r.err.find(named), std::string::npos) << args << ": " << r.err;
-    EXPECT_TRUE(r.out.empty()) << args;
-  }
+       });
   std::ifstream after(profile);
   EXPECT_EQ(std::string((std::istreambuf_iterator<char>(after)), std::istreambuf_iterator<char>()), original);
   // A good run (the table the profile has, as one card's run) is written in, and the profile loads.
@@ -772,7 +777,7 @@ TEST(Cli, CalibrateKernelTableWritesAProfileOnlyFromGoodRuns) {
   const std::string h200_run = write_temp("h200-kernel-run.json", other_part.dump());
   const std::string datasheet = kProfiles + "/b200-sxm.json";
   const std::string good = write_temp("good-kernel-run.json", run_doc.dump());
-  for (const auto& [args, named] : std::vector<std::pair<std::string, std::string>>{
+  expect_calibrate_refuses({
            {"kernel-table", "either --out"},
            {"kernel-table --out a.json --into " + profile, "either --out"},
            {"kernel-table --out a.json " + good, "run files go with --into"},
@@ -780,12 +785,7 @@ TEST(Cli, CalibrateKernelTableWritesAProfileOnlyFromGoodRuns) {
            {"kernel-table --into " + profile + " " + not_run, not_run},
            {"kernel-table --into " + profile + " /nonexistent-run.json", "/nonexistent-run.json"},
            {"kernel-table --into " + profile + " " + h200_run, "was measured on \"NVIDIA H200\""},
-       }) {
-    const Outcome r = run(args, kCalibrate);
-    EXPECT_EQ(r.status, 2) << args;
-    EXPECT_NE(r.err.find(named), std::string::npos) << args << ": " << r.err;
-    EXPECT_TRUE(r.out.empty()) << args;
-  }
+       });
   std::ifstream after(profile);
   EXPECT_EQ(std::string((std::istreambuf_iterator<char>(after)), std::istreambuf_iterator<char>()), original);
   // A datasheet profile is not one calibrate measured: refused, and left as it was.
