@@ -327,7 +327,7 @@ int main(int argc, char** argv) {
       const TableKind<gpu::KernelSample> kind{
           "kernel-table",
 #ifdef TRAINSIM_HAVE_CUDA
-          [] { return gpu::bench_step_kernels(false); },
+          [] { return gpu::bench_step_kernels(gpu::StepKernelShapes::dense); },
 #else
           nullptr,
 #endif

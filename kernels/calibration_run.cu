@@ -232,16 +232,22 @@ __global__ void fma_spin_kernel(float* out, int iters) {
 
 // The element-wise and row-wise kernels of a GPT training step (kernels/runner_kernels.cu), each
 // timed alone at the shapes of a few preset models and micro-batches.
-std::vector<KernelSample> bench_step_kernels(bool quick, StepKernelTiming how) {
+std::vector<KernelSample> bench_step_kernels(StepKernelShapes which, StepKernelTiming how) {
   struct Shape { int T, h, V; };
-  // Every hidden size of GPT-3's models up to 6.7B at 2,048 to 16,384 tokens (one to eight
-  // sequences). A kernel's rate need not be monotonic in tokens at one hidden size: timed inside
-  // GPT steps, the dropout-residual backward at 768 wide ran faster at 8,192 tokens than the table
-  // had it at both 2,048 and 16,384, so a table with only those two priced it 25% long there.
+  const bool quick = which == StepKernelShapes::quick;
+  const Shape quick_shapes[] = {{2048, 768, 50257}, {4096, 2048, 50257}};
+  const Shape profile_shapes[] = {{2048, 768, 50257},  {16384, 768, 50257},  {8192, 1536, 50257}, {16384, 1536, 50257},
+                                  {4096, 2048, 50257}, {8192, 2048, 50257},  {16384, 2048, 50257}, {4096, 2560, 50257},
+                                  {16384, 2560, 50257}, {2048, 4096, 50257}, {8192, 4096, 50257}};
   std::vector<Shape> shapes;
   if (quick) {
-    shapes = {{2048, 768, 50257}, {4096, 2048, 50257}};
+    for (const Shape& sh : quick_shapes) shapes.push_back(sh);
+  } else if (which == StepKernelShapes::profile) {
+    for (const Shape& sh : profile_shapes) shapes.push_back(sh);
   } else {
+    // A kernel's rate need not be monotonic in tokens at one hidden size: timed inside GPT steps,
+    // the dropout-residual backward at 768 wide ran faster at 8,192 tokens than the profile
+    // table had it at both 2,048 and 16,384.
     for (int h : {768, 1024, 1536, 2048, 2560, 4096})
       for (int T : {2048, 4096, 8192, 16384}) shapes.push_back({T, h, 50257});
   }
@@ -477,7 +483,7 @@ Measurements run_calibration(const CalibrationPlan& plan) {
   std::fprintf(stderr, "calibrate: memory and host copies done (%.0f s)\n", stage_s());
   m.attention = bench_attention(quick);
   m.compression = bench_compression(quick);
-  m.kernels = bench_step_kernels(quick);
+  m.kernels = bench_step_kernels(quick ? StepKernelShapes::quick : StepKernelShapes::profile);
   std::fprintf(stderr, "calibrate: attention and compression done (%.0f s)\n", stage_s());
   if (m.device.count >= 2) {
     auto p2p = bench_peer_copies(m.device.count);

@@ -114,8 +114,13 @@ struct CalibrationPlan {
 // between events right after four 8192^3 bf16 GEMMs, 400 of them run first: the power-capped
 // clock that a training step's GEMMs hold the GPU at.
 enum class StepKernelTiming { burst, single, evicted, after_compute, under_load };
-// The training step's element-wise and row-wise kernels at preset models' shapes.
-std::vector<KernelSample> bench_step_kernels(bool quick, StepKernelTiming how = StepKernelTiming::burst);
+// Which shapes bench_step_kernels times the GPT-style kernels at: `quick`, two; `profile`, the
+// eleven the measured profiles were calibrated with; `dense`, every hidden size of GPT-3's models
+// to 6.7B at 2,048, 4,096, 8,192 and 16,384 tokens (24; calibrate kernel-table, kernel-conditions).
+enum class StepKernelShapes { quick, profile, dense };
+// The training step's element-wise and row-wise kernels at preset models' shapes (the Llama-style
+// ones at five shapes, two with `quick`).
+std::vector<KernelSample> bench_step_kernels(StepKernelShapes shapes, StepKernelTiming how = StepKernelTiming::burst);
 
 // How long calibrate leaves the GPU idle before timing each attention shape, milliseconds. Timed
 // right after a larger shape, a small one's forward read up to 18% slow and its backward up to 14%
