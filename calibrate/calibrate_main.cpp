@@ -6,6 +6,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -137,13 +138,14 @@ int import_logs(const std::vector<std::string>& logs, const std::string& out, do
 template <class Sample>
 struct TableKind {
   std::string name;  // the subcommand
-  std::vector<Sample> (*bench)();  // null without a CUDA build
-  nlohmann::json (*run_json)(const std::vector<Sample>&, const gpu::DeviceInfo&, const std::string&, const std::string&);
+  std::function<std::vector<Sample>()> bench;  // empty without a CUDA build
+  std::function<nlohmann::json(const std::vector<Sample>&, const gpu::DeviceInfo&, const std::string&, const std::string&)> run_json;
   std::vector<Sample> (*read_run)(const nlohmann::json&, const std::string&);
   std::vector<Sample> (*merge)(const std::vector<std::vector<Sample>>&);
   void (*set)(nlohmann::json&, const std::vector<Sample>&, const std::vector<nlohmann::json>&, const std::string&, const std::string&,
               const std::string&);
-  std::string rule;  // how the merged table was measured, for its provenance
+  // How the merged table was measured, for its provenance, from its runs (and their files).
+  std::function<std::string(const std::vector<nlohmann::json>&, const std::vector<std::string>&)> rule;
 };
 
 // --out times the table on this GPU into a run file; --into writes the runs' per-shape medians
@@ -180,7 +182,7 @@ int run_table(const TableKind<Sample>& kind, const std::string& out, const std::
   }
   json profile = read_json(into);
   calib::check_runs_match_profile(profile, into, runs, run_files);
-  kind.set(profile, kind.merge(samples), runs, kind.rule, command, today());
+  kind.set(profile, kind.merge(samples), runs, kind.rule(runs, run_files), command, today());
   const std::string text = profile.dump(1) + "\n";
   parse_hardware_profile(text, into, default_profile_dir());  // what is written must load
   write_atomically(into, text);
@@ -271,6 +273,18 @@ int main(int argc, char** argv) {
   ktable->add_option("--out", ktable_out, "the run file to write (this GPU's times)");
   ktable->add_option("--into", ktable_into, "the profile whose gpu.memory_kernels the runs replace (rewritten in place)");
   ktable->add_option("runs", ktable_runs, "with --into: run files written by --out, one per card");
+  std::string ktable_timing = "burst", ktable_shapes = "dense";
+  struct {
+    gpu::StepKernelTiming timing = gpu::StepKernelTiming::burst;
+    gpu::StepKernelShapes shapes = gpu::StepKernelShapes::dense;
+  } ktable_method;
+  auto* ktable_timing_opt = ktable->add_option(
+      "--timing", ktable_timing,
+      "with --out, how each kernel is timed: burst (ten calls back to back, as a full calibrate does; the default), single (one "
+      "call between events), evicted (one call after its operands are evicted from L2), after-compute, under-load (one call "
+      "right after sustained GEMMs)");
+  auto* ktable_shapes_opt = ktable->add_option(
+      "--shapes", ktable_shapes, "with --out, the GPT-style kernels' shapes: dense (24; the default) or profile (a full calibrate's 11)");
   auto* kmix = app.add_subcommand(
       "kernel-mix", "time a Llama-style layer's element-wise kernels inside a sustained mix with bf16 GEMMs (or attention), at "
                     "set shares of their time, against one call of each alone at the full clock (a diagnostic; writes nothing)");
@@ -318,22 +332,32 @@ int main(int argc, char** argv) {
           nullptr,
 #endif
           calib::attention_run_json, calib::attention_run_samples, calib::merge_attention_runs, calib::set_attention_table,
-          "each shape timed after the GPU was idle " + std::to_string(static_cast<int>(gpu::kAttentionIdleMs)) +
-              " ms (calibrate attention-table --out), per-shape medians over these runs; replaces the table of the profile's full "
-              "calibration runs"};
+          [](const std::vector<json>&, const std::vector<std::string>&) {
+            return "each shape timed after the GPU was idle " + std::to_string(static_cast<int>(gpu::kAttentionIdleMs)) +
+                   " ms (calibrate attention-table --out), per-shape medians over these runs; replaces the table of the profile's "
+                   "full calibration runs";
+          }};
       return run_table(kind, atable_out, atable_into, atable_runs, argc, argv);
     }
     if (*ktable) {
+      if (!ktable_out.empty()) {  // named before anything is timed
+        ktable_method.timing = calib::parse_kernel_timing(ktable_timing, "kernel-table --timing");
+        ktable_method.shapes = calib::parse_kernel_shapes(ktable_shapes, "kernel-table --shapes");
+      } else if (ktable_timing_opt->count() + ktable_shapes_opt->count() > 0) {
+        throw InputError(ktable_timing_opt->count() ? "kernel-table --timing" : "kernel-table --shapes",
+                         "says how --out times this GPU; --into takes how its runs were timed from them");
+      }
+      const auto method = ktable_method;
       const TableKind<gpu::KernelSample> kind{
           "kernel-table",
 #ifdef TRAINSIM_HAVE_CUDA
-          [] { return gpu::bench_step_kernels(gpu::StepKernelShapes::dense); },
+          [method] { return gpu::bench_step_kernels(method.shapes, method.timing); },
 #else
           nullptr,
 #endif
-          calib::kernel_run_json, calib::kernel_run_samples, calib::merge_kernel_runs, calib::set_kernel_table,
-          "each kernel and shape timed ten calls back to back (calibrate kernel-table --out), per-shape medians over these runs; "
-          "replaces the table of the profile's full calibration runs"};
+          [method](const std::vector<gpu::KernelSample>& samples, const gpu::DeviceInfo& dev, const std::string& command,
+                   const std::string& date) { return calib::kernel_run_json(samples, dev, command, date, method.timing, method.shapes); },
+          calib::kernel_run_samples, calib::merge_kernel_runs, calib::set_kernel_table, calib::kernel_table_rule};
       return run_table(kind, ktable_out, ktable_into, ktable_runs, argc, argv);
     }
     if (*kmix) return calib::run_kernel_mix(mix);

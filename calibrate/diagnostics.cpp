@@ -96,11 +96,11 @@ int run_kernel_conditions() {
     std::cerr << "error: no CUDA device is visible\n";
     return 1;
   }
-  const auto burst = gpu::bench_step_kernels(gpu::StepKernelShapes::dense, gpu::StepKernelTiming::burst);
-  const auto single = gpu::bench_step_kernels(gpu::StepKernelShapes::dense, gpu::StepKernelTiming::single);
-  const auto evicted = gpu::bench_step_kernels(gpu::StepKernelShapes::dense, gpu::StepKernelTiming::evicted);
-  const auto after = gpu::bench_step_kernels(gpu::StepKernelShapes::dense, gpu::StepKernelTiming::after_compute);
-  const auto loaded = gpu::bench_step_kernels(gpu::StepKernelShapes::dense, gpu::StepKernelTiming::under_load);
+  const auto burst = gpu::bench_step_kernels(gpu::StepKernelShapes::dense, gpu::StepKernelTiming::burst, true);
+  const auto single = gpu::bench_step_kernels(gpu::StepKernelShapes::dense, gpu::StepKernelTiming::single, true);
+  const auto evicted = gpu::bench_step_kernels(gpu::StepKernelShapes::dense, gpu::StepKernelTiming::evicted, true);
+  const auto after = gpu::bench_step_kernels(gpu::StepKernelShapes::dense, gpu::StepKernelTiming::after_compute, true);
+  const auto loaded = gpu::bench_step_kernels(gpu::StepKernelShapes::dense, gpu::StepKernelTiming::under_load, true);
   // Then back to back again with most of the device's memory allocated and written.
   std::vector<gpu::KernelSample> full;
   {
@@ -108,7 +108,7 @@ int run_kernel_conditions() {
     gpu::device_memory(free_b, total_b);
     const std::size_t keep = 24ull << 30;
     gpu::DeviceBallast ballast(free_b > keep ? free_b - keep : 0);
-    full = gpu::bench_step_kernels(gpu::StepKernelShapes::dense, gpu::StepKernelTiming::burst);
+    full = gpu::bench_step_kernels(gpu::StepKernelShapes::dense, gpu::StepKernelTiming::burst, true);
     std::printf("# ballast for the last column: %.1f GiB of %.1f GiB\n", ballast.bytes() / double(1ull << 30), total_b / double(1ull << 30));
   }
   std::printf("%-26s %6s %6s %12s %12s %12s %12s %12s %12s\n", "kernel", "tokens", "hidden", "burst", "single", "evicted",

@@ -49,9 +49,79 @@ json memory_kernels_json(const std::vector<gpu::KernelSample>& samples) {
   return mk;
 }
 
+namespace {
+
+struct TimingName {
+  gpu::StepKernelTiming timing;
+  const char* name;
+  const char* rule;  // how each kernel and shape was timed
+};
+constexpr TimingName kTimings[] = {
+    {gpu::StepKernelTiming::burst, "burst", "ten calls back to back"},
+    {gpu::StepKernelTiming::single, "single", "one call between events"},
+    {gpu::StepKernelTiming::evicted, "evicted", "one call between events after a write over twice the L2 cache"},
+    {gpu::StepKernelTiming::after_compute, "after-compute", "one call between events after dependent FMAs on every SM"},
+    {gpu::StepKernelTiming::under_load, "under-load", "one call between events right after four 8192^3 bf16 GEMMs"},
+};
+
+std::string timing_names() {
+  std::string out;
+  for (const auto& t : kTimings) out += (out.empty() ? "" : ", ") + std::string(t.name);
+  return out;
+}
+
+}  // namespace
+
+gpu::StepKernelTiming parse_kernel_timing(const std::string& name, const std::string& where) {
+  for (const auto& t : kTimings)
+    if (name == t.name) return t.timing;
+  throw InputError(where, "\"" + name + "\" is not a kernel timing (" + timing_names() + ")");
+}
+
+std::string kernel_timing_name(gpu::StepKernelTiming timing) {
+  for (const auto& t : kTimings)
+    if (t.timing == timing) return t.name;
+  return "burst";
+}
+
+gpu::StepKernelShapes parse_kernel_shapes(const std::string& name, const std::string& where) {
+  if (name == "profile") return gpu::StepKernelShapes::profile;
+  if (name == "dense") return gpu::StepKernelShapes::dense;
+  throw InputError(where, "\"" + name + "\" is not a set of kernel shapes (profile, dense)");
+}
+
 json kernel_run_json(const std::vector<gpu::KernelSample>& samples, const gpu::DeviceInfo& device, const std::string& command,
                      const std::string& date) {
   return table_run_json("kernel_run", kernel_samples_json(samples), device, command, date);
+}
+
+json kernel_run_json(const std::vector<gpu::KernelSample>& samples, const gpu::DeviceInfo& device, const std::string& command,
+                     const std::string& date, gpu::StepKernelTiming timing, gpu::StepKernelShapes shapes) {
+  json run = kernel_run_json(samples, device, command, date);
+  run["provenance"]["method"] = {{"timing", kernel_timing_name(timing)},
+                                 {"shapes", shapes == gpu::StepKernelShapes::profile ? "profile" : "dense"}};
+  return run;
+}
+
+std::string kernel_table_rule(const std::vector<json>& runs, const std::vector<std::string>& run_paths) {
+  auto timing_of = [&](std::size_t i) {
+    const json& prov = runs.at(i).at("provenance");
+    if (!prov.contains("method")) return gpu::StepKernelTiming::burst;
+    const json& m = prov["method"];
+    if (!m.is_object() || !m.contains("timing") || !m["timing"].is_string())
+      throw InputError(run_paths.at(i) + ": provenance.method", "expected {\"timing\": name, ...}");
+    return parse_kernel_timing(m["timing"].get<std::string>(), run_paths.at(i) + ": provenance.method.timing");
+  };
+  const gpu::StepKernelTiming first = timing_of(0);
+  for (std::size_t i = 1; i < runs.size(); ++i)
+    if (timing_of(i) != first)
+      throw InputError(run_paths.at(i), "was timed \"" + kernel_timing_name(timing_of(i)) + "\", " + run_paths.at(0) + " \"" +
+                                            kernel_timing_name(first) + "\": runs timed differently are not one table");
+  std::string how;
+  for (const auto& t : kTimings)
+    if (t.timing == first) how = t.rule;
+  return "each kernel and shape timed " + how + " (calibrate kernel-table --out --timing " + kernel_timing_name(first) +
+         "), per-shape medians over these runs; replaces the table of the profile's full calibration runs";
 }
 
 std::vector<gpu::KernelSample> kernel_run_samples(const json& run, const std::string& where) {

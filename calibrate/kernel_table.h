@@ -12,9 +12,25 @@
 
 namespace trainsim::calib {
 
-// One card's run: its samples and where and how they were measured.
+// How a run's kernels were timed (gpu::StepKernelTiming) by the name calibrate kernel-table
+// --timing takes and a run's provenance records: burst, single, evicted, after-compute,
+// under-load. Throws InputError naming `where` for any other name.
+gpu::StepKernelTiming parse_kernel_timing(const std::string& name, const std::string& where);
+std::string kernel_timing_name(gpu::StepKernelTiming timing);
+// The shapes' names (gpu::StepKernelShapes) as --shapes takes them: profile, dense.
+gpu::StepKernelShapes parse_kernel_shapes(const std::string& name, const std::string& where);
+
+// One card's run: its samples and where and how they were measured; the provenance's `method`
+// says how the kernels were timed ({"timing": ..., "shapes": ...}).
 nlohmann::json kernel_run_json(const std::vector<gpu::KernelSample>& samples, const gpu::DeviceInfo& device,
                                const std::string& command, const std::string& date);
+nlohmann::json kernel_run_json(const std::vector<gpu::KernelSample>& samples, const gpu::DeviceInfo& device,
+                               const std::string& command, const std::string& date, gpu::StepKernelTiming timing,
+                               gpu::StepKernelShapes shapes);
+// The rule a table merged from these runs is written with: how they were timed. A run without a
+// method was timed in bursts (the first kernel-table runs). Runs timed differently are not one
+// table: throws InputError naming the first run that differs from the first run.
+std::string kernel_table_rule(const std::vector<nlohmann::json>& runs, const std::vector<std::string>& run_paths);
 // The samples of a run written by kernel_run_json; throws InputError naming `where` and the field
 // when it is not one.
 std::vector<gpu::KernelSample> kernel_run_samples(const nlohmann::json& run, const std::string& where);

@@ -232,7 +232,7 @@ __global__ void fma_spin_kernel(float* out, int iters) {
 
 // The element-wise and row-wise kernels of a GPT training step (kernels/runner_kernels.cu), each
 // timed alone at the shapes of a few preset models and micro-batches.
-std::vector<KernelSample> bench_step_kernels(StepKernelShapes which, StepKernelTiming how) {
+std::vector<KernelSample> bench_step_kernels(StepKernelShapes which, StepKernelTiming how, bool gelu_in_place_too) {
   struct Shape { int T, h, V; };
   const bool quick = which == StepKernelShapes::quick;
   const Shape quick_shapes[] = {{2048, 768, 50257}, {4096, 2048, 50257}};
@@ -339,6 +339,11 @@ std::vector<KernelSample> bench_step_kernels(StepKernelShapes which, StepKernelT
       gelu_backward(wide3.get<bf>(), wide2.get<bf>(), wide.get<bf>(), Tf, st);
       column_sum(wide.get<bf>(), gf.get<float>(), T, f, st);
     });
+    if (gelu_in_place_too)
+      time("gelu_bias.bwd in place", [&] {
+        gelu_backward(wide3.get<bf>(), wide2.get<bf>(), wide3.get<bf>(), Tf, st);
+        column_sum(wide3.get<bf>(), gf.get<float>(), T, f, st);
+      });
     time("cross_entropy", [&] {
       cross_entropy(logits.get<bf>(), l32.get<float>(), tok.get<int>(), loss.get<float>(), T, V, 1.0f / T, st);
     });

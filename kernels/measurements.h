@@ -120,7 +120,10 @@ enum class StepKernelTiming { burst, single, evicted, after_compute, under_load 
 enum class StepKernelShapes { quick, profile, dense };
 // The training step's element-wise and row-wise kernels at preset models' shapes (the Llama-style
 // ones at five shapes, two with `quick`).
-std::vector<KernelSample> bench_step_kernels(StepKernelShapes shapes, StepKernelTiming how = StepKernelTiming::burst);
+// With `gelu_in_place_too`, the GeLU backward is also timed as the step calls it, writing over its
+// incoming gradient (a diagnostic row, "gelu_bias.bwd in place", that no profile table holds).
+std::vector<KernelSample> bench_step_kernels(StepKernelShapes shapes, StepKernelTiming how = StepKernelTiming::burst,
+                                             bool gelu_in_place_too = false);
 
 // How long calibrate leaves the GPU idle before timing each attention shape, milliseconds. Timed
 // right after a larger shape, a small one's forward read up to 18% slow and its backward up to 14%

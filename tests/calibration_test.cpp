@@ -448,6 +448,38 @@ TEST(KernelTable, RunsMergeByTheirPerShapeMedianAndReplaceTheProfilesTable) {
   EXPECT_THROW(calib::kernel_run_samples(bad, "bad.json"), InputError);
 }
 
+TEST(KernelTable, ARunRecordsHowItWasTimedAndOnlyRunsTimedAlikeMakeATable) {
+  gpu::KernelSample s;
+  s.kernel = "layernorm", s.tokens = 2048, s.hidden = 768, s.ffn = 3072, s.vocab = 50257, s.heads = 12, s.seq = 2048, s.time_us = 9;
+  const gpu::DeviceInfo dev = h100_card();
+  const nlohmann::json evicted = calib::kernel_run_json({s}, dev, "calibrate kernel-table --out e.json --timing evicted", "2026-12-07",
+                                                        gpu::StepKernelTiming::evicted, gpu::StepKernelShapes::profile);
+  EXPECT_EQ(evicted["provenance"]["method"], (nlohmann::json{{"timing", "evicted"}, {"shapes", "profile"}}));
+  // Every timing's name reads back as itself.
+  for (auto t : {gpu::StepKernelTiming::burst, gpu::StepKernelTiming::single, gpu::StepKernelTiming::evicted,
+                 gpu::StepKernelTiming::after_compute, gpu::StepKernelTiming::under_load})
+    EXPECT_EQ(calib::parse_kernel_timing(calib::kernel_timing_name(t), "t"), t);
+  EXPECT_THROW(calib::parse_kernel_timing("fast", "t"), InputError);
+
+  // The rule says how the runs were timed; a run with no method was timed in bursts.
+  const std::string rule = calib::kernel_table_rule({evicted, evicted}, {"a.json", "b.json"});
+  EXPECT_NE(rule.find("after a write over twice the L2 cache"), std::string::npos) << rule;
+  EXPECT_NE(rule.find("--timing evicted"), std::string::npos) << rule;
+  const nlohmann::json burst = calib::kernel_run_json({s}, dev, "calibrate kernel-table --out b.json", "2026-12-07");
+  EXPECT_NE(calib::kernel_table_rule({burst}, {"b.json"}).find("ten calls back to back"), std::string::npos);
+  // Runs timed two ways are refused, naming the one that differs from the first.
+  try {
+    calib::kernel_table_rule({burst, burst, evicted}, {"b1.json", "b2.json", "e.json"});
+    ADD_FAILURE() << "runs timed two ways made one table";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("e.json"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("\"evicted\""), std::string::npos) << e.what();
+  }
+  nlohmann::json odd = evicted;
+  odd["provenance"]["method"]["timing"] = "warm";
+  EXPECT_THROW(calib::kernel_table_rule({odd}, {"o.json"}), InputError);
+}
+
 TEST(KernelTable, TheMeasuredProfilesTablesAreTheirRecordedSamplesRates) {
   // gpu.memory_kernels of each measured profile is what memory_kernels_json makes of its own raw
   // record (measurements.step_kernels): the bytes the workload model counts for each op over the

@@ -777,6 +777,10 @@ TEST(Cli, CalibrateKernelTableWritesAProfileOnlyFromGoodRuns) {
   const std::string h200_run = write_temp("h200-kernel-run.json", other_part.dump());
   const std::string datasheet = kProfiles + "/b200-sxm.json";
   const std::string good = write_temp("good-kernel-run.json", run_doc.dump());
+  // A run timed otherwise than the first (calibrate's bursts, no method recorded) is another table.
+  nlohmann::json evicted_doc = run_doc;
+  evicted_doc["provenance"]["method"] = {{"timing", "evicted"}, {"shapes", "profile"}};
+  const std::string evicted_run = write_temp("evicted-kernel-run.json", evicted_doc.dump());
   expect_calibrate_refuses({
            {"kernel-table", "either --out"},
            {"kernel-table --out a.json --into " + profile, "either --out"},
@@ -785,6 +789,10 @@ TEST(Cli, CalibrateKernelTableWritesAProfileOnlyFromGoodRuns) {
            {"kernel-table --into " + profile + " " + not_run, not_run},
            {"kernel-table --into " + profile + " /nonexistent-run.json", "/nonexistent-run.json"},
            {"kernel-table --into " + profile + " " + h200_run, "was measured on \"NVIDIA H200\""},
+           {"kernel-table --out a.json --timing fast", "\"fast\" is not a kernel timing"},
+           {"kernel-table --out a.json --shapes all", "\"all\" is not a set of kernel shapes"},
+           {"kernel-table --into " + profile + " --timing single " + good, "--timing"},
+           {"kernel-table --into " + profile + " " + good + " " + evicted_run, evicted_run},
        });
   std::ifstream after(profile);
   EXPECT_EQ(std::string((std::istreambuf_iterator<char>(after)), std::istreambuf_iterator<char>()), original);
