@@ -3,7 +3,8 @@
 # after 300 ms idle (calibrate attention-table --out), and the GPT, small GPT and Llama scenarios
 # validated with the committed h200-sxm (val-before/) and with that run written into the machine's
 # copy of it (val-after/): what the H100's re-timed table did for its GPT steps, tried on the H200.
-# On an H100: the Llama scenario validated with the committed h100-sxm, held out (val-before/).
+# On an H100: the Llama scenario (or H100_SCENARIOS) validated with the committed h100-sxm, held
+# out (val-before/).
 # Everything but the run in one archive, call3.tgz.
 set -u
 export NCCL_NVLS_ENABLE=0
@@ -22,7 +23,7 @@ if [ $hw = h200-sxm ]; then
     OUT=$O/val-after HARDWARE=$hw VALIDATE_SCENARIOS="$scen" SKIP_BUILD=1 timeout 150 bash tools/gpu_session.sh validate-clocks > /dev/null
   fi
 else
-  OUT=$O/val-before HARDWARE=$hw VALIDATE_SCENARIOS="validate-llama-one-gpu" SKIP_BUILD=1 timeout 120 bash tools/gpu_session.sh validate-clocks > /dev/null
+  OUT=$O/val-before HARDWARE=$hw VALIDATE_SCENARIOS="${H100_SCENARIOS:-validate-llama-one-gpu}" SKIP_BUILD=1 timeout 200 bash tools/gpu_session.sh validate-clocks > /dev/null
 fi
 cat $O/which.txt
 for d in $O/val-*; do echo "== $d"; grep -h "runs: median" $d/*.log; done
