@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <sstream>
 #include <array>
 #include <nlohmann/json.hpp>
 
@@ -1147,8 +1148,9 @@ TEST(Validation, AStepsAttentionRunsAtTheTableTimedAfterIdle) {
   // (h100-one-gpu-kernel-classes.json, calibrate/records/2026-12-07-session-58-gpt-kernel-classes/,
   // run with the attention table calibrate had timed shape after shape; -run2.json,
   // calibrate/records/2026-12-07-session-58-attention-table/, call 4, a card held out from the
-  // table as it now is, each shape timed after 300 ms idle). Priced with the current profile, each
-  // step's attention is within 3% of what it measured in place, on both cards (3%: a chosen bound,
+  // table as it now is, each shape timed after 300 ms idle; -run3.json, a third card held out,
+  // calibrate/records/2026-12-07-session-60-kernel-timing/, call 2). Priced with the current
+  // profile, each step's attention is within 3% of what it measured in place, on all three cards (3%: a chosen bound,
   // twice the largest measured with the new table, well under the old table's 8.0%): +0.2..+1.2% on the
   // second, where the table timed shape after shape had GPT 2.7B at micro-batch 1 (batch 1, 32
   // heads of 80, a shape calibrate timed right after a larger one) +8.0% and the other nine
@@ -1157,7 +1159,8 @@ TEST(Validation, AStepsAttentionRunsAtTheTableTimedAfterIdle) {
   base.hardware = load_hardware_profile("h100-sxm", kProfiles);
   const CostModel cost(base.hardware, base.training.precision);
   std::vector<double> err;
-  for (const char* file : {"h100-one-gpu-kernel-classes.json", "h100-one-gpu-kernel-classes-run2.json"}) {
+  for (const char* file : {"h100-one-gpu-kernel-classes.json", "h100-one-gpu-kernel-classes-run2.json",
+                           "h100-one-gpu-kernel-classes-run3.json"}) {
     std::ifstream in(kRecords + "/" + file);
     ASSERT_TRUE(in) << file;
     const auto doc = nlohmann::json::parse(in);
@@ -1173,9 +1176,86 @@ TEST(Validation, AStepsAttentionRunsAtTheTableTimedAfterIdle) {
       err.push_back(predicted.attention_s / measured - 1.0);
     }
   }
-  std::printf("[ info ] %zu GPT steps' attention timed in place on two H100s: the model %+.1f%% to %+.1f%% (median %+.1f%%)\n",
+  std::printf("[ info ] %zu GPT steps' attention timed in place on three H100s: the model %+.1f%% to %+.1f%% (median %+.1f%%)\n",
               err.size(), 100 * *std::min_element(err.begin(), err.end()), 100 * *std::max_element(err.begin(), err.end()),
               100 * median(err));
+}
+
+TEST(Validation, TheGeluBackwardReadsShortBecauseTheRunnerWritesItInPlace) {
+  // The runner writes the GeLU backward over its incoming gradient (kernels/step_run_layers.cu,
+  // gelu_backward(dff, gin, dff)); calibrate times it into another buffer, as frameworks run it,
+  // and the profile is priced from that. So, priced with the current h100-sxm, the GeLU backward
+  // reads short on every GPT step of the three cards whose kernels were timed in place: 14-24%
+  // when these records were made, held here to 8-30%. Why: on the third card, `calibrate
+  // kernel-conditions` timed the kernel both ways at every one of those steps' shapes
+  // (calibrate/records/2026-12-07-session-60-kernel-timing/call1/kernel-conditions.txt, the burst
+  // column, ten calls back to back as calibrate times it): out of place it reads 13-20% under the
+  // step's time, in place 1-7% under it (within 8% asserted), the rest of the bursts' shortfall at
+  // small shapes being L2 reuse across a burst.
+  Scenario base = load_scenario(kScenarios + "/validate-one-gpu.json", kProfiles);
+  base.hardware = load_hardware_profile("h100-sxm", kProfiles);
+  const CostModel cost(base.hardware, base.training.precision);
+  auto in_step_per_call = [](const nlohmann::json& run) {
+    for (const auto& k : run.at("kernel_classes").at("kernels"))
+      if (k.at("kernel") == "gelu_bias.bwd") return k.at("measured_s").get<double>() / k.at("calls_per_step").get<double>();
+    return 0.0;
+  };
+  std::vector<double> priced;
+  for (const char* file : {"h100-one-gpu-kernel-classes.json", "h100-one-gpu-kernel-classes-run2.json",
+                           "h100-one-gpu-kernel-classes-run3.json"}) {
+    std::ifstream in(kRecords + "/" + file);
+    ASSERT_TRUE(in) << file;
+    const auto record = nlohmann::json::parse(in);
+    for (const auto& run : record.at("runs")) {
+      const Layout l = layout_of(run.at("layout"));
+      const ModelConfig model = model_named(base, run.at("model").get<std::string>());
+      const OpContext c{model, 1, false, l.recompute, l.micro_batch, base.training.precision};
+      double price = 0;
+      for (const Op& op : transformer_layer_ops(c).backward)
+        if (op.kind == OpKind::memory && op.kernel == "gelu_bias.bwd") price += cost.op_time_s(op);
+      const double measured = in_step_per_call(run);
+      ASSERT_GT(price, 0) << file;
+      ASSERT_GT(measured, 0) << file;
+      const std::string what = std::string(file) + " " + run.at("model").get<std::string>() + " mb" + std::to_string(l.micro_batch);
+      EXPECT_GT(price / measured, 0.70) << what;
+      EXPECT_LT(price / measured, 0.92) << what;
+      priced.push_back(price / measured - 1.0);
+    }
+  }
+  ASSERT_EQ(priced.size(), 30u);
+
+  // The third card's burst timings, out of place and in place, by (tokens, hidden).
+  std::map<std::pair<int, int>, double> out_of_place, in_place;
+  std::ifstream cond(std::string(TRAINSIM_SOURCE_DIR) +
+                     "/calibrate/records/2026-12-07-session-60-kernel-timing/call1/kernel-conditions.txt");
+  ASSERT_TRUE(cond);
+  for (std::string line; std::getline(cond, line);) {
+    if (line.rfind("gelu_bias.bwd", 0) != 0) continue;
+    const bool ip = line.rfind("gelu_bias.bwd in place", 0) == 0;
+    std::istringstream fields(line.substr(ip ? 22 : 13));
+    int tokens = 0, hidden = 0;
+    double burst_us = 0;
+    fields >> tokens >> hidden >> burst_us;  // the burst column, "us" left unread
+    ASSERT_TRUE(fields) << line;
+    (ip ? in_place : out_of_place)[{tokens, hidden}] = burst_us * 1e-6;
+  }
+  ASSERT_EQ(in_place.size(), 24u);
+  ASSERT_EQ(out_of_place.size(), 24u);
+  std::ifstream in(kRecords + "/h100-one-gpu-kernel-classes-run3.json");
+  const auto doc = nlohmann::json::parse(in);
+  for (const auto& run : doc.at("runs")) {
+    const int hidden = model_named(base, run.at("model").get<std::string>()).hidden;
+    const std::pair<int, int> shape{run.at("layout").at("micro_batch").get<int>() * 2048, hidden};
+    const double measured = in_step_per_call(run);
+    const std::string what = run.at("model").get<std::string>() + " at " + std::to_string(shape.first) + " tokens";
+    ASSERT_TRUE(in_place.count(shape) && out_of_place.count(shape)) << what;
+    EXPECT_LT(out_of_place.at(shape) / measured, 0.88) << what;
+    EXPECT_GT(out_of_place.at(shape) / measured, 0.78) << what;
+    EXPECT_LT(std::fabs(in_place.at(shape) / measured - 1.0), 0.08) << what;
+  }
+  std::printf("[ info ] the GeLU backward in 30 GPT steps on three H100s: priced %+.1f%% to %+.1f%% (median %+.1f%%)\n",
+              100 * *std::min_element(priced.begin(), priced.end()), 100 * *std::max_element(priced.begin(), priced.end()),
+              100 * median(priced));
 }
 
 TEST(Validation, ThePowerEstimateRunsHighOnTheStepsOwnKernelTimes) {
