@@ -343,7 +343,7 @@ int main(int argc, char** argv) {
       if (!ktable_out.empty()) {  // named before anything is timed
         ktable_method.timing = calib::parse_kernel_timing(ktable_timing, "kernel-table --timing");
         ktable_method.shapes = calib::parse_kernel_shapes(ktable_shapes, "kernel-table --shapes");
-      } else if (ktable_timing_opt->count() + ktable_shapes_opt->count() > 0) {
+      } else if (!ktable_into.empty() && ktable_timing_opt->count() + ktable_shapes_opt->count() > 0) {
         throw InputError(ktable_timing_opt->count() ? "kernel-table --timing" : "kernel-table --shapes",
                          "says how --out times this GPU; --into takes how its runs were timed from them");
       }
