@@ -16,7 +16,7 @@ echo "profile $hw" >> $O/which.txt
 if [ $hw = h200-sxm ]; then
   timeout 150 ./build-gpu/calibrate attention-table --out $OUT/attention-run.json > $O/attention-table.log 2>&1
   echo "exit $?" >> $O/attention-table.log
-  scen="validate-one-gpu validate-small-gpt validate-llama-one-gpu"
+  scen="${H200_SCENARIOS:-validate-one-gpu validate-small-gpt validate-llama-one-gpu}"
   OUT=$O/val-before HARDWARE=$hw VALIDATE_SCENARIOS="$scen" SKIP_BUILD=1 timeout 150 bash tools/gpu_session.sh validate-clocks > /dev/null
   if ./build-gpu/calibrate attention-table --into models/hardware/$hw.json $OUT/attention-run.json >> $O/attention-table.log 2>&1; then
     cp models/hardware/$hw.json $O/$hw-with-run.json
