@@ -1146,6 +1146,15 @@ TEST(Validation, ThePowerEstimateOfAStepAtTheHighestClockRunsHigh) {
   }
 }
 
+namespace {
+
+// The GPT scenario's ten steps with every kernel timed in place (TRAINSIM_TIME_KERNEL_CLASSES=1),
+// one record a card: two of session 58's and one of session 60's.
+const char* const kH100GptKernelClassRecords[] = {"h100-one-gpu-kernel-classes.json", "h100-one-gpu-kernel-classes-run2.json",
+                                                  "h100-one-gpu-kernel-classes-run3.json"};
+
+}  // namespace
+
 TEST(Validation, AStepsAttentionRunsAtTheTableTimedAfterIdle) {
   // The GPT scenario's ten steps with every kernel timed in place on two H100s
   // (h100-one-gpu-kernel-classes.json, calibrate/records/2026-12-07-session-58-gpt-kernel-classes/,
@@ -1162,8 +1171,7 @@ TEST(Validation, AStepsAttentionRunsAtTheTableTimedAfterIdle) {
   base.hardware = load_hardware_profile("h100-sxm", kProfiles);
   const CostModel cost(base.hardware, base.training.precision);
   std::vector<double> err;
-  for (const char* file : {"h100-one-gpu-kernel-classes.json", "h100-one-gpu-kernel-classes-run2.json",
-                           "h100-one-gpu-kernel-classes-run3.json"}) {
+  for (const char* file : kH100GptKernelClassRecords) {
     std::ifstream in(kRecords + "/" + file);
     ASSERT_TRUE(in) << file;
     const auto doc = nlohmann::json::parse(in);
@@ -1204,8 +1212,7 @@ TEST(Validation, TheGeluBackwardReadsShortBecauseTheRunnerWritesItInPlace) {
     return 0.0;
   };
   std::vector<double> priced;
-  for (const char* file : {"h100-one-gpu-kernel-classes.json", "h100-one-gpu-kernel-classes-run2.json",
-                           "h100-one-gpu-kernel-classes-run3.json"}) {
+  for (const char* file : kH100GptKernelClassRecords) {
     std::ifstream in(kRecords + "/" + file);
     ASSERT_TRUE(in) << file;
     const auto record = nlohmann::json::parse(in);
