@@ -250,7 +250,8 @@ int main(int argc, char** argv) {
   auto* kconditions = app.add_subcommand(
       "kernel-conditions", "time the step's element-wise and row-wise kernels back to back (as calibrate records them), one call "
                            "between events, one call with its operands evicted from L2, after FMA work, right after sustained "
-                           "GEMMs (the power-capped clock), and back to back on a nearly full device (a diagnostic; writes nothing)");
+                           "GEMMs (the power-capped clock), and back to back on a nearly full device; the GeLU backward also in place, "
+                           "as the runner calls it (a diagnostic; writes nothing)");
   auto* aconditions = app.add_subcommand(
       "attention-conditions", "time calibrate's attention shapes in its order, in the reverse order and each after the GPU has "
                               "been idle (a diagnostic; writes nothing)");

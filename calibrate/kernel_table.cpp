@@ -98,8 +98,8 @@ json kernel_run_json(const std::vector<gpu::KernelSample>& samples, const gpu::D
 json kernel_run_json(const std::vector<gpu::KernelSample>& samples, const gpu::DeviceInfo& device, const std::string& command,
                      const std::string& date, gpu::StepKernelTiming timing, gpu::StepKernelShapes shapes) {
   json run = kernel_run_json(samples, device, command, date);
-  run["provenance"]["method"] = {{"timing", kernel_timing_name(timing)},
-                                 {"shapes", shapes == gpu::StepKernelShapes::profile ? "profile" : "dense"}};
+  const char* shape_names[] = {"quick", "profile", "dense"};  // gpu::StepKernelShapes in order
+  run["provenance"]["method"] = {{"timing", kernel_timing_name(timing)}, {"shapes", shape_names[static_cast<int>(shapes)]}};
   return run;
 }
 

@@ -1194,15 +1194,16 @@ TEST(Validation, AStepsAttentionRunsAtTheTableTimedAfterIdle) {
 
 TEST(Validation, TheGeluBackwardReadsShortBecauseTheRunnerWritesItInPlace) {
   // The runner writes the GeLU backward over its incoming gradient (kernels/step_run_layers.cu,
-  // gelu_backward(dff, gin, dff)); calibrate times it into another buffer, as frameworks run it,
+  // gelu_backward(dff, gin, dff)); calibrate times it into another buffer, as Megatron-LM runs it,
   // and the profile is priced from that. So, priced with the current h100-sxm, the GeLU backward
   // reads short on every GPT step of the three cards whose kernels were timed in place: 14-24%
-  // when these records were made, held here to 8-30%. Why: on the third card, `calibrate
-  // kernel-conditions` timed the kernel both ways at every one of those steps' shapes
+  // when these records were made. Asserted: more than 8% short (the claim), and not more than 30%
+  // (a price gone wrong some other way). Why: on the third card, `calibrate kernel-conditions`
+  // timed the kernel both ways at every one of those steps' shapes
   // (calibrate/records/2026-12-07-session-60-kernel-timing/call1/kernel-conditions.txt, the burst
-  // column, ten calls back to back as calibrate times it): out of place it reads 13-20% under the
-  // step's time, in place 1-7% under it (within 8% asserted), the rest of the bursts' shortfall at
-  // small shapes being L2 reuse across a burst.
+  // column, ten calls back to back as calibrate times it): out of place it read 13-19% under the
+  // step's time (asserted: more than 12% under), in place 1-7% under it (asserted: within 8%), the
+  // rest of the bursts' shortfall at small shapes being L2 reuse across a burst.
   Scenario base = load_scenario(kScenarios + "/validate-one-gpu.json", kProfiles);
   base.hardware = load_hardware_profile("h100-sxm", kProfiles);
   const CostModel cost(base.hardware, base.training.precision);
@@ -1240,9 +1241,10 @@ TEST(Validation, TheGeluBackwardReadsShortBecauseTheRunnerWritesItInPlace) {
                      "/calibrate/records/2026-12-07-session-60-kernel-timing/call1/kernel-conditions.txt");
   ASSERT_TRUE(cond);
   for (std::string line; std::getline(cond, line);) {
-    if (line.rfind("gelu_bias.bwd", 0) != 0) continue;
-    const bool ip = line.rfind("gelu_bias.bwd in place", 0) == 0;
-    std::istringstream fields(line.substr(ip ? 22 : 13));
+    const std::string plain = "gelu_bias.bwd", in_place_row = plain + " in place";
+    if (line.rfind(plain, 0) != 0) continue;
+    const bool ip = line.rfind(in_place_row, 0) == 0;
+    std::istringstream fields(line.substr((ip ? in_place_row : plain).size()));
     int tokens = 0, hidden = 0;
     double burst_us = 0;
     fields >> tokens >> hidden >> burst_us;  // the burst column, "us" left unread
@@ -1260,7 +1262,6 @@ TEST(Validation, TheGeluBackwardReadsShortBecauseTheRunnerWritesItInPlace) {
     const std::string what = run.at("model").get<std::string>() + " at " + std::to_string(shape.first) + " tokens";
     ASSERT_TRUE(in_place.count(shape) && out_of_place.count(shape)) << what;
     EXPECT_LT(out_of_place.at(shape) / measured, 0.88) << what;
-    EXPECT_GT(out_of_place.at(shape) / measured, 0.78) << what;
     EXPECT_LT(std::fabs(in_place.at(shape) / measured - 1.0), 0.08) << what;
   }
   std::printf("[ info ] the GeLU backward in 30 GPT steps on three H100s: priced %+.1f%% to %+.1f%% (median %+.1f%%)\n",
