@@ -89,22 +89,37 @@ std::map<std::string, double> read_rates(JsonFields& parent, const std::string& 
   if (!parent.has(key)) return out;
   JsonFields f = parent.object(key);
   for (const char* d : {"bf16", "fp16", "fp8", "tf32", "fp32"})
-    if (f.has(d)) out[d] = f.number(d, std::nullopt, 0.0, 1e6);
+    if (f.has(d)) out[d] = f.positive(d, 1e6);  // every rate divides work: 0 is no rate, not a fast one
   f.finish();
   return out;
 }
 
-// A table of rows given as arrays under the named columns.
-std::vector<std::vector<double>> read_rows(const json& arr, const std::string& path, std::size_t columns) {
+// What a table's column may hold: a shape (a positive integer: GEMM dimensions, heads, sequence),
+// a size in bytes, a rate (positive: every rate divides work), a fraction of peak, or a flag.
+struct Column {
+  double min, max;
+  bool integer = false;
+};
+constexpr Column kShape{1, 1e9, true};
+constexpr Column kBytes{1, 1e15};
+constexpr Column kRate{1e-3, 1e9};  // TFLOP/s or GB/s
+constexpr Column kFraction{1e-9, 1.0};
+
+// A table of rows given as arrays, one value a column, each checked against its column's range.
+std::vector<std::vector<double>> read_rows(const json& arr, const std::string& path, const std::vector<Column>& columns) {
   if (!arr.is_array()) throw InputError(path, "expected an array of rows, found " + json_excerpt(arr));
   std::vector<std::vector<double>> rows;
   for (std::size_t i = 0; i < arr.size(); ++i) {
     const std::string p = path + "[" + std::to_string(i) + "]";
-    if (!arr[i].is_array() || arr[i].size() != columns)
-      throw InputError(p, "expected a row of " + std::to_string(columns) + " numbers, found " + json_excerpt(arr[i]));
+    if (!arr[i].is_array() || arr[i].size() != columns.size())
+      throw InputError(p, "expected a row of " + std::to_string(columns.size()) + " numbers, found " + json_excerpt(arr[i]));
     std::vector<double> row;
-    for (std::size_t j = 0; j < columns; ++j)
-      row.push_back(json_number(arr[i][j], p + "[" + std::to_string(j) + "]", 0.0, 1e30));
+    for (std::size_t j = 0; j < columns.size(); ++j) {
+      const Column& c = columns[j];
+      const std::string at = p + "[" + std::to_string(j) + "]";
+      row.push_back(c.integer ? json_integer(arr[i][j], at, static_cast<int>(c.min), static_cast<int>(c.max))
+                              : json_number(arr[i][j], at, c.min, c.max));
+    }
     rows.push_back(std::move(row));
   }
   return rows;
@@ -131,7 +146,7 @@ void read_gpu(JsonFields& top, HardwareProfile& hp, bool derived) {
     for (const char* d : {"bf16", "fp16", "fp8", "tf32", kGemmAccumulateFp32}) {
       const json* rows = t.find(d);
       if (!rows) continue;
-      for (const auto& r : read_rows(*rows, t.path(d), 4)) hp.gemm[d].push_back({r[0], r[1], r[2], r[3]});
+      for (const auto& r : read_rows(*rows, t.path(d), {kShape, kShape, kShape, kRate})) hp.gemm[d].push_back({r[0], r[1], r[2], r[3]});
     }
     t.finish();
   }
@@ -149,15 +164,11 @@ void read_gpu(JsonFields& top, HardwareProfile& hp, bool derived) {
       if (cols != plain && cols != grouped)
         throw InputError(t.path("columns"), "expected " + plain.dump() + " or " + grouped.dump() + ", found " + json_excerpt(cols));
       if (cols == plain) {
-        for (const auto& r : read_rows(t.required("rows"), t.path("rows"), 5)) hp.attention.push_back({r[0], r[1], r[2], r[3], r[4]});
+        for (const auto& r : read_rows(t.required("rows"), t.path("rows"), {kShape, kShape, kShape, kFraction, kFraction})) hp.attention.push_back({r[0], r[1], r[2], r[3], r[4]});
       } else {
-        const auto rows = read_rows(t.required("rows"), t.path("rows"), 7);
-        for (std::size_t i = 0; i < rows.size(); ++i) {
-          const auto& r = rows[i];
-          if (r[3] < 1 || (r[4] != 0 && r[4] != 1))
-            throw InputError(t.path("rows") + "[" + std::to_string(i) + "]", "kv_group must be at least 1 and dropout 0 or 1");
-          hp.attention.push_back({r[0], r[1], r[2], r[5], r[6], r[3], r[4] != 0});
-        }
+        const auto rows = read_rows(t.required("rows"), t.path("rows"),
+                                     {kShape, kShape, kShape, kShape, Column{0, 1, true}, kFraction, kFraction});
+        for (const auto& r : rows) hp.attention.push_back({r[0], r[1], r[2], r[5], r[6], r[3], r[4] != 0});
       }
       t.finish();
     }
@@ -170,7 +181,7 @@ void read_gpu(JsonFields& top, HardwareProfile& hp, bool derived) {
     const json& cols = m.required("columns");
     if (cols != json::array({"bytes", "GBps"}))
       throw InputError(m.path("columns"), "expected [\"bytes\", \"GBps\"], found " + json_excerpt(cols));
-    for (const auto& r : read_rows(m.required("points"), m.path("points"), 2)) hp.memory_bound.push_back({r[0], r[1]});
+    for (const auto& r : read_rows(m.required("points"), m.path("points"), {kBytes, kRate})) hp.memory_bound.push_back({r[0], r[1]});
     m.finish();
   }
   if (g.has("memory_kernels")) {
@@ -182,7 +193,8 @@ void read_gpu(JsonFields& top, HardwareProfile& hp, bool derived) {
       // recorded have [bytes, GBps].
       const json& rows = *mk.find(it.key());
       const std::size_t cols = rows.is_array() && !rows.empty() && rows[0].is_array() && rows[0].size() == 2 ? 2 : 3;
-      for (const auto& r : read_rows(rows, mk.path(it.key()), cols))
+      for (const auto& r : read_rows(rows, mk.path(it.key()), cols == 2 ? std::vector<Column>{kBytes, kRate}
+                                                                     : std::vector<Column>{kBytes, kRate, Column{0, 1e9, true}}))
         hp.memory_kernels[it.key()].push_back({r[0], r[1], cols == 3 ? r[2] : 0.0});
       auto& v = hp.memory_kernels[it.key()];
       std::sort(v.begin(), v.end(), [](const BandwidthPoint& a, const BandwidthPoint& b) { return a.bytes < b.bytes; });
@@ -249,8 +261,8 @@ std::vector<CollectiveFit> read_collective_fits(JsonFields& in, const std::strin
 void read_links(JsonFields& top, HardwareProfile& hp) {
   if (top.has("host_link")) {
     JsonFields h = top.object("host_link");
-    hp.h2d_GBps = h.number("h2d_GBps", std::nullopt, 0.0, 1e5);
-    hp.d2h_GBps = h.number("d2h_GBps", std::nullopt, 0.0, 1e5);
+    hp.h2d_GBps = h.number("h2d_GBps", std::nullopt, 1e-3, 1e5);
+    hp.d2h_GBps = h.number("d2h_GBps", std::nullopt, 1e-3, 1e5);
     read_provenance(h, "provenance", false);
     h.finish();
   }
@@ -271,7 +283,7 @@ void read_links(JsonFields& top, HardwareProfile& hp) {
       if (!r.is_array() || r.size() != 5 || !r[4].is_boolean())
         throw InputError(at, "expected [src, dst, link, GBps, peer_access], found " + json_excerpt(r));
       hp.peer_copies.push_back({json_integer(r[0], at + "[0]", 0, 1 << 16), json_integer(r[1], at + "[1]", 0, 1 << 16),
-                                json_string(r[2], at + "[2]"), json_number(r[3], at + "[3]", 0.0, 1e6), r[4].get<bool>()});
+                                json_string(r[2], at + "[2]"), json_number(r[3], at + "[3]", 1e-6, 1e6), r[4].get<bool>()});
     }
     read_provenance(pc, "provenance", false);
     pc.finish();

@@ -21,6 +21,7 @@ std::string json_type_name(const json& v) {
 }
 
 std::string json_excerpt(const json& v) {
+  if (v.is_null()) return "null";
   std::string s = v.dump();
   if (s.size() > 60) s = s.substr(0, 57) + "...";
   return json_type_name(v) + " " + s;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -17,6 +18,7 @@
 #include "measured_collective.h"
 #include "model_presets.h"
 #include "profile_device_match.h"
+#include "scenario.h"
 #include "nccl_tests_import.h"
 
 using namespace trainsim;
@@ -458,6 +460,22 @@ TEST(Profiles, MeasuredTablesAreReadStrictly) {
     std::swap(rows[0], rows[1]);
   }, "intra_node.collectives[1].segments.rows[1]");
   fails_at([](nlohmann::json& p) { p["intra_node"]["provenance"]["nics"] = "eth0"; }, "intra_node.provenance.nics");
+  // Every rate in a table divides work, so a zero rate is refused where it is read rather than
+  // becoming an infinite task in the simulator; shapes are positive integers, fractions of peak at
+  // most 1. Each was accepted once, and a zero rate then stopped a step with an internal error.
+  fails_at([](nlohmann::json& p) { p["gpu"]["gemm_tflops"]["bf16"][0][3] = 0; }, "gpu.gemm_tflops.bf16[0][3]");
+  fails_at([](nlohmann::json& p) { p["gpu"]["gemm_tflops"]["bf16"][0][0] = 0.5; }, "gpu.gemm_tflops.bf16[0][0]");
+  fails_at([](nlohmann::json& p) { p["gpu"]["gemm_tflops"]["bf16"][0][2] = 0; }, "gpu.gemm_tflops.bf16[0][2]");
+  fails_at([](nlohmann::json& p) { p["gpu"]["attention"]["table"]["rows"][0][5] = 0; }, "gpu.attention.table.rows[0][5]");
+  fails_at([](nlohmann::json& p) { p["gpu"]["attention"]["table"]["rows"][0][6] = 1.5; }, "gpu.attention.table.rows[0][6]");
+  fails_at([](nlohmann::json& p) { p["gpu"]["attention"]["table"]["rows"][0][3] = 0; }, "gpu.attention.table.rows[0][3]");
+  fails_at([](nlohmann::json& p) { p["gpu"]["memory_bound"]["points"][0][1] = 0; }, "gpu.memory_bound.points[0][1]");
+  fails_at([](nlohmann::json& p) { p["gpu"]["memory_kernels"]["adam"][0][1] = 0; }, "gpu.memory_kernels.adam[0][1]");
+  fails_at([](nlohmann::json& p) { p["gpu"]["memory_kernels"]["adam"][0][2] = 0.5; }, "gpu.memory_kernels.adam[0][2]");
+  fails_at([](nlohmann::json& p) { p["gpu"]["peak_tflops"]["bf16"] = 0; }, "gpu.peak_tflops.bf16");
+  fails_at([](nlohmann::json& p) { p["gpu"]["measured_tflops"]["bf16"] = -1; }, "gpu.measured_tflops.bf16");
+  fails_at([](nlohmann::json& p) { p["host_link"]["h2d_GBps"] = 0; }, "host_link.h2d_GBps");
+  fails_at([](nlohmann::json& p) { p["intra_node"]["peer_copies"]["rows"][0][3] = 0; }, "intra_node.peer_copies.rows[0][3]");
   // The cards measured, by UUID: a list of names, read back as written.
   nlohmann::json named = good;
   named["provenance"]["device_uuids"] = {"GPU-00010203-0405-0607-0809-0a0b0c0d0e0f"};
@@ -522,6 +540,54 @@ TEST(Profiles, MeasuredTablesAreReadStrictly) {
   fails_at(with_family("gpt", -1), "clock.power_model.memory_bound_w_by_family.gpt");
   fails_at(with_family("mamba", 400), "clock.power_model.memory_bound_w_by_family.mamba");
   fails_at(with_family("provenance", nullptr), "clock.power_model.memory_bound_w_by_family.provenance");
+}
+
+TEST(Profiles, EveryColumnOfTheMeasuredTablesSetToAnOddValueIsRefusedOrSimulated) {
+  // Each table of the two measured profiles (GEMM rates by precision, attention, memory-bound
+  // curves, every element-wise kernel), one column of every row at a time, set to 0, -1, 0.5,
+  // 1e-308 and 1e308: the profile is either refused with an InputError naming that table, or a
+  // GPT 1.3B layout on it (tp 2, pp 2, dp 2) simulates to a finite positive step. A zero or
+  // vanishing rate used to load and stop the step with an internal error.
+  const std::string dir = testing::TempDir() + "odd-columns";
+  std::filesystem::create_directories(dir);
+  const std::string scenario = R"({ "name": "t", "model": "gpt-1.3b", "training": { "global_batch": 64 }, "hardware": "h",
+      "cluster": { "nodes": 1 }, "layout": { "tp": 2, "pp": 2, "micro_batch": 2 } })";
+  std::size_t cases = 0, refused = 0;
+  for (const char* name : {"h100-sxm", "h200-sxm"}) {
+    std::ifstream in(kProfiles + "/" + name + ".json");
+    const nlohmann::json good = nlohmann::json::parse(in);
+    std::vector<std::pair<nlohmann::json::json_pointer, std::string>> tables;
+    const nlohmann::json& gpu = good.at("gpu");
+    for (const auto& [k, v] : gpu.at("gemm_tflops").items())
+      if (k != "columns") tables.push_back({nlohmann::json::json_pointer("/gpu/gemm_tflops/" + k), "gpu.gemm_tflops." + k});
+    tables.push_back({nlohmann::json::json_pointer("/gpu/attention/table/rows"), "gpu.attention.table.rows"});
+    tables.push_back({nlohmann::json::json_pointer("/gpu/memory_bound/points"), "gpu.memory_bound.points"});
+    for (const auto& [k, v] : gpu.at("memory_kernels").items())
+      if (k != "provenance") tables.push_back({nlohmann::json::json_pointer("/gpu/memory_kernels/" + k), "gpu.memory_kernels." + k});
+    for (const auto& [at, path] : tables) {
+      const std::size_t columns = good.at(at).at(0).size();
+      for (std::size_t c = 0; c < columns; ++c)
+        for (const double x : {0.0, -1.0, 0.5, 1e-308, 1e308}) {
+          nlohmann::json p = good;
+          for (auto& row : p.at(at)) row[c] = x;
+          std::ofstream(dir + "/h.json") << p.dump();
+          const std::string where = std::string(name) + " " + path + "[*][" + std::to_string(c) + "] = " + nlohmann::json(x).dump();
+          ++cases;
+          try {
+            const Scenario s = parse_scenario(scenario, "s.json", dir);
+            const Evaluation ev = evaluate(s, resolve_layout(s, s.layout, s.layout_dp_given, 1), 1, EvalOptions{});
+            EXPECT_TRUE(std::isfinite(ev.step.step_time_s) && ev.step.step_time_s > 0) << where;
+          } catch (const InputError& e) {
+            ++refused;
+            EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << where << ": " << e.what();
+          } catch (const std::exception& e) {
+            ADD_FAILURE() << where << ": not an input error: " << e.what();
+          }
+        }
+    }
+  }
+  EXPECT_GT(cases, 500u);
+  std::printf("[ info ] %zu odd columns in the measured profiles' tables: %zu refused, the rest simulated\n", cases, refused);
 }
 
 TEST(Profiles, MisalignedShapesOnlyMatchMisalignedMeasurements) {

@@ -60,6 +60,10 @@ TEST(Scenario, WrongTypeNamesPathExpectedAndFound) {
   EXPECT_NE(e.find("layout.tp"), std::string::npos) << e;
   EXPECT_NE(e.find("expected an integer"), std::string::npos) << e;
   EXPECT_NE(e.find("\"eight\""), std::string::npos) << e;
+  // null is named once ("found null", not "found null null").
+  const std::string n = error_of(base_with(R"("layout": { "tp": null })"));
+  EXPECT_NE(n.find("layout.tp: expected an integer, found null"), std::string::npos) << n;
+  EXPECT_EQ(n.find("null null"), std::string::npos) << n;
 }
 
 TEST(Scenario, ImpossibleValues) {
