@@ -195,6 +195,12 @@ TEST(Scenario, LayoutOverridesFromTheCommandLine) {
     EXPECT_NE(std::string(e.what()).find("did you mean \"tp\""), std::string::npos);
   }
   EXPECT_THROW(apply_layout_overrides(Layout{}, "micro_batch=x", &dp_given), InputError);
+  try {
+    apply_layout_overrides(Layout{}, "tp=2,pp=2,tp=4", &dp_given);
+    ADD_FAILURE() << "a key given twice was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--layout tp=4: \"tp\" is given twice"), std::string::npos) << e.what();
+  }
   // A bucket size is held to the scenario file's bounds, an infinite one too.
   EXPECT_EQ(apply_layout_overrides(Layout{}, "bucket_MB=0.001", &dp_given).bucket_MB, 0.001);
   for (const char* bad : {"bucket_MB=inf", "bucket_MB=1e300", "bucket_MB=0.0001", "bucket_MB=0", "bucket_MB=", "bucket_MB=5MB"}) {

@@ -473,12 +473,16 @@ Layout resolve_layout(const Scenario& s, Layout l, bool dp_given, int nodes) {
 Layout apply_layout_overrides(Layout l, const std::string& overrides, bool* dp_given) {
   std::stringstream ss(overrides);
   std::string item;
+  std::vector<std::string> seen;
   while (std::getline(ss, item, ',')) {
     if (item.empty()) continue;
     const auto eq = item.find('=');
     const std::string where = "--layout " + item;
     if (eq == std::string::npos) throw InputError(where, "expected key=value");
     const std::string k = item.substr(0, eq), v = item.substr(eq + 1);
+    // A key given twice would leave one of the two silently unused.
+    if (std::find(seen.begin(), seen.end(), k) != seen.end()) throw InputError(where, "\"" + k + "\" is given twice");
+    seen.push_back(k);
     auto as_int = [&](int lo, int hi) {
       try {
         std::size_t used = 0;
