@@ -369,6 +369,11 @@ int main(int argc, char** argv) {
         runs.push_back(read_json(f));
         if (!runs.back().contains("measurements") || runs.back().value("provenance", json::object()).value("source", "") != "measured")
           throw InputError(f, "is not a profile measured by calibrate (no measurements record)");
+        try {
+          calib::single_gpu_measurements(runs.back());
+        } catch (const InputError& e) {
+          throw InputError(f, e.what());
+        }
       }
       // The merged profile was measured when its newest run was (dates are ISO, so they sort as text).
       std::string measured;

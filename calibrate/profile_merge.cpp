@@ -6,57 +6,97 @@
 #include <type_traits>
 #include <utility>
 
+#include "input_error.h"
+#include "json_fields.h"
 #include "profile_writer.h"
 
 namespace trainsim::calib {
 
 using json = nlohmann::json;
 
+namespace {
+
+// Each record of `arr` given to `read`; a record that lacks a field or holds the wrong type is an
+// InputError naming it (`measurements.step_kernels[3]: ...`).
+template <class Read>
+void each_record(const json& arr, const std::string& path, Read read) {
+  if (!arr.is_array()) throw InputError(path, "expected an array, found " + json_excerpt(arr));
+  for (std::size_t i = 0; i < arr.size(); ++i) {
+    try {
+      read(arr[i]);
+    } catch (const json::exception& e) {
+      std::string why = e.what();  // "[json.exception.type_error.302] type must be number, but is string"
+      if (const auto end = why.find("] "); why.rfind("[json.exception.", 0) == 0 && end != std::string::npos) why.erase(0, end + 2);
+      throw InputError(path + "[" + std::to_string(i) + "]", why);
+    }
+  }
+}
+
+const json& member(const json& obj, const char* key, const std::string& path) {
+  if (!obj.is_object() || !obj.contains(key)) throw InputError(path.empty() ? key : path + "." + key, "required record is missing");
+  return obj.at(key);
+}
+
+}  // namespace
+
 gpu::Measurements single_gpu_measurements(const json& p) {
   gpu::Measurements m;
-  const json& prov = p.at("provenance");
-  m.device.name = prov.value("device", std::string());
-  m.device.count = prov.value("device_count", 1);
-  m.device.driver = prov.value("driver", std::string());
-  m.device.cuda_runtime = prov.value("cuda", std::string());
-  m.device.nccl = prov.value("nccl", std::string());
-  m.device.uuids = prov.value("device_uuids", std::vector<std::string>());
-  m.device.memory_bytes = p.at("gpu").value("memory_bytes", 0.0);
-  const json& raw = p.at("measurements");
-  m.device.topology = raw.value("topology", std::string());
-  m.launch_overhead_us = raw.value("launch_overhead_us", 0.0);
-  m.context_bytes = raw.value("context_bytes", -1.0);
-  m.gemm_check_rel_error = raw.value("gemm_check_rel_error", -1.0);
+  const json& prov = member(p, "provenance", "");
+  try {
+    m.device.name = prov.value("device", std::string());
+    m.device.count = prov.value("device_count", 1);
+    m.device.driver = prov.value("driver", std::string());
+    m.device.cuda_runtime = prov.value("cuda", std::string());
+    m.device.nccl = prov.value("nccl", std::string());
+    m.device.uuids = prov.value("device_uuids", std::vector<std::string>());
+  } catch (const json::exception& e) {
+    throw InputError("provenance", e.what());
+  }
+  const json& gpu_block = member(p, "gpu", "");
+  const json& raw = member(p, "measurements", "");
+  try {
+    m.device.memory_bytes = gpu_block.value("memory_bytes", 0.0);
+    m.device.topology = raw.value("topology", std::string());
+    m.launch_overhead_us = raw.value("launch_overhead_us", 0.0);
+    m.context_bytes = raw.value("context_bytes", -1.0);
+    m.gemm_check_rel_error = raw.value("gemm_check_rel_error", -1.0);
+  } catch (const json::exception& e) {
+    throw InputError("measurements", e.what());
+  }
   // GEMMs: the profile's table (m, n, k, TFLOP/s) per data type.
-  for (const auto& [dtype, rows] : p.at("gpu").at("gemm_tflops").items()) {
+  const json& table = member(gpu_block, "gemm_tflops", "gpu");
+  if (!table.is_object()) throw InputError("gpu.gemm_tflops", "expected an object, found " + json_excerpt(table));
+  for (const auto& [dtype, rows] : table.items()) {
     if (dtype == "columns") continue;
-    for (const auto& r : rows) {
+    each_record(rows, "gpu.gemm_tflops." + dtype, [&, dtype = dtype](const json& r) {
       gpu::GemmSample s;
       s.dtype = dtype;
       s.m = r.at(0).get<int>(), s.n = r.at(1).get<int>(), s.k = r.at(2).get<int>();
       s.tflops = r.at(3).get<double>();
       s.time_us = 2.0 * s.m * s.n * static_cast<double>(s.k) / (s.tflops * 1e6);
       m.gemm.push_back(s);
-    }
+    });
   }
-  for (const auto& b : raw.value("bandwidth", json::array()))
+  each_record(raw.value("bandwidth", json::array()), "measurements.bandwidth", [&](const json& b) {
     if (b.value("src", -1) < 0)
       m.bandwidth.push_back({b.at("kernel").get<std::string>(), b.at("bytes").get<double>(), b.at("time_us").get<double>(),
                              b.at("GBps").get<double>(), -1, -1});
-  for (const auto& a : raw.value("attention", json::array())) {
+  });
+  each_record(raw.value("attention", json::array()), "measurements.attention", [&](const json& a) {
     gpu::AttentionSample s{a.at("batch").get<int>(), a.at("heads").get<int>(), a.at("seq").get<int>(), a.at("head_dim").get<int>(),
                            a.at("fwd_us").get<double>(), a.at("bwd_us").get<double>(), a.at("fwd_tflops").get<double>(),
                            a.at("bwd_tflops").get<double>()};
     s.kv_group = a.value("kv_group", 1);
     s.dropout = a.value("dropout", true);
     m.attention.push_back(s);
-  }
-  for (const auto& c : raw.value("collectives", json::array()))
+  });
+  each_record(raw.value("collectives", json::array()), "measurements.collectives", [&](const json& c) {
     if (c.value("gpus", 0) < 2)
       m.collectives.push_back({c.at("collective").get<std::string>(), c.at("gpus").get<int>(), c.at("bytes").get<double>(),
                                c.at("time_us").get<double>(), c.at("algbw_GBps").get<double>(), c.at("busbw_GBps").get<double>(),
                                c.value("wrong", 0L)});
-  for (const auto& k : raw.value("step_kernels", json::array())) {
+  });
+  each_record(raw.value("step_kernels", json::array()), "measurements.step_kernels", [&](const json& k) {
     gpu::KernelSample s;
     s.kernel = k.at("kernel").get<std::string>();
     s.tokens = k.at("tokens").get<int>(), s.hidden = k.at("hidden").get<int>(), s.ffn = k.at("ffn").get<int>();
@@ -66,10 +106,13 @@ gpu::Measurements single_gpu_measurements(const json& p) {
     s.llama = k.value("llama", false);
     s.time_us = k.at("time_us").get<double>();
     m.kernels.push_back(s);
-  }
-  for (const auto& c : raw.value("compression", json::array()))
+  });
+  each_record(raw.value("compression", json::array()), "measurements.compression", [&](const json& c) {
     m.compression.push_back({c.at("kernel").get<std::string>(), c.at("bytes").get<double>(), c.at("time_us").get<double>(),
                              c.at("GBps").get<double>(), c.value("rel_error", 0.0)});
+  });
+  if (m.gemm.empty() && m.bandwidth.empty() && m.attention.empty() && m.kernels.empty() && m.compression.empty())
+    throw InputError("measurements", "holds no measured sample (GEMMs, copies, attention, step kernels or compression)");
   return m;
 }
 

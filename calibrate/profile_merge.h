@@ -18,12 +18,13 @@ namespace trainsim::calib {
 double median_of_runs(std::vector<double> times);
 
 // The single-GPU measurements a profile records (its raw `measurements` and its GEMM table).
-// Multi-GPU collectives and peer copies are left out: they are kept from the base profile.
+// Multi-GPU collectives and peer copies are left out: they are kept from the base profile. A
+// missing or malformed record, or none measured at all, is an InputError naming its path.
 gpu::Measurements single_gpu_measurements(const nlohmann::json& profile);
 
 // The runs' per-sample medians, fitted onto the last profile (whose unmeasured parts, multi-GPU
-// record and network stay); provenance lists every run. Throws nlohmann::json::exception on a
-// profile without the expected records.
+// record and network stay); provenance lists every run. Throws InputError (the record's path) on
+// a profile without the expected records.
 nlohmann::json merge_profiles(const std::vector<nlohmann::json>& runs, const std::string& name, const std::string& command,
                               const std::string& date);
 

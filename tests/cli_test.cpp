@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -954,6 +955,22 @@ TEST(Cli, CalibrateMergeOfTheRecordedRunsIsTheCommittedProfile) {
   EXPECT_EQ(no_peaks.status, 2);
   EXPECT_NE(no_peaks.err.find("gpu.peak_tflops"), std::string::npos) << no_peaks.err;
   EXPECT_FALSE(std::filesystem::exists(out));
+  // A run with a malformed record: exit 2 naming the file and the record, nothing written.
+  for (const auto& [edit, where] : std::vector<std::pair<std::function<void(nlohmann::json&)>, std::string>>{
+           {[](nlohmann::json& j) { j["measurements"]["step_kernels"][0]["tokens"] = "x"; }, "measurements.step_kernels[0]"},
+           {[](nlohmann::json& j) { j["measurements"]["attention"][1].erase("fwd_us"); }, "measurements.attention[1]"},
+           {[](nlohmann::json& j) { j["gpu"]["gemm_tflops"]["bf16"][2] = {1, 2}; }, "gpu.gemm_tflops.bf16[2]"},
+           {[](nlohmann::json& j) { j["measurements"]["bandwidth"] = 5; }, "measurements.bandwidth"}}) {
+    nlohmann::json broken = nlohmann::json::parse(std::ifstream(runs + "/2026-11-29-run1.json"));
+    edit(broken);
+    const std::string file = scratch("broken-run.json");
+    std::ofstream(file) << broken.dump();
+    const Outcome r2 = run("merge " + runs + "/2026-11-29-run2-gqa.json " + file + " --name h200-sxm --out " + out, kCalibrate);
+    EXPECT_EQ(r2.status, 2) << where;
+    EXPECT_NE(r2.err.find(file + ": " + where + ": "), std::string::npos) << r2.err;
+    EXPECT_EQ(r2.err.find("json.exception"), std::string::npos) << r2.err;
+    EXPECT_FALSE(std::filesystem::exists(out));
+  }
 }
 
 TEST(Cli, ExportSpellsOutTheBatchArithmetic) {
