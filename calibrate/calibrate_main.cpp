@@ -125,8 +125,13 @@ int import_logs(const std::vector<std::string>& logs, const std::string& out, do
   for (const auto& log : logs) logs_named += (logs_named.empty() ? "" : ", ") + log;
   const json provenance = {{"source", "imported"}, {"reference", reference.empty() ? "nccl-tests logs " + logs_named : reference},
                            {"command", command}, {"date", today()}};
-  write_atomically(out, json{{"source", "imported"}, {"tables", tables}, {"collectives", calib::collective_fits_json(all, provenance)}}.dump(1) +
-                            "\n");
+  json fits;
+  try {
+    fits = calib::collective_fits_json(all, provenance);
+  } catch (const std::invalid_argument& e) {
+    throw InputError(logs_named, std::string("cannot fit these logs' collectives: ") + e.what());
+  }
+  write_atomically(out, json{{"source", "imported"}, {"tables", tables}, {"collectives", fits}}.dump(1) + "\n");
   return 0;
 }
 

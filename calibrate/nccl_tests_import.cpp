@@ -1,5 +1,7 @@
 #include "nccl_tests_import.h"
 
+#include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -15,6 +17,30 @@ std::string collective_from_program(const std::string& program) {
   if (base == "sendrecv") return "send_recv";
   return base;  // all_reduce, all_gather, reduce_scatter, broadcast, reduce, ...
 }
+
+namespace {
+
+// nccl-tests prints busbw = algbw x its factor for the collective and rank count (all-reduce
+// 2(n-1)/n; all-gather, reduce-scatter and all-to-all (n-1)/n). Where that factor depends on n, a
+// row's two columns say how many ranks ran: a log whose rank lines were cut or repeated would
+// otherwise be read with the wrong n, and every bus bandwidth derived from it would be off. Rows
+// under 10 GB/s are skipped: printed to two decimals, a ratio from 10 GB/s and up is good to 0.1%,
+// and 0.3% still tells 12 ranks from 13.
+void check_rank_count(const std::string& collective, int n, const LinkPoint& p, const std::string& where) {
+  if (busbw_factor(collective, 2) == busbw_factor(collective, 3) || p.algbw_GBps < 10 || p.busbw_GBps <= 0) return;
+  const double ratio = p.busbw_GBps / p.algbw_GBps, expected = busbw_factor(collective, n);
+  if (std::abs(ratio / expected - 1) <= 0.003) return;
+  // The n whose factor is nearest the printed ratio.
+  int implied = 2;
+  for (int m = 2; m <= 1 << 16; ++m)
+    if (std::abs(busbw_factor(collective, m) - ratio) < std::abs(busbw_factor(collective, implied) - ratio)) implied = m;
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "busbw / algbw = %.4f says %d ranks ran, but the log was read as %d (its '# Rank' or '# nThread' lines)",
+                ratio, implied, n);
+  throw InputError(where, buf);
+}
+
+}  // namespace
 
 std::vector<LinkTable> parse_nccl_tests_text(const std::string& text, const std::string& file) {
   std::vector<LinkTable> out;
@@ -76,6 +102,7 @@ std::vector<LinkTable> parse_nccl_tests_text(const std::string& text, const std:
     p.algbw_GBps = num(6);
     p.busbw_GBps = num(7);
     p.wrong = f[8] == "N/A" ? 0 : static_cast<long>(num(8));
+    check_rank_count(collective, n, p, file + ":" + std::to_string(lineno));
     cur->points.push_back(p);
   }
   if (out.empty()) throw InputError(file, "no nccl-tests result rows found");
@@ -100,7 +127,8 @@ std::vector<LinkTable> parse_nccl_tests_json(const std::string& text, const std:
   if (doc.contains("config")) {
     const json& c = doc["config"];
     if (c.contains("devices") && c["devices"].is_array() && c["devices"].size() > 1) n = static_cast<int>(c["devices"].size());
-    else if (c.contains("nthreads") && c.contains("ngpus")) n = c["nthreads"].get<int>() * c["ngpus"].get<int>();
+    else if (c.contains("nthreads") && c["nthreads"].is_number_integer() && c.contains("ngpus") && c["ngpus"].is_number_integer())
+      n = c["nthreads"].get<int>() * c["ngpus"].get<int>();
   }
   if (n <= 0) throw InputError(file + ": config", "cannot tell how many ranks ran");
   LinkTable t{collective, n, {}, file};
@@ -109,17 +137,20 @@ std::vector<LinkTable> parse_nccl_tests_json(const std::string& text, const std:
   for (std::size_t i = 0; i < rs.size(); ++i) {
     const std::string where = file + ": results[" + std::to_string(i) + "]";
     const json& r = rs[i];
-    if (!r.contains("size") || !r.contains("out_of_place") || !r["out_of_place"].is_object())
-      throw InputError(where, "expected \"size\" and an \"out_of_place\" object");
+    if (!r.is_object() || !r.contains("size") || !r["size"].is_number() || !r.contains("out_of_place") || !r["out_of_place"].is_object())
+      throw InputError(where, "expected a numeric \"size\" and an \"out_of_place\" object");
     const json& o = r["out_of_place"];
     LinkPoint p;
     p.bytes = r["size"].get<double>();
     const char* tkey = o.contains("time") ? "time" : "cpu_time";
     if (!o.contains(tkey) || !o[tkey].is_number()) throw InputError(where + ".out_of_place", "expected a numeric \"time\"");
     p.time_us = o[tkey].get<double>();
+    for (const char* k : {"alg_bw", "bus_bw", "nwrong"})
+      if (o.contains(k) && !o[k].is_number()) throw InputError(where + ".out_of_place." + k, "expected a number");
     p.algbw_GBps = o.value("alg_bw", 0.0);
     p.busbw_GBps = o.value("bus_bw", 0.0);
-    if (o.contains("nwrong") && o["nwrong"].is_number()) p.wrong = static_cast<long>(o["nwrong"].get<double>());
+    if (o.contains("nwrong")) p.wrong = static_cast<long>(o["nwrong"].get<double>());
+    check_rank_count(collective, n, p, where);
     t.points.push_back(p);
   }
   if (t.points.empty()) throw InputError(file, "the results list is empty");

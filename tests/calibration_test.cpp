@@ -137,6 +137,31 @@ TEST(NcclTestsImport, BadInputNamesFileAndLine) {
   }
   EXPECT_THROW(parse_nccl_tests_text("nothing here\n", "empty.txt"), InputError);
   EXPECT_THROW(parse_nccl_tests_json("{\"version\": 2}", "x.json"), InputError);
+  // A log whose rank lines were cut or repeated: its busbw / algbw (2(n-1)/n for all-reduce) says
+  // how many ranks ran, so a count read wrong is refused at the first row that shows it (from
+  // 10 GB/s, where two decimals resolve the ratio) rather than shifting every derived bus bandwidth.
+  const std::string rows = " 1048576 262144 float sum -1 100.0 10.49 18.35 0\n 4194304 1048576 float sum -1 200.0 20.97 36.70 0\n";
+  auto header = [](int ranks) {
+    std::string h = "# Collective test starting: all_reduce_perf\n";
+    for (int r = 0; r < ranks; ++r) h += "#  Rank  " + std::to_string(r) + " Group  0 Pid  1 on host device  0 [0x0] GPU\n";
+    return h;
+  };
+  EXPECT_EQ(parse_nccl_tests_text(header(8) + rows, "log.txt")[0].gpus, 8);  // 18.35 / 10.49 = 1.749, 2 x 7/8 = 1.75
+  for (const int wrong : {7, 9}) {
+    try {
+      parse_nccl_tests_text(header(wrong) + rows, "log.txt");
+      ADD_FAILURE() << wrong << " rank lines accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("log.txt:" + std::to_string(wrong + 2) + ": busbw / algbw = 1.7493 says 8 ranks ran, but the log was read as " +
+                                           std::to_string(wrong)),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  // Send/recv's factor is 1 at every size: nothing to check, any count reads.
+  EXPECT_EQ(parse_nccl_tests_text("# Collective test starting: sendrecv_perf\n# nThread 1 nGpus 3\n 1048576 262144 float sum -1 100.0 10.49 10.49 0\n",
+                                  "log.txt")[0].gpus,
+            3);
 }
 
 TEST(NcclTransport, ReadsTheNetworkAndItsNics) {
