@@ -3,6 +3,7 @@
 #include <tuple>
 
 #include "input_error.h"
+#include "memory_kernels.h"
 #include "layer_ops.h"
 #include "profile_merge.h"
 #include "table_run.h"
@@ -138,7 +139,7 @@ std::vector<gpu::KernelSample> kernel_run_samples(const json& run, const std::st
       s.kv_heads = k.at("kv_heads").get<int>();
       s.llama = k.at("llama").get<bool>();
       s.time_us = k.at("time_us").get<double>();
-      if (s.kernel.empty()) throw InputError(at, "kernel must name a kernel");
+      if (!is_memory_kernel(s.kernel)) throw InputError(at, "no step prices a kernel named \"" + s.kernel + "\"");
       if (s.tokens < 1 || s.hidden < 0 || s.ffn < 0 || s.vocab < 0 || s.heads < 0 || s.seq < 0 || s.kv_heads < 0)
         throw InputError(at, "tokens must be positive and the other sizes not negative");
       if (s.kernel != "adam" && (s.hidden < 1 || s.seq < 1 || s.tokens % s.seq != 0))

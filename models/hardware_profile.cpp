@@ -9,6 +9,7 @@
 #include "carry_over.h"
 #include "input_error.h"
 #include "json_fields.h"
+#include "memory_kernels.h"
 
 #ifndef TRAINSIM_PROFILE_DIR
 #define TRAINSIM_PROFILE_DIR "models/hardware"
@@ -189,6 +190,12 @@ void read_gpu(JsonFields& top, HardwareProfile& hp, bool derived) {
     const json& obj = g.required("memory_kernels");
     for (auto it = obj.begin(); it != obj.end(); ++it) {
       if (it.key() == "provenance") continue;  // a table measured apart (calibrate kernel-table) says where
+      if (!is_memory_kernel(it.key())) {
+        std::string msg = "no step prices a kernel named \"" + it.key() + "\"";
+        const std::string near = closest_match(it.key(), memory_kernel_names());
+        if (!near.empty()) msg += " (did you mean \"" + near + "\"?)";
+        throw InputError(mk.path(it.key()), msg);
+      }
       // [bytes, GBps, hidden] (hidden 0: any); profiles written before the hidden size was
       // recorded have [bytes, GBps].
       const json& rows = *mk.find(it.key());

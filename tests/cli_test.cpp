@@ -782,6 +782,9 @@ TEST(Cli, CalibrateKernelTableWritesAProfileOnlyFromGoodRuns) {
   nlohmann::json evicted_doc = run_doc;
   evicted_doc["provenance"]["method"] = {{"timing", "evicted"}, {"shapes", "profile"}};
   const std::string evicted_run = write_temp("evicted-kernel-run.json", evicted_doc.dump());
+  nlohmann::json misspelt_doc = run_doc;
+  misspelt_doc["kernel_run"][0]["kernel"] = "layer_norm";
+  const std::string misspelt = write_temp("misspelt-kernel-run.json", misspelt_doc.dump());
   expect_calibrate_refuses({
            {"kernel-table", "either --out"},
            {"kernel-table --out a.json --into " + profile, "either --out"},
@@ -794,6 +797,7 @@ TEST(Cli, CalibrateKernelTableWritesAProfileOnlyFromGoodRuns) {
            {"kernel-table --out a.json --shapes all", "\"all\" is not a set of kernel shapes"},
            {"kernel-table --into " + profile + " --timing single " + good, "--timing"},
            {"kernel-table --into " + profile + " " + good + " " + evicted_run, evicted_run},
+           {"kernel-table --into " + profile + " " + misspelt, "kernel_run[0]: no step prices a kernel named \"layer_norm\""},
        });
   std::ifstream after(profile);
   EXPECT_EQ(std::string((std::istreambuf_iterator<char>(after)), std::istreambuf_iterator<char>()), original);

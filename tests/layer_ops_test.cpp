@@ -1,7 +1,10 @@
 // Per-layer operations: FLOPs against closed forms and the communication each op implies.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "layer_ops.h"
+#include "memory_kernels.h"
 #include "model_presets.h"
 
 using namespace trainsim;
@@ -84,4 +87,29 @@ TEST(LayerOps, HeadSplitsVocabularyOverTp) {
   const LayerOps h = head_ops(c);
   // logits: 2 * b s * h * V / t.
   EXPECT_DOUBLE_EQ(gemm_flops(h.forward), 2.0 * 8192 * 4096 * 128256 / 4);
+}
+
+TEST(LayerOps, EveryMemoryBoundOpIsPricedByAKernelTheProfilesName) {
+  // A profile's gpu.memory_kernels accepts only memory_kernel_names(); each memory-bound op of
+  // either family, under any TP degree, sequence parallelism and recompute, names one of them,
+  // and every name but the optimizer's (priced by the cost model itself) is some op's.
+  std::set<std::string> used;
+  for (const char* preset : {"gpt-1.3b", "llama3-8b", "llama2-7b"})
+    for (const int tp : {1, 8})
+      for (const bool sp : {false, true})
+        for (const Recompute r : {Recompute::none, Recompute::selective, Recompute::full}) {
+          if (sp && tp == 1) continue;
+          const OpContext c{*find_model_preset(preset), tp, sp, r, 2, Precision::bf16};
+          for (const LayerOps& L : {transformer_layer_ops(c), embedding_ops(c), head_ops(c)})
+            for (const auto* ops : {&L.forward, &L.backward, &L.recompute})
+              for (const Op& op : *ops)
+                if (op.kind == OpKind::memory) {
+                  EXPECT_TRUE(is_memory_kernel(op.kernel)) << preset << " " << op.name << " priced as \"" << op.kernel << "\"";
+                  used.insert(op.kernel);
+                }
+        }
+  for (const std::string& k : memory_kernel_names()) {
+    if (k == "adam") continue;
+    EXPECT_TRUE(used.count(k)) << k << " is listed but no op is priced by it";
+  }
 }

@@ -472,6 +472,9 @@ TEST(Profiles, MeasuredTablesAreReadStrictly) {
   fails_at([](nlohmann::json& p) { p["gpu"]["memory_bound"]["points"][0][1] = 0; }, "gpu.memory_bound.points[0][1]");
   fails_at([](nlohmann::json& p) { p["gpu"]["memory_kernels"]["adam"][0][1] = 0; }, "gpu.memory_kernels.adam[0][1]");
   fails_at([](nlohmann::json& p) { p["gpu"]["memory_kernels"]["adam"][0][2] = 0.5; }, "gpu.memory_kernels.adam[0][2]");
+  // A kernel no step prices (a misspelt row would leave its op on the generic curve).
+  fails_at([](nlohmann::json& p) { p["gpu"]["memory_kernels"]["layer_norm"] = p["gpu"]["memory_kernels"]["layernorm"]; },
+           "gpu.memory_kernels.layer_norm: no step prices a kernel named \"layer_norm\" (did you mean \"layernorm\"?)");
   fails_at([](nlohmann::json& p) { p["gpu"]["peak_tflops"]["bf16"] = 0; }, "gpu.peak_tflops.bf16");
   fails_at([](nlohmann::json& p) { p["gpu"]["measured_tflops"]["bf16"] = -1; }, "gpu.measured_tflops.bf16");
   fails_at([](nlohmann::json& p) { p["host_link"]["h2d_GBps"] = 0; }, "host_link.h2d_GBps");
