@@ -428,8 +428,10 @@ int main(int argc, char** argv) {
       int n = 0;
       try {
         n = calib::refit_collectives(p);
+      } catch (const InputError& e) {
+        throw InputError(refit_profile, e.what());
       } catch (const json::exception& e) {
-        throw InputError(refit_profile + ": measurements.collectives", e.what());
+        throw InputError(refit_profile + ": measurements", e.what());
       }
       if (n == 0) throw InputError(refit_profile, "records no multi-GPU collective measurements to refit");
       write_atomically(refit_profile, p.dump(1) + "\n");

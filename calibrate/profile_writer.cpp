@@ -10,6 +10,8 @@
 #include "alpha_beta_fit.h"
 #include "attention_table.h"
 #include "hardware_profile.h"
+#include "input_error.h"
+#include "json_fields.h"
 #include "kernel_table.h"
 
 namespace trainsim::calib {
@@ -82,18 +84,34 @@ void set_intra_collectives(json& in, const std::vector<LinkTable>& tables, const
 int refit_collectives(json& profile) {
   if (!profile.contains("measurements") || !profile["measurements"].contains("collectives")) return 0;
   std::map<std::pair<std::string, int>, LinkTable> by;
-  for (const auto& c : profile["measurements"]["collectives"]) {
-    const int gpus = c.at("gpus").get<int>();
-    if (gpus < 2) continue;
-    LinkTable& t = by[{c.at("collective").get<std::string>(), gpus}];
-    t.collective = c.at("collective").get<std::string>();
-    t.gpus = gpus;
-    t.source = "measured";
-    t.points.push_back({c.at("bytes").get<double>(), c.at("time_us").get<double>(), c.at("algbw_GBps").get<double>(),
-                        c.at("busbw_GBps").get<double>(), c.at("wrong").get<long>()});
+  const json& all = profile["measurements"]["collectives"];
+  if (!all.is_array()) throw InputError("measurements.collectives", "expected an array, found " + json_excerpt(all));
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const json& c = all[i];
+    try {
+      const int gpus = c.at("gpus").get<int>();
+      if (gpus < 2) continue;
+      LinkTable& t = by[{c.at("collective").get<std::string>(), gpus}];
+      t.collective = c.at("collective").get<std::string>();
+      t.gpus = gpus;
+      t.source = "measured";
+      t.points.push_back({c.at("bytes").get<double>(), c.at("time_us").get<double>(), c.at("algbw_GBps").get<double>(),
+                          c.at("busbw_GBps").get<double>(), c.at("wrong").get<long>()});
+    } catch (const json::exception& e) {
+      throw InputError("measurements.collectives[" + std::to_string(i) + "]",
+                       "expected collective, gpus, bytes, time_us, algbw_GBps, busbw_GBps, wrong: " + std::string(e.what()));
+    }
   }
   std::vector<LinkTable> tables;
-  for (auto& [k, t] : by) tables.push_back(std::move(t));
+  for (auto& [k, t] : by) {
+    // Each table fits on its own first, so that one measured at too few sizes is named.
+    try {
+      collective_fits_json({t}, json::object());
+    } catch (const std::invalid_argument& e) {
+      throw InputError("measurements.collectives", t.collective + " over " + std::to_string(t.gpus) + " GPUs: " + e.what());
+    }
+    tables.push_back(std::move(t));
+  }
   if (!tables.empty()) set_intra_collectives(profile["intra_node"], tables, profile["intra_node"].at("provenance"));
   int n = static_cast<int>(tables.size());
   // Across nodes: the sweep with one rank per node (the rail, or every rank when each was its own node).

@@ -908,6 +908,24 @@ TEST(Cli, CalibrateRefitReproducesTheCommittedFits) {
   const std::string before = nlohmann::json::parse(std::ifstream(copy)).dump();
   EXPECT_EQ(run("refit " + copy, kCalibrate).status, 2);
   EXPECT_EQ(nlohmann::json::parse(std::ifstream(copy)).dump(), before);
+  // A malformed record, or a collective measured at too few sizes to fit: exit 2 naming it, the
+  // file left as it was (a fit that failed used to exit 1 without saying which collective).
+  const nlohmann::json good = nlohmann::json::parse(std::ifstream(std::string(TRAINSIM_PROFILES) + "/h200-sxm.json"));
+  nlohmann::json typo = good, sparse = good;
+  typo["measurements"]["collectives"][5]["time_us"] = "x";
+  nlohmann::json kept = nlohmann::json::array();
+  for (const auto& c : sparse["measurements"]["collectives"])
+    if (c["collective"] != "all_gather" || c["bytes"].get<double>() < 1000) kept.push_back(c);
+  sparse["measurements"]["collectives"] = kept;
+  for (const auto& [doc, said] : {std::pair{typo, std::string("measurements.collectives[5]: ")},
+                                  std::pair{sparse, std::string("measurements.collectives: all_gather over 2 GPUs: fit needs at least two points")}}) {
+    const std::string text = doc.dump();
+    std::ofstream(copy) << text;
+    const Outcome r2 = run("refit " + copy, kCalibrate);
+    EXPECT_EQ(r2.status, 2) << said;
+    EXPECT_NE(r2.err.find(copy + ": " + said), std::string::npos) << r2.err;
+    EXPECT_EQ(nlohmann::json::parse(std::ifstream(copy)).dump(), nlohmann::json::parse(text).dump());
+  }
   std::filesystem::remove(copy);
 }
 
