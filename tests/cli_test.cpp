@@ -302,6 +302,13 @@ TEST(Cli, MissingFileAndBadFlagsExitTwo) {
     EXPECT_NE(bad.err.find("not in range"), std::string::npos) << args << ": " << bad.err;
     EXPECT_TRUE(bad.out.empty()) << args;
   }
+  // A node count given twice, and a directory given for the scenario, are named.
+  const Outcome twice = run("--profiles " + kData + " sweep " + scenario + " --nodes 1,2,1");
+  EXPECT_EQ(twice.status, 2);
+  EXPECT_NE(twice.err.find("--nodes: 1 is given twice"), std::string::npos) << twice.err;
+  const Outcome dir = run("simulate " + kScenarios);
+  EXPECT_EQ(dir.status, 2);
+  EXPECT_NE(dir.err.find(kScenarios + ": is a directory, not a scenario file"), std::string::npos) << dir.err;
 }
 
 TEST(Cli, SweepShowsTheSlowdownAndItsReason) {

@@ -106,6 +106,19 @@ TEST(Scenario, MissingRequiredKeys) {
   EXPECT_NE(error_of(no_batch).find("training.global_batch"), std::string::npos);
 }
 
+TEST(Scenario, AValueListedTwiceIsRefused) {
+  // A repeated value would be searched, swept or validated twice over (a search ranked the same
+  // layout twice): the second is named, with the first it repeats.
+  std::string e = error_of(base_with(R"("layout": {})", R"(, "search": { "tp": [1, 2, 4, 1] })"));
+  EXPECT_NE(e.find("search.tp[3]: repeats search.tp[0] (1)"), std::string::npos) << e;
+  e = error_of(base_with(R"("layout": {})", R"(, "search": { "recompute": ["none", "full", "full"] })"));
+  EXPECT_NE(e.find("search.recompute[2]: repeats search.recompute[1]"), std::string::npos) << e;
+  e = error_of(R"({ "name": "t", "model": "gpt-125m", "training": { "global_batch": 8 }, "hardware": "test-gpu",
+      "cluster": { "nodes": [1, 2, 2] }, "layout": {} })");
+  EXPECT_NE(e.find("cluster.nodes[2]: repeats cluster.nodes[1] (2)"), std::string::npos) << e;
+  EXPECT_EQ(error_of(base_with(R"("layout": {})", R"(, "search": { "tp": [1, 2, 4] })")), "");
+}
+
 TEST(Scenario, NestedPathsInLists) {
   const std::string e = error_of(base_with(R"("layout": {})", R"(, "search": { "tp": [1, 2, "x"] })"));
   EXPECT_NE(e.find("search.tp[2]"), std::string::npos) << e;

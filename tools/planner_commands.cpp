@@ -91,6 +91,9 @@ int run_simulate(const PlannerOptions& o, std::ostream& out) {
 int run_sweep(const PlannerOptions& o, std::ostream& out) {
   const Scenario s = load_scenario(o.scenario, o.profile_dir);
   const std::vector<int> counts = o.nodes_list.empty() ? s.cluster.nodes : o.nodes_list;
+  for (std::size_t i = 0; i < o.nodes_list.size(); ++i)  // the scenario's own lists are checked as it loads
+    for (std::size_t j = 0; j < i; ++j)
+      if (o.nodes_list[i] == o.nodes_list[j]) throw InputError("--nodes", std::to_string(o.nodes_list[i]) + " is given twice");
   for (int n : counts)
     if (n < 1) throw InputError("--nodes", "node counts must be positive, found " + std::to_string(n));
   // Each size's layout first, in order (a layout that does not fit a size is refused naming the

@@ -1,6 +1,7 @@
 #include "scenario.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -73,7 +74,13 @@ std::vector<T> read_list(const json& v, const std::string& path, Fn one) {
   std::vector<T> out;
   if (v.is_array()) {
     if (v.empty()) throw InputError(path, "expected a non-empty list");
-    for (std::size_t i = 0; i < v.size(); ++i) out.push_back(one(v[i], path + "[" + std::to_string(i) + "]"));
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      const std::string at = path + "[" + std::to_string(i) + "]";
+      out.push_back(one(v[i], at));
+      // A value listed twice would be searched, swept or validated twice over.
+      for (std::size_t j = 0; j < i; ++j)
+        if (v[j] == v[i]) throw InputError(at, "repeats " + path + "[" + std::to_string(j) + "] (" + v[i].dump() + ")");
+    }
   } else {
     out.push_back(one(v, path));
   }
@@ -449,6 +456,8 @@ Scenario parse_document(const json& doc, const std::string& file, const std::str
 }  // namespace
 
 Scenario load_scenario(const std::string& path, const std::string& profile_dir) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw InputError(path, "is a directory, not a scenario file");
   std::ifstream in(path);
   if (!in) throw InputError(path, "cannot open scenario file");
   std::stringstream ss;
