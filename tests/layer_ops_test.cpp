@@ -99,7 +99,8 @@ TEST(LayerOps, EveryMemoryBoundOpIsPricedByAKernelTheProfilesName) {
       for (const bool sp : {false, true})
         for (const Recompute r : {Recompute::none, Recompute::selective, Recompute::full}) {
           if (sp && tp == 1) continue;
-          const OpContext c{*find_model_preset(preset), tp, sp, r, 2, Precision::bf16};
+          const ModelConfig m = *find_model_preset(preset);  // OpContext keeps a reference to it
+          const OpContext c{m, tp, sp, r, 2, Precision::bf16};
           for (const LayerOps& L : {transformer_layer_ops(c), embedding_ops(c), head_ops(c)})
             for (const auto* ops : {&L.forward, &L.backward, &L.recompute})
               for (const Op& op : *ops)
