@@ -2,9 +2,9 @@
 """Mutation fuzzing of the planner's input: scenarios and hardware profiles.
 
 Each case takes one of scenarios/*.json (or, with --target profile, the hardware profile that
-scenario names, in a copy of the profiles directory), applies one random mutation (a key removed, a value of the
-wrong type or out of range, an unknown key, an array emptied, the text cut short) and runs a
-planner subcommand on it. The contract (README, "Bad input"): exit 0, or exit 2 with a message on
+scenario names, in a copy of the profiles directory), applies one random mutation (a key removed,
+a value of the wrong type or out of range, an unknown key, an array emptied, one column of a whole
+table set to an odd value, the text cut short) and runs a planner subcommand on it. The contract (README, "Bad input"): exit 0, or exit 2 with a message on
 stderr and no output file written. Anything else is a finding: another exit code, a signal, a
 sanitizer report, a run past the time limit, or an output file left by a failed run.
 
