@@ -13,6 +13,7 @@
 
 #include "alpha_beta_fit.h"
 #include "input_error.h"
+#include "json_fields.h"
 #include "measurements.h"
 #include "nccl_bench.h"
 #include "nccl_transport.h"
@@ -133,7 +134,7 @@ int calibrate_across_nodes(int* argc, char*** argv, const AcrossNodesOptions& op
       try {
         base = json::parse(in);
       } catch (const json::parse_error& e) {
-        throw InputError("--base " + opt.base, std::string("not valid JSON: ") + e.what());
+        throw InputError("--base " + opt.base, "not valid JSON: " + json_error_text(e));
       }
       if (!base.contains("inter_node") || !base["inter_node"].is_object())
         throw InputError("--base " + opt.base, "has no inter_node section to calibrate");

@@ -4,6 +4,7 @@
 #include <tuple>
 
 #include "input_error.h"
+#include "json_fields.h"
 #include "profile_merge.h"
 #include "table_run.h"
 
@@ -69,8 +70,8 @@ std::vector<gpu::AttentionSample> attention_run_samples(const json& run, const s
         throw InputError(at, "times and rates must be positive numbers");
       out.push_back(s);
     } catch (const json::exception& e) {
-      throw InputError(at, std::string("expected batch, heads, seq, head_dim, kv_group, dropout, fwd_us, bwd_us, fwd_tflops, "
-                                       "bwd_tflops: ") + e.what());
+      throw InputError(at, "expected batch, heads, seq, head_dim, kv_group, dropout, fwd_us, bwd_us, fwd_tflops, bwd_tflops: " +
+                               json_error_text(e));
     }
   }
   return out;

@@ -17,6 +17,7 @@
 #include "gemm_shapes.h"
 #include "hardware_profile.h"
 #include "input_error.h"
+#include "json_fields.h"
 #include "kernel_table.h"
 #include "nccl_tests_import.h"
 #include "profile_merge.h"
@@ -58,7 +59,7 @@ json read_json(const std::string& path) {
   try {
     return json::parse(in);
   } catch (const json::parse_error& e) {
-    throw InputError(path, std::string("not valid JSON: ") + e.what());
+    throw InputError(path, "not valid JSON: " + json_error_text(e));
   }
 }
 
@@ -388,7 +389,7 @@ int main(int argc, char** argv) {
         merged = calib::merge_profiles(runs, merge_name.empty() ? std::filesystem::path(merge_out).stem().string() : merge_name,
                                        command_line(argc, argv), measured.empty() ? today() : measured);
       } catch (const json::exception& e) {
-        throw InputError("merge", std::string("a profile lacks a calibration record: ") + e.what());
+        throw InputError("merge", "a profile lacks a calibration record: " + json_error_text(e));
       }
       if (!merge_runtime.empty()) {
         const json from = read_json(merge_runtime);
@@ -431,7 +432,7 @@ int main(int argc, char** argv) {
       } catch (const InputError& e) {
         throw InputError(refit_profile, e.what());
       } catch (const json::exception& e) {
-        throw InputError(refit_profile + ": measurements", e.what());
+        throw InputError(refit_profile + ": measurements", json_error_text(e));
       }
       if (n == 0) throw InputError(refit_profile, "records no multi-GPU collective measurements to refit");
       write_atomically(refit_profile, p.dump(1) + "\n");

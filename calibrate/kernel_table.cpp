@@ -3,6 +3,7 @@
 #include <tuple>
 
 #include "input_error.h"
+#include "json_fields.h"
 #include "memory_kernels.h"
 #include "layer_ops.h"
 #include "profile_merge.h"
@@ -147,7 +148,7 @@ std::vector<gpu::KernelSample> kernel_run_samples(const json& run, const std::st
       if (!(s.time_us > 0)) throw InputError(at, "time_us must be a positive number");
       out.push_back(s);
     } catch (const json::exception& e) {
-      throw InputError(at, std::string("expected kernel, tokens, hidden, ffn, vocab, heads, seq, kv_heads, llama, time_us: ") + e.what());
+      throw InputError(at, "expected kernel, tokens, hidden, ffn, vocab, heads, seq, kv_heads, llama, time_us: " + json_error_text(e));
     }
   }
   return out;

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "input_error.h"
+#include "json_fields.h"
 
 namespace trainsim::calib {
 
@@ -115,7 +116,7 @@ std::vector<LinkTable> parse_nccl_tests_json(const std::string& text, const std:
   try {
     doc = json::parse(text);
   } catch (const json::parse_error& e) {
-    throw InputError(file, std::string("not valid JSON: ") + e.what());
+    throw InputError(file, "not valid JSON: " + json_error_text(e));
   }
   if (!doc.is_object() || !doc.contains("results"))
     throw InputError(file, "expected an nccl-tests -J document with a \"results\" list");

@@ -25,9 +25,7 @@ void each_record(const json& arr, const std::string& path, Read read) {
     try {
       read(arr[i]);
     } catch (const json::exception& e) {
-      std::string why = e.what();  // "[json.exception.type_error.302] type must be number, but is string"
-      if (const auto end = why.find("] "); why.rfind("[json.exception.", 0) == 0 && end != std::string::npos) why.erase(0, end + 2);
-      throw InputError(path + "[" + std::to_string(i) + "]", why);
+      throw InputError(path + "[" + std::to_string(i) + "]", json_error_text(e));
     }
   }
 }
@@ -50,7 +48,7 @@ gpu::Measurements single_gpu_measurements(const json& p) {
     m.device.nccl = prov.value("nccl", std::string());
     m.device.uuids = prov.value("device_uuids", std::vector<std::string>());
   } catch (const json::exception& e) {
-    throw InputError("provenance", e.what());
+    throw InputError("provenance", json_error_text(e));
   }
   const json& gpu_block = member(p, "gpu", "");
   const json& raw = member(p, "measurements", "");
@@ -61,7 +59,7 @@ gpu::Measurements single_gpu_measurements(const json& p) {
     m.context_bytes = raw.value("context_bytes", -1.0);
     m.gemm_check_rel_error = raw.value("gemm_check_rel_error", -1.0);
   } catch (const json::exception& e) {
-    throw InputError("measurements", e.what());
+    throw InputError("measurements", json_error_text(e));
   }
   // GEMMs: the profile's table (m, n, k, TFLOP/s) per data type.
   const json& table = member(gpu_block, "gemm_tflops", "gpu");

@@ -99,7 +99,7 @@ int refit_collectives(json& profile) {
                           c.at("busbw_GBps").get<double>(), c.at("wrong").get<long>()});
     } catch (const json::exception& e) {
       throw InputError("measurements.collectives[" + std::to_string(i) + "]",
-                       "expected collective, gpus, bytes, time_us, algbw_GBps, busbw_GBps, wrong: " + std::string(e.what()));
+                       "expected collective, gpus, bytes, time_us, algbw_GBps, busbw_GBps, wrong: " + json_error_text(e));
     }
   }
   std::vector<LinkTable> tables;

@@ -397,7 +397,7 @@ HardwareProfile parse_impl(const std::string& text, const std::string& file, con
   try {
     doc = json::parse(text);
   } catch (const json::parse_error& e) {
-    throw InputError(file, std::string("not valid JSON: ") + e.what());
+    throw InputError(file, "not valid JSON: " + json_error_text(e));
   }
   HardwareProfile hp;
   JsonFields top(doc, "");

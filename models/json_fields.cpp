@@ -20,6 +20,12 @@ std::string json_type_name(const json& v) {
   return "an object";
 }
 
+std::string json_error_text(const std::exception& e) {
+  std::string why = e.what();
+  if (const auto end = why.find("] "); why.rfind("[json.exception.", 0) == 0 && end != std::string::npos) why.erase(0, end + 2);
+  return why;
+}
+
 std::string json_excerpt(const json& v) {
   if (v.is_null()) return "null";
   std::string s = v.dump();

@@ -2,6 +2,7 @@
 // Strict reading of one JSON object: every key read is checked for type and range, and finish()
 // rejects any key that was never asked for, suggesting the closest known key. Errors name the JSON
 // path (`cluster.network.nic_Gbps`), what was expected and what was found.
+#include <exception>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
@@ -43,6 +44,9 @@ class JsonFields {
 // Helpers for values that are not object members (array elements, union types).
 std::string json_type_name(const nlohmann::json& v);
 std::string json_excerpt(const nlohmann::json& v);
+// nlohmann::json's message without its "[json.exception.type_error.302] " tag: what a user of the
+// file needs ("type must be number, but is string"), not the library's catalogue number.
+std::string json_error_text(const std::exception& e);
 double json_number(const nlohmann::json& v, const std::string& path, double min = -1e300, double max = 1e300);
 int json_integer(const nlohmann::json& v, const std::string& path, int min = -2147483647, int max = 2147483647);
 std::string json_string(const nlohmann::json& v, const std::string& path);

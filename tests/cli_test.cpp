@@ -931,6 +931,7 @@ TEST(Cli, CalibrateRefitReproducesTheCommittedFits) {
     const Outcome r2 = run("refit " + copy, kCalibrate);
     EXPECT_EQ(r2.status, 2) << said;
     EXPECT_NE(r2.err.find(copy + ": " + said), std::string::npos) << r2.err;
+    EXPECT_EQ(r2.err.find("json.exception"), std::string::npos) << r2.err;
     EXPECT_EQ(nlohmann::json::parse(std::ifstream(copy)).dump(), nlohmann::json::parse(text).dump());
   }
   std::filesystem::remove(copy);

@@ -191,10 +191,23 @@ TEST(Scenario, CustomModelAndPresetOverride) {
 }
 
 TEST(Scenario, NotJson) {
-  EXPECT_NE(error_of("{ \"name\": ").find("not valid JSON"), std::string::npos);
+  // The parser's own message (where and what), without its library's catalogue tag.
+  const std::string e = error_of("{ \"name\": ");
+  EXPECT_NE(e.find("not valid JSON: parse error at line 1"), std::string::npos) << e;
+  EXPECT_EQ(e.find("json.exception"), std::string::npos) << e;
 }
 
 TEST(Scenario, LayoutOverridesFromTheCommandLine) {
+  {
+    // Blanks around items, keys and values, as typed in a shell, are not part of them.
+    bool given = false;
+    const Layout t = apply_layout_overrides(Layout{}, " tp=4 , pp = 2,\tschedule = interleaved ,", &given);
+    EXPECT_EQ(t.tp, 4);
+    EXPECT_EQ(t.pp, 2);
+    EXPECT_EQ(t.schedule, Schedule::interleaved);
+    EXPECT_THROW(apply_layout_overrides(Layout{}, "tp=4, tp =2", &given), InputError);
+    EXPECT_THROW(apply_layout_overrides(Layout{}, "tp=4 2", &given), InputError);
+  }
   bool dp_given = false;
   Layout l = apply_layout_overrides(Layout{}, "tp=4,pp=2,recompute=full,compression=int8", &dp_given);
   EXPECT_EQ(l.tp, 4);

@@ -1060,6 +1060,9 @@ TEST(Validation, ThePowerEstimateOfAStepAtTheHighestClockRunsHigh) {
   std::map<std::string, HardwareProfile> profiles;
   for (const char* hw : {"h100-sxm", "h200-sxm"}) profiles[hw] = load_hardware_profile(hw, kProfiles);
   std::map<std::string, std::vector<double>> excess, excess_timed_1s;
+  // The same runs with every step priced by the Llama-style element-wise kernels' power, as both
+  // profiles priced them before GPT's own were swept.
+  std::map<std::string, std::vector<double>> excess_llama_power, excess_llama_power_1s;
   std::vector<double> excess_instant;  // against the instantaneous readings, where recorded
   // The step shapes (part, model, micro-batch, recompute) with instantaneous readings, and those
   // of them held to the 1 s mean alone: counted by shape, since every record of a scenario on a
@@ -1088,6 +1091,9 @@ TEST(Validation, ThePowerEstimateOfAStepAtTheHighestClockRunsHigh) {
     EXPECT_EQ(r.at_launch_interval_s, 0.0) << r.hw << " " << r.model;
     excess[part].push_back(estimate - r.power_w);
     if (r.timed_s >= 1.0) excess_timed_1s[part].push_back(estimate - r.power_w);
+    const double llama_estimate = mix_power_w(hw, mix_of(r.k), Family::llama);
+    excess_llama_power[part].push_back(llama_estimate - r.power_w);
+    if (r.timed_s >= 1.0) excess_llama_power_1s[part].push_back(llama_estimate - r.power_w);
     // The instantaneous value changes every 0.101 s however often it is read (nvidia-smi every
     // 5 ms beside GPT 760M steps: calibrate/records/2026-12-07-session-55-h100-held-out/, call 2).
     // So a run whose micro-batch, over which its kernels swing the power, takes within 5% of a
@@ -1152,6 +1158,12 @@ TEST(Validation, ThePowerEstimateOfAStepAtTheHighestClockRunsHigh) {
                 e1.size(), median(e1), *std::min_element(e1.begin(), e1.end()), *std::max_element(e1.begin(), e1.end()));
     EXPECT_LE(median(e1), median(e)) << hw << ": the shortest runs read low";
     EXPECT_GT(median(e1), 0.0) << hw;
+    const std::vector<double>& l = excess_llama_power[hw];
+    const std::vector<double>& l1 = excess_llama_power_1s[hw];
+    std::printf("[ info ] %s, the same with the Llama-style kernels' power for every step: %.0f W above at the median; the %zu "
+                "timed for 1 s or more: %.0f W\n",
+                hw.c_str(), median(l), l1.size(), median(l1));
+    EXPECT_GT(median(l), median(e)) << hw << ": GPT's element-wise kernels draw less than Llama's";
   }
 }
 

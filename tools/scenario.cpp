@@ -235,7 +235,7 @@ Scenario parse_scenario(const std::string& text, const std::string& file, const 
   try {
     doc = json::parse(text);
   } catch (const json::parse_error& e) {
-    throw InputError(file, std::string("not valid JSON: ") + e.what());
+    throw InputError(file, "not valid JSON: " + json_error_text(e));
   }
   return parse_document(doc, file, profile_dir);
 }
@@ -483,12 +483,18 @@ Layout apply_layout_overrides(Layout l, const std::string& overrides, bool* dp_g
   std::stringstream ss(overrides);
   std::string item;
   std::vector<std::string> seen;
+  // Blanks around items, keys and values are not part of them ("tp=8, pp=2" as typed in a shell).
+  auto trim = [](const std::string& s) {
+    const auto b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
+    return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+  };
   while (std::getline(ss, item, ',')) {
+    item = trim(item);
     if (item.empty()) continue;
     const auto eq = item.find('=');
     const std::string where = "--layout " + item;
     if (eq == std::string::npos) throw InputError(where, "expected key=value");
-    const std::string k = item.substr(0, eq), v = item.substr(eq + 1);
+    const std::string k = trim(item.substr(0, eq)), v = trim(item.substr(eq + 1));
     // A key given twice would leave one of the two silently unused.
     if (std::find(seen.begin(), seen.end(), k) != seen.end()) throw InputError(where, "\"" + k + "\" is given twice");
     seen.push_back(k);
