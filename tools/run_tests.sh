@@ -3,7 +3,7 @@
 # golden and end-to-end tests, then again under AddressSanitizer + UndefinedBehaviorSanitizer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-tools/setup.sh chromium
+tools/setup.sh chromium python3
 tools/build.sh
 (cd build && ctest --output-on-failure -j2 --timeout 300)
 BUILD_DIR=build-asan tools/build.sh -DTRAINSIM_SANITIZE=ON -DTRAINSIM_CUDA=OFF -DTRAINSIM_BENCHMARKS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
