@@ -28,6 +28,46 @@ json kernel_samples_json(const std::vector<gpu::KernelSample>& samples) {
   return out;
 }
 
+namespace {
+
+// The one-layer model whose ops a layer kernel's sample was timed at.
+ModelConfig sample_model(const gpu::KernelSample& k) {
+  ModelConfig cfg;
+  cfg.family = k.llama ? Family::llama : Family::gpt;
+  cfg.layers = 1; cfg.hidden = k.hidden; cfg.heads = k.heads; cfg.kv_heads = k.kv_heads > 0 ? k.kv_heads : k.heads; cfg.ffn_hidden = k.ffn;
+  cfg.vocab = k.vocab; cfg.seq_len = k.seq;
+  return cfg;
+}
+
+}  // namespace
+
+gpu::KernelSample read_kernel_sample(const json& k, const std::string& at) {
+  if (!k.is_object()) throw InputError(at, "expected a kernel sample object, found " + json_excerpt(k));
+  gpu::KernelSample s;
+  try {
+    s.kernel = k.at("kernel").get<std::string>();
+    s.llama = k.at("llama").get<bool>();
+  } catch (const json::exception& e) {
+    throw InputError(at, "expected kernel, tokens, hidden, ffn, vocab, heads, seq, kv_heads, llama, time_us: " + json_error_text(e));
+  }
+  auto integer = [&](const char* key) {
+    if (!k.contains(key)) throw InputError(at + "." + key, "required field is missing");
+    return json_integer(k[key], at + "." + key, 0);
+  };
+  s.tokens = integer("tokens"), s.hidden = integer("hidden"), s.ffn = integer("ffn"), s.vocab = integer("vocab");
+  s.heads = integer("heads"), s.seq = integer("seq"), s.kv_heads = integer("kv_heads");
+  if (!k.contains("time_us")) throw InputError(at + ".time_us", "required field is missing");
+  s.time_us = json_number(k["time_us"], at + ".time_us", 1e-6, 1e12);
+  if (!is_memory_kernel(s.kernel)) throw InputError(at, "no step prices a kernel named \"" + s.kernel + "\"");
+  if (s.tokens < 1) throw InputError(at + ".tokens", "must be positive (for adam: the parameters updated, in Mi)");
+  if (s.kernel != "adam") {
+    // A layer's kernel: its shape is a model's (whole heads, whole K/V groups) and whole sequences.
+    validate_model(sample_model(s), at);
+    if (s.tokens % s.seq != 0) throw InputError(at + ".tokens", "must be a whole number of sequences of seq tokens");
+  }
+  return s;
+}
+
 json memory_kernels_json(const std::vector<gpu::KernelSample>& samples) {
   json mk = json::object();
   for (const auto& k : samples) {
@@ -36,10 +76,7 @@ json memory_kernels_json(const std::vector<gpu::KernelSample>& samples) {
       mk["adam"].push_back({34.0 * params, 34.0 * params / (k.time_us * 1e3), 0});  // CostModel::adam_time_s's bytes
       continue;
     }
-    ModelConfig cfg;
-    cfg.family = k.llama ? Family::llama : Family::gpt;
-    cfg.layers = 1; cfg.hidden = k.hidden; cfg.heads = k.heads; cfg.kv_heads = k.kv_heads > 0 ? k.kv_heads : k.heads; cfg.ffn_hidden = k.ffn;
-    cfg.vocab = k.vocab; cfg.seq_len = k.seq;
+    const ModelConfig cfg = sample_model(k);
     const OpContext ctx{cfg, 1, false, Recompute::none, k.tokens / k.seq, Precision::bf16};
     double bytes = 0;
     for (const LayerOps& ops : {transformer_layer_ops(ctx), embedding_ops(ctx), head_ops(ctx)})
@@ -129,28 +166,7 @@ std::string kernel_table_rule(const std::vector<json>& runs, const std::vector<s
 std::vector<gpu::KernelSample> kernel_run_samples(const json& run, const std::string& where) {
   const json& rows = table_run_samples(run, "kernel_run", where, "a kernel run (calibrate kernel-table --out)");
   std::vector<gpu::KernelSample> out;
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    const std::string at = where + ": kernel_run[" + std::to_string(i) + "]";
-    const json& k = rows[i];
-    try {
-      gpu::KernelSample s;
-      s.kernel = k.at("kernel").get<std::string>();
-      s.tokens = k.at("tokens").get<int>(), s.hidden = k.at("hidden").get<int>(), s.ffn = k.at("ffn").get<int>();
-      s.vocab = k.at("vocab").get<int>(), s.heads = k.at("heads").get<int>(), s.seq = k.at("seq").get<int>();
-      s.kv_heads = k.at("kv_heads").get<int>();
-      s.llama = k.at("llama").get<bool>();
-      s.time_us = k.at("time_us").get<double>();
-      if (!is_memory_kernel(s.kernel)) throw InputError(at, "no step prices a kernel named \"" + s.kernel + "\"");
-      if (s.tokens < 1 || s.hidden < 0 || s.ffn < 0 || s.vocab < 0 || s.heads < 0 || s.seq < 0 || s.kv_heads < 0)
-        throw InputError(at, "tokens must be positive and the other sizes not negative");
-      if (s.kernel != "adam" && (s.hidden < 1 || s.seq < 1 || s.tokens % s.seq != 0))
-        throw InputError(at, "a layer's kernel needs a positive hidden size and a whole number of sequences of tokens");
-      if (!(s.time_us > 0)) throw InputError(at, "time_us must be a positive number");
-      out.push_back(s);
-    } catch (const json::exception& e) {
-      throw InputError(at, "expected kernel, tokens, hidden, ffn, vocab, heads, seq, kv_heads, llama, time_us: " + json_error_text(e));
-    }
-  }
+  for (std::size_t i = 0; i < rows.size(); ++i) out.push_back(read_kernel_sample(rows[i], where + ": kernel_run[" + std::to_string(i) + "]"));
   return out;
 }
 

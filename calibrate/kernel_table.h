@@ -31,6 +31,10 @@ nlohmann::json kernel_run_json(const std::vector<gpu::KernelSample>& samples, co
 // method was timed in bursts (the first kernel-table runs). Runs timed differently are not one
 // table: throws InputError naming the first run that differs from the first run.
 std::string kernel_table_rule(const std::vector<nlohmann::json>& runs, const std::vector<std::string>& run_paths);
+// One kernel sample as kernel_samples_json writes it (every field present, sizes whole numbers, a
+// layer kernel's shape a valid one-layer model's, a positive time); throws InputError naming `at`
+// and the field.
+gpu::KernelSample read_kernel_sample(const nlohmann::json& k, const std::string& at);
 // The samples of a run written by kernel_run_json; throws InputError naming `where` and the field
 // when it is not one.
 std::vector<gpu::KernelSample> kernel_run_samples(const nlohmann::json& run, const std::string& where);

@@ -8,6 +8,7 @@
 
 #include "input_error.h"
 #include "json_fields.h"
+#include "kernel_table.h"
 #include "profile_writer.h"
 
 namespace trainsim::calib {
@@ -94,17 +95,21 @@ gpu::Measurements single_gpu_measurements(const json& p) {
                                c.at("time_us").get<double>(), c.at("algbw_GBps").get<double>(), c.at("busbw_GBps").get<double>(),
                                c.value("wrong", 0L)});
   });
-  each_record(raw.value("step_kernels", json::array()), "measurements.step_kernels", [&](const json& k) {
-    gpu::KernelSample s;
-    s.kernel = k.at("kernel").get<std::string>();
-    s.tokens = k.at("tokens").get<int>(), s.hidden = k.at("hidden").get<int>(), s.ffn = k.at("ffn").get<int>();
-    s.vocab = k.at("vocab").get<int>(), s.heads = k.at("heads").get<int>();
-    s.seq = k.value("seq", 2048);  // calibrate times every step kernel at sequence length 2048
-    s.kv_heads = k.value("kv_heads", 0);
-    s.llama = k.value("llama", false);
-    s.time_us = k.at("time_us").get<double>();
-    m.kernels.push_back(s);
-  });
+  {
+    const json kernels = raw.value("step_kernels", json::array());
+    if (!kernels.is_array()) throw InputError("measurements.step_kernels", "expected an array, found " + json_excerpt(kernels));
+    for (std::size_t i = 0; i < kernels.size(); ++i) {
+      json k = kernels[i];
+      // The first runs recorded neither the sequence length (calibrate times every step kernel at
+      // 2,048 tokens a sequence) nor the K/V heads and family (GPT's, with K/V heads as heads).
+      if (k.is_object()) {
+        if (!k.contains("seq")) k["seq"] = 2048;
+        if (!k.contains("kv_heads")) k["kv_heads"] = 0;
+        if (!k.contains("llama")) k["llama"] = false;
+      }
+      m.kernels.push_back(read_kernel_sample(k, "measurements.step_kernels[" + std::to_string(i) + "]"));
+    }
+  }
   each_record(raw.value("compression", json::array()), "measurements.compression", [&](const json& c) {
     m.compression.push_back({c.at("kernel").get<std::string>(), c.at("bytes").get<double>(), c.at("time_us").get<double>(),
                              c.at("GBps").get<double>(), c.value("rel_error", 0.0)});

@@ -3,10 +3,28 @@
 #include <set>
 
 #include "input_error.h"
+#include "json_fields.h"
 
 namespace trainsim::calib {
 
 using json = nlohmann::json;
+
+namespace {
+
+// The provenance fields this code reads must hold what it reads them as.
+void check_provenance(const json& prov, const std::string& where) {
+  for (const char* k : {"source", "device", "driver", "cuda", "nccl", "date", "command"})
+    if (prov.contains(k) && !prov[k].is_string()) throw InputError(where + "." + k, "expected a string, found " + json_excerpt(prov[k]));
+  if (prov.contains("device_uuids")) {
+    const json& u = prov["device_uuids"];
+    if (!u.is_array()) throw InputError(where + ".device_uuids", "expected an array of strings, found " + json_excerpt(u));
+    for (std::size_t i = 0; i < u.size(); ++i)
+      if (!u[i].is_string())
+        throw InputError(where + ".device_uuids[" + std::to_string(i) + "]", "expected a string, found " + json_excerpt(u[i]));
+  }
+}
+
+}  // namespace
 
 json table_run_json(const char* key, json samples, const gpu::DeviceInfo& device, const std::string& command, const std::string& date) {
   json prov = {{"source", "measured"}, {"device", device.name}, {"device_count", 1}, {"driver", device.driver},
@@ -18,15 +36,20 @@ json table_run_json(const char* key, json samples, const gpu::DeviceInfo& device
 const json& table_run_samples(const json& run, const char* key, const std::string& where, const std::string& what) {
   if (!run.is_object() || !run.contains(key) || !run[key].is_array() || run[key].empty())
     throw InputError(where, "is not " + what + ": no " + key + " samples");
-  if (!run.contains("provenance") || !run["provenance"].is_object() || run["provenance"].value("source", "") != "measured")
+  if (!run.contains("provenance") || !run["provenance"].is_object())
+    throw InputError(where + ": provenance", "a run records where it was measured (source \"measured\")");
+  check_provenance(run["provenance"], where + ": provenance");
+  if (run["provenance"].value("source", "") != "measured")
     throw InputError(where + ": provenance", "a run records where it was measured (source \"measured\")");
   return run[key];
 }
 
 void check_runs_match_profile(const json& profile, const std::string& profile_path, const std::vector<json>& runs,
                               const std::vector<std::string>& run_paths) {
-  if (!profile.is_object() || profile.value("provenance", json::object()).value("source", "") != "measured")
+  if (!profile.is_object() || !profile.contains("provenance") || !profile["provenance"].is_object())
     throw InputError(profile_path, "is not a profile measured by calibrate");
+  check_provenance(profile["provenance"], profile_path + ": provenance");
+  if (profile["provenance"].value("source", "") != "measured") throw InputError(profile_path, "is not a profile measured by calibrate");
   const std::string part = profile["provenance"].value("device", std::string());
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const std::string dev = runs[i]["provenance"].value("device", std::string());

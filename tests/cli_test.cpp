@@ -792,7 +792,29 @@ TEST(Cli, CalibrateKernelTableWritesAProfileOnlyFromGoodRuns) {
   nlohmann::json misspelt_doc = run_doc;
   misspelt_doc["kernel_run"][0]["kernel"] = "layer_norm";
   const std::string misspelt = write_temp("misspelt-kernel-run.json", misspelt_doc.dump());
+  // Found by tools/fuzz_scenarios.py --target calibration: a row of no heads stopped calibrate with
+  // a division by zero (SIGFPE); a fractional size was read as its integer part (0.5 heads as 0);
+  // a card's UUID that is not a string exited 1 with the JSON library's message.
+  auto edited = [&](const char* name, auto edit) {
+    nlohmann::json d = run_doc;
+    edit(d);
+    return write_temp(name, d.dump());
+  };
+  const std::string no_heads = edited("no-heads-run.json", [](nlohmann::json& d) { d["kernel_run"][0]["heads"] = 0; });
+  const std::string half_head = edited("half-head-run.json", [](nlohmann::json& d) { d["kernel_run"][0]["heads"] = 0.5; });
+  const std::string odd_group = edited("odd-group-run.json", [](nlohmann::json& d) {
+    for (auto& k : d["kernel_run"])
+      if (k["llama"].get<bool>()) {
+        k["kv_heads"] = 3;
+        break;
+      }
+  });
+  const std::string bad_uuid = edited("bad-uuid-run.json", [](nlohmann::json& d) { d["provenance"]["device_uuids"] = {1e-308}; });
   expect_calibrate_refuses({
+           {"kernel-table --into " + profile + " " + no_heads, "kernel_run[0].heads: expected a positive integer, found 0"},
+           {"kernel-table --into " + profile + " " + half_head, "kernel_run[0].heads: expected an integer, found a number 0.5"},
+           {"kernel-table --into " + profile + " " + odd_group, "kv_heads: heads (16) must be divisible by kv_heads (3)"},
+           {"kernel-table --into " + profile + " " + bad_uuid, "provenance.device_uuids[0]: expected a string"},
            {"kernel-table", "either --out"},
            {"kernel-table --out a.json --into " + profile, "either --out"},
            {"kernel-table --out a.json " + good, "run files go with --into"},
@@ -987,7 +1009,7 @@ TEST(Cli, CalibrateMergeOfTheRecordedRunsIsTheCommittedProfile) {
   EXPECT_FALSE(std::filesystem::exists(out));
   // A run with a malformed record: exit 2 naming the file and the record, nothing written.
   for (const auto& [edit, where] : std::vector<std::pair<std::function<void(nlohmann::json&)>, std::string>>{
-           {[](nlohmann::json& j) { j["measurements"]["step_kernels"][0]["tokens"] = "x"; }, "measurements.step_kernels[0]"},
+           {[](nlohmann::json& j) { j["measurements"]["step_kernels"][0]["tokens"] = "x"; }, "measurements.step_kernels[0].tokens"},
            {[](nlohmann::json& j) { j["measurements"]["attention"][1].erase("fwd_us"); }, "measurements.attention[1]"},
            {[](nlohmann::json& j) { j["gpu"]["gemm_tflops"]["bf16"][2] = {1, 2}; }, "gpu.gemm_tflops.bf16[2]"},
            {[](nlohmann::json& j) { j["measurements"]["bandwidth"] = 5; }, "measurements.bandwidth"}}) {

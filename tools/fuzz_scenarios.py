@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Mutation fuzzing of the planner's input: scenarios and hardware profiles.
+"""Mutation fuzzing of the tools' input: scenarios, hardware profiles and calibration records.
 
 Each case takes one of scenarios/*.json (or, with --target profile, the hardware profile that
 scenario names, in a copy of the profiles directory), applies one random mutation (a key removed,
@@ -10,6 +10,14 @@ sanitizer report, a run past the time limit, or an output file left by a failed 
 
     tools/fuzz_scenarios.py --planner build-asan/planner --cases 300 --seed 1
     tools/fuzz_scenarios.py --planner build-asan/planner --cases 300 --seed 1 --target profile
+    tools/fuzz_scenarios.py --calibrate build-asan/calibrate --cases 300 --seed 1 --target calibration
+
+With --target calibration, the input mutated is one of calibrate's: a recorded calibration run
+(`calibrate merge` of it with an intact run), a measured profile (`calibrate refit`, which rewrites
+it in place), a kernel-table or attention-table run (`calibrate kernel-table --into` or
+`attention-table --into` a copy of the H100's profile) or an nccl-tests log (`calibrate import-nccl-tests`; lines removed, repeated or with a field replaced).
+The same contract: exit 0, or exit 2 with a message and nothing written (an output file absent,
+a profile rewritten in place left byte for byte as it was).
 
 Findings are printed with the mutation and kept as files under --keep (default /tmp/fuzz-findings).
 The exit status is the number of findings, capped at 100.
@@ -107,6 +115,67 @@ def mutate(doc, text, rng):
     return what, json.dumps(doc, indent=2)
 
 
+def mutate_log(text, rng):
+    """One mutation of an nccl-tests text log: returns (description, new text)."""
+    lines = text.split("\n")
+    kind = rng.choice(["drop", "repeat", "field", "field", "truncate"])
+    i = rng.randrange(len(lines))
+    if kind == "truncate":
+        cut = rng.randrange(1, max(2, len(text)))
+        return f"text cut at byte {cut}", text[:cut]
+    if kind == "drop":
+        return f"line {i + 1} removed", "\n".join(lines[:i] + lines[i + 1:])
+    if kind == "repeat":
+        return f"line {i + 1} repeated", "\n".join(lines[:i + 1] + lines[i:])
+    fields = lines[i].split()
+    if not fields:
+        return f"line {i + 1} left as it was (blank)", text
+    j = rng.randrange(len(fields))
+    v = rng.choice(["0", "-1", "nan", "inf", "1e308", "x", "N/A", "99999999999999999999", ""])
+    fields[j] = v
+    lines[i] = " ".join(fields)
+    return f"line {i + 1} field {j + 1} = {json.dumps(v)}", "\n".join(lines)
+
+
+def calibration_case(a, rng, tmp, case):
+    """A mutated calibrate input and the command that reads it: (what, mutated text, source file,
+    argv, files that must not exist after exit 2, {file: text it must keep after exit 2})."""
+    runs = sorted(glob.glob(os.path.join(a.records, "h200-runs", "*.json")))
+    job = rng.choice(["merge", "refit", "kernel-table", "attention-table", "import-nccl-tests"])
+    out = os.path.join(tmp, f"out-{case}.json")
+    if job == "merge":
+        src, intact = rng.sample(runs, 2)
+        text = open(src).read()
+        what, mutated = mutate(json.loads(text), text, rng)
+        target = os.path.join(tmp, os.path.basename(src))
+        open(target, "w").write(mutated)
+        return what, mutated, src, [a.calibrate, "merge", intact, target, "--name", "fuzz", "--out", out], [out], {}
+    if job == "refit":
+        src = os.path.join(a.profiles, rng.choice(["h200-sxm.json", "h100-sxm.json"]))
+        text = open(src).read()
+        what, mutated = mutate(json.loads(text), text, rng)
+        target = os.path.join(tmp, os.path.basename(src))
+        open(target, "w").write(mutated)
+        return what, mutated, src, [a.calibrate, "refit", target], [], {target: mutated}
+    if job in ("kernel-table", "attention-table"):
+        runs = {"kernel-table": os.path.join("2026-12-07-session-60-kernel-timing", "call1", "kernel-run-*.json"),
+                "attention-table": os.path.join("2026-12-07-session-58-attention-table", "h100-sxm-*run*.json")}
+        src = rng.choice(sorted(glob.glob(os.path.join(a.records, runs[job]))))
+        text = open(src).read()
+        what, mutated = mutate(json.loads(text), text, rng)
+        run = os.path.join(tmp, os.path.basename(src))
+        open(run, "w").write(mutated)
+        profile = os.path.join(tmp, "h100-sxm.json")
+        kept = open(os.path.join(a.profiles, "h100-sxm.json")).read()
+        open(profile, "w").write(kept)
+        return what, mutated, src, [a.calibrate, job, "--into", profile, run], [], {profile: kept}
+    src = rng.choice(sorted(glob.glob(os.path.join(a.records, "imported", "*.txt"))))
+    what, mutated = mutate_log(open(src).read(), rng)
+    log = os.path.join(tmp, os.path.basename(src))
+    open(log, "w").write(mutated)
+    return what, mutated, src, [a.calibrate, "import-nccl-tests", log, "--out", out], [out], {}
+
+
 COMMANDS = {
     "simulate": lambda f, out: ["simulate", f, "--json", "--trace", out],
     "simulate-full": lambda f, out: ["simulate", f, "--mode", "full", "--trace", out],
@@ -121,6 +190,8 @@ COMMANDS = {
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--planner", default="build-asan/planner")
+    ap.add_argument("--calibrate", default="build-asan/calibrate", help="with --target calibration")
+    ap.add_argument("--records", default="calibrate/records", help="with --target calibration")
     ap.add_argument("--profiles", default="models/hardware")
     ap.add_argument("--cases", type=int, default=200)
     ap.add_argument("--seed", type=int, default=1)
@@ -128,7 +199,7 @@ def main():
     ap.add_argument("--commands", default="simulate,sweep,search,report,what-if,export")
     ap.add_argument("--scenarios", default="scenarios/*.json")
     ap.add_argument("--keep", default="/tmp/fuzz-findings")
-    ap.add_argument("--target", choices=["scenario", "profile"], default="scenario")
+    ap.add_argument("--target", choices=["scenario", "profile", "calibration"], default="scenario")
     ap.add_argument("--verbose", action="store_true", help="print every case's mutation and message")
     a = ap.parse_args()
     rng = random.Random(a.seed)
@@ -148,7 +219,11 @@ def main():
             src = rng.choice(files)
             cmd = rng.choice(commands)
             out = os.path.join(tmp, "out-" + str(case))
-            if a.target == "scenario":
+            absent, unchanged = [out], {}
+            if a.target == "calibration":
+                what, mutated, src, argv, absent, unchanged = calibration_case(a, rng, tmp, case)
+                cmd = argv[1]
+            elif a.target == "scenario":
                 text = open(src).read()
                 what, mutated = mutate(json.loads(text), text, rng)
                 # The mutated scenario keeps the original's name so that messages name a file.
@@ -165,7 +240,8 @@ def main():
                 subprocess.run(["rm", "-rf", profiles], check=True)
                 subprocess.run(["cp", "-r", a.profiles, profiles], check=True)
                 open(target, "w").write(mutated)
-            argv = [a.planner, "--profiles", profiles] + COMMANDS[cmd](scen, out)
+            if a.target != "calibration":
+                argv = [a.planner, "--profiles", profiles] + COMMANDS[cmd](scen, out)
             try:
                 p = subprocess.run(argv, capture_output=True, text=True, timeout=a.timeout, env=env)
                 rc, err = p.returncode, p.stderr
@@ -177,8 +253,10 @@ def main():
                 problem = f"exit {rc}"
             elif "runtime error:" in err or "AddressSanitizer" in err or "LeakSanitizer" in err:
                 problem = "sanitizer report"
-            elif rc == 2 and os.path.exists(out):
+            elif rc == 2 and any(os.path.exists(f) for f in absent):
                 problem = "output left by a failed run"
+            elif rc == 2 and any(open(f).read() != t for f, t in unchanged.items()):
+                problem = "a file rewritten by a failed run"
             elif rc == 2 and not err.strip():
                 problem = "exit 2 without a message"
             if a.verbose:
@@ -189,7 +267,7 @@ def main():
                 open(keep, "w").write(mutated)
                 print(f"FINDING case {case}: {problem}: {cmd} on {os.path.basename(src)}, {what}\n"
                       f"  kept as {keep}\n  stderr: {err.strip()[-600:]}", flush=True)
-            subprocess.run(["rm", "-rf", out])
+            subprocess.run(["rm", "-rf", out] + absent)
     print(f"{a.cases} cases, exit codes {counts}, {findings} findings")
     return min(findings, 100)
 
