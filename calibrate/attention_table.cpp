@@ -52,28 +52,33 @@ json attention_run_json(const std::vector<gpu::AttentionSample>& samples, const 
   return table_run_json("attention_run", attention_samples_json(samples), device, command, date);
 }
 
+gpu::AttentionSample read_attention_sample(const json& a, const std::string& at) {
+  if (!a.is_object()) throw InputError(at, "expected an attention sample object, found " + json_excerpt(a));
+  auto field = [&](const char* key) -> const json& {
+    if (!a.contains(key)) throw InputError(at + "." + key, "required field is missing");
+    return a[key];
+  };
+  auto whole = [&](const char* key) { return json_integer(field(key), at + "." + key, 1); };
+  auto amount = [&](const char* key) {
+    const double v = json_number(field(key), at + "." + key, 0.0);
+    if (!(v > 0)) throw InputError(at + "." + key, "expected a positive number, found " + a[key].dump());
+    return v;
+  };
+  gpu::AttentionSample s{whole("batch"), whole("heads"), whole("seq"), whole("head_dim"),
+                         amount("fwd_us"), amount("bwd_us"), amount("fwd_tflops"), amount("bwd_tflops")};
+  s.kv_group = whole("kv_group");
+  if (!field("dropout").is_boolean()) throw InputError(at + ".dropout", "expected true or false, found " + json_excerpt(a["dropout"]));
+  s.dropout = a["dropout"].get<bool>();
+  if (s.heads % s.kv_group != 0)
+    throw InputError(at + ".kv_group", "heads (" + std::to_string(s.heads) + ") must be a multiple of kv_group (" + std::to_string(s.kv_group) + ")");
+  return s;
+}
+
 std::vector<gpu::AttentionSample> attention_run_samples(const json& run, const std::string& where) {
   const json& rows = table_run_samples(run, "attention_run", where, "an attention run (calibrate attention-table --out)");
   std::vector<gpu::AttentionSample> out;
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    const std::string at = where + ": attention_run[" + std::to_string(i) + "]";
-    const json& a = rows[i];
-    try {
-      gpu::AttentionSample s{a.at("batch").get<int>(), a.at("heads").get<int>(), a.at("seq").get<int>(), a.at("head_dim").get<int>(),
-                             a.at("fwd_us").get<double>(), a.at("bwd_us").get<double>(), a.at("fwd_tflops").get<double>(),
-                             a.at("bwd_tflops").get<double>()};
-      s.kv_group = a.at("kv_group").get<int>();
-      s.dropout = a.at("dropout").get<bool>();
-      if (s.batch < 1 || s.heads < 1 || s.seq < 1 || s.head_dim < 1 || s.kv_group < 1 || s.heads % s.kv_group != 0)
-        throw InputError(at, "batch, heads, seq, head_dim and kv_group must be positive, heads a multiple of kv_group");
-      if (!(s.fwd_us > 0) || !(s.bwd_us > 0) || !(s.fwd_tflops > 0) || !(s.bwd_tflops > 0))
-        throw InputError(at, "times and rates must be positive numbers");
-      out.push_back(s);
-    } catch (const json::exception& e) {
-      throw InputError(at, "expected batch, heads, seq, head_dim, kv_group, dropout, fwd_us, bwd_us, fwd_tflops, bwd_tflops: " +
-                               json_error_text(e));
-    }
-  }
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    out.push_back(read_attention_sample(rows[i], where + ": attention_run[" + std::to_string(i) + "]"));
   return out;
 }
 

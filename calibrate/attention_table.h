@@ -17,6 +17,10 @@ nlohmann::json attention_run_json(const std::vector<gpu::AttentionSample>& sampl
 // The samples of a run written by attention_run_json; throws InputError naming `where` and the
 // field when it is not one.
 std::vector<gpu::AttentionSample> attention_run_samples(const nlohmann::json& run, const std::string& where);
+// One attention sample as attention_samples_json writes it (every field present, sizes whole
+// numbers from 1, heads a multiple of kv_group, positive times and rates); throws InputError naming
+// `at` and the field.
+gpu::AttentionSample read_attention_sample(const nlohmann::json& a, const std::string& at);
 // Per shape (batch, heads, seq, head size, grouping, dropout), forward and backward each the median
 // of the runs that measured it (median_of_runs, as calibrate merge takes it), its rates recomputed
 // from the median times; shapes in the first run's order, then any the first lacks.

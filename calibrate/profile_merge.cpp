@@ -6,6 +6,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "attention_table.h"
 #include "input_error.h"
 #include "json_fields.h"
 #include "kernel_table.h"
@@ -17,18 +18,27 @@ using json = nlohmann::json;
 
 namespace {
 
-// Each record of `arr` given to `read`; a record that lacks a field or holds the wrong type is an
-// InputError naming it (`measurements.step_kernels[3]: ...`).
+// Each record of `arr` given to `read` with its path (`measurements.bandwidth[3]`); a record that
+// lacks a field or holds the wrong type is an InputError naming it.
 template <class Read>
 void each_record(const json& arr, const std::string& path, Read read) {
   if (!arr.is_array()) throw InputError(path, "expected an array, found " + json_excerpt(arr));
   for (std::size_t i = 0; i < arr.size(); ++i) {
+    const std::string at = path + "[" + std::to_string(i) + "]";
     try {
-      read(arr[i]);
+      read(arr[i], at);
     } catch (const json::exception& e) {
-      throw InputError(path + "[" + std::to_string(i) + "]", json_error_text(e));
+      throw InputError(at, json_error_text(e));
     }
   }
+}
+
+// A measured amount: a finite number above zero.
+double positive(const json& record, const char* key, const std::string& at) {
+  if (!record.contains(key)) throw InputError(at + "." + key, "required field is missing");
+  const double v = json_number(record[key], at + "." + key, 0.0);
+  if (!(v > 0)) throw InputError(at + "." + key, "expected a positive number, found " + record[key].dump());
+  return v;
 }
 
 const json& member(const json& obj, const char* key, const std::string& path) {
@@ -67,32 +77,34 @@ gpu::Measurements single_gpu_measurements(const json& p) {
   if (!table.is_object()) throw InputError("gpu.gemm_tflops", "expected an object, found " + json_excerpt(table));
   for (const auto& [dtype, rows] : table.items()) {
     if (dtype == "columns") continue;
-    each_record(rows, "gpu.gemm_tflops." + dtype, [&, dtype = dtype](const json& r) {
+    each_record(rows, "gpu.gemm_tflops." + dtype, [&, dtype = dtype](const json& r, const std::string& at) {
       gpu::GemmSample s;
       s.dtype = dtype;
-      s.m = r.at(0).get<int>(), s.n = r.at(1).get<int>(), s.k = r.at(2).get<int>();
-      s.tflops = r.at(3).get<double>();
+      if (!r.is_array() || r.size() != 4) throw InputError(at, "expected [m, n, k, TFLOP/s], found " + json_excerpt(r));
+      s.m = json_integer(r[0], at + "[0]", 1), s.n = json_integer(r[1], at + "[1]", 1), s.k = json_integer(r[2], at + "[2]", 1);
+      s.tflops = json_number(r[3], at + "[3]", 1e-3);
       s.time_us = 2.0 * s.m * s.n * static_cast<double>(s.k) / (s.tflops * 1e6);
       m.gemm.push_back(s);
     });
   }
-  each_record(raw.value("bandwidth", json::array()), "measurements.bandwidth", [&](const json& b) {
+  each_record(raw.value("bandwidth", json::array()), "measurements.bandwidth", [&](const json& b, const std::string& at) {
     if (b.value("src", -1) < 0)
-      m.bandwidth.push_back({b.at("kernel").get<std::string>(), b.at("bytes").get<double>(), b.at("time_us").get<double>(),
-                             b.at("GBps").get<double>(), -1, -1});
+      m.bandwidth.push_back({b.at("kernel").get<std::string>(), positive(b, "bytes", at), positive(b, "time_us", at),
+                             positive(b, "GBps", at), -1, -1});
   });
-  each_record(raw.value("attention", json::array()), "measurements.attention", [&](const json& a) {
-    gpu::AttentionSample s{a.at("batch").get<int>(), a.at("heads").get<int>(), a.at("seq").get<int>(), a.at("head_dim").get<int>(),
-                           a.at("fwd_us").get<double>(), a.at("bwd_us").get<double>(), a.at("fwd_tflops").get<double>(),
-                           a.at("bwd_tflops").get<double>()};
-    s.kv_group = a.value("kv_group", 1);
-    s.dropout = a.value("dropout", true);
-    m.attention.push_back(s);
+  each_record(raw.value("attention", json::array()), "measurements.attention", [&](const json& a, const std::string& at) {
+    // The first runs recorded neither the query heads per K/V head (1) nor dropout (on).
+    json record = a;
+    if (record.is_object()) {
+      if (!record.contains("kv_group")) record["kv_group"] = 1;
+      if (!record.contains("dropout")) record["dropout"] = true;
+    }
+    m.attention.push_back(read_attention_sample(record, at));
   });
-  each_record(raw.value("collectives", json::array()), "measurements.collectives", [&](const json& c) {
+  each_record(raw.value("collectives", json::array()), "measurements.collectives", [&](const json& c, const std::string& at) {
     if (c.value("gpus", 0) < 2)
       m.collectives.push_back({c.at("collective").get<std::string>(), c.at("gpus").get<int>(), c.at("bytes").get<double>(),
-                               c.at("time_us").get<double>(), c.at("algbw_GBps").get<double>(), c.at("busbw_GBps").get<double>(),
+                               positive(c, "time_us", at), c.at("algbw_GBps").get<double>(), c.at("busbw_GBps").get<double>(),
                                c.value("wrong", 0L)});
   });
   {
@@ -110,9 +122,9 @@ gpu::Measurements single_gpu_measurements(const json& p) {
       m.kernels.push_back(read_kernel_sample(k, "measurements.step_kernels[" + std::to_string(i) + "]"));
     }
   }
-  each_record(raw.value("compression", json::array()), "measurements.compression", [&](const json& c) {
-    m.compression.push_back({c.at("kernel").get<std::string>(), c.at("bytes").get<double>(), c.at("time_us").get<double>(),
-                             c.at("GBps").get<double>(), c.value("rel_error", 0.0)});
+  each_record(raw.value("compression", json::array()), "measurements.compression", [&](const json& c, const std::string& at) {
+    m.compression.push_back({c.at("kernel").get<std::string>(), positive(c, "bytes", at), positive(c, "time_us", at),
+                             positive(c, "GBps", at), c.value("rel_error", 0.0)});
   });
   if (m.gemm.empty() && m.bandwidth.empty() && m.attention.empty() && m.kernels.empty() && m.compression.empty())
     throw InputError("measurements", "holds no measured sample (GEMMs, copies, attention, step kernels or compression)");

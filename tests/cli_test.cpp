@@ -1010,7 +1010,14 @@ TEST(Cli, CalibrateMergeOfTheRecordedRunsIsTheCommittedProfile) {
   // A run with a malformed record: exit 2 naming the file and the record, nothing written.
   for (const auto& [edit, where] : std::vector<std::pair<std::function<void(nlohmann::json&)>, std::string>>{
            {[](nlohmann::json& j) { j["measurements"]["step_kernels"][0]["tokens"] = "x"; }, "measurements.step_kernels[0].tokens"},
-           {[](nlohmann::json& j) { j["measurements"]["attention"][1].erase("fwd_us"); }, "measurements.attention[1]"},
+           {[](nlohmann::json& j) { j["measurements"]["attention"][1].erase("fwd_us"); }, "measurements.attention[1].fwd_us"},
+           // Sizes are whole numbers and measured amounts positive: a fractional one was read as
+           // its integer part, and a zero rate merged into a profile the planner then refuses.
+           {[](nlohmann::json& j) { j["measurements"]["attention"][0]["heads"] = 0.5; }, "measurements.attention[0].heads"},
+           {[](nlohmann::json& j) { j["gpu"]["gemm_tflops"]["bf16"][0][1] = 4096.5; }, "gpu.gemm_tflops.bf16[0][1]"},
+           {[](nlohmann::json& j) { j["gpu"]["gemm_tflops"]["bf16"][0][3] = 0; }, "gpu.gemm_tflops.bf16[0][3]"},
+           {[](nlohmann::json& j) { j["measurements"]["bandwidth"][0]["GBps"] = 0; }, "measurements.bandwidth[0].GBps"},
+           {[](nlohmann::json& j) { j["measurements"]["step_kernels"][0]["heads"] = 0; }, "measurements.step_kernels[0].heads"},
            {[](nlohmann::json& j) { j["gpu"]["gemm_tflops"]["bf16"][2] = {1, 2}; }, "gpu.gemm_tflops.bf16[2]"},
            {[](nlohmann::json& j) { j["measurements"]["bandwidth"] = 5; }, "measurements.bandwidth"}}) {
     nlohmann::json broken = nlohmann::json::parse(std::ifstream(runs + "/2026-11-29-run1.json"));
