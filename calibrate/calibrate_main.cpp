@@ -373,7 +373,10 @@ int main(int argc, char** argv) {
       std::vector<json> runs;
       for (const auto& f : merge_in) {
         runs.push_back(read_json(f));
-        if (!runs.back().contains("measurements") || runs.back().value("provenance", json::object()).value("source", "") != "measured")
+        if (!runs.back().is_object() || !runs.back().contains("provenance"))
+          throw InputError(f, "is not a profile measured by calibrate (no provenance)");
+        calib::check_provenance(runs.back()["provenance"], f + ": provenance");
+        if (!runs.back().contains("measurements") || runs.back()["provenance"].value("source", "") != "measured")
           throw InputError(f, "is not a profile measured by calibrate (no measurements record)");
         try {
           calib::single_gpu_measurements(runs.back());
@@ -417,10 +420,19 @@ int main(int argc, char** argv) {
         // CUDA total.
         const json& fg = from["gpu"];
         if (fg.contains("datasheet_memory_bytes")) merged["gpu"]["datasheet_memory_bytes"] = fg["datasheet_memory_bytes"];
-        else if (from.value("provenance", json::object()).value("source", "") != "measured" && fg.contains("memory_bytes"))
+        else if (!(from.contains("provenance") && from["provenance"].is_object() && from["provenance"].contains("source") &&
+                   from["provenance"]["source"] == "measured") &&
+                 fg.contains("memory_bytes"))
           merged["gpu"]["datasheet_memory_bytes"] = fg["memory_bytes"];
       }
-      write_atomically(merge_out, merged.dump(1) + "\n");
+      const std::string text = merged.dump(1) + "\n";
+      try {
+        parse_hardware_profile(text, "the merged profile", default_profile_dir());  // what is written must load
+      } catch (const InputError& e) {
+        throw InputError("merge", std::string(e.what()) + " (its parts that calibration does not measure are the last run's, " +
+                                      merge_in.back() + "); nothing written");
+      }
+      write_atomically(merge_out, text);
       std::printf("calibrate merge: %zu runs, per-sample medians written to %s\n", runs.size(), merge_out.c_str());
       return 0;
     }
@@ -435,7 +447,9 @@ int main(int argc, char** argv) {
         throw InputError(refit_profile + ": measurements", json_error_text(e));
       }
       if (n == 0) throw InputError(refit_profile, "records no multi-GPU collective measurements to refit");
-      write_atomically(refit_profile, p.dump(1) + "\n");
+      const std::string text = p.dump(1) + "\n";
+      parse_hardware_profile(text, refit_profile, default_profile_dir());  // what is written must load
+      write_atomically(refit_profile, text);
       std::printf("calibrate refit: %d collective tables refitted in %s\n", n, refit_profile.c_str());
       return 0;
     }

@@ -9,10 +9,8 @@ namespace trainsim::calib {
 
 using json = nlohmann::json;
 
-namespace {
-
-// The provenance fields this code reads must hold what it reads them as.
 void check_provenance(const json& prov, const std::string& where) {
+  if (!prov.is_object()) throw InputError(where, "expected an object, found " + json_excerpt(prov));
   for (const char* k : {"source", "device", "driver", "cuda", "nccl", "date", "command"})
     if (prov.contains(k) && !prov[k].is_string()) throw InputError(where + "." + k, "expected a string, found " + json_excerpt(prov[k]));
   if (prov.contains("device_uuids")) {
@@ -23,8 +21,6 @@ void check_provenance(const json& prov, const std::string& where) {
         throw InputError(where + ".device_uuids[" + std::to_string(i) + "]", "expected a string, found " + json_excerpt(u[i]));
   }
 }
-
-}  // namespace
 
 json table_run_json(const char* key, json samples, const gpu::DeviceInfo& device, const std::string& command, const std::string& date) {
   json prov = {{"source", "measured"}, {"device", device.name}, {"device_count", 1}, {"driver", device.driver},

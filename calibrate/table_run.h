@@ -13,6 +13,9 @@
 
 namespace trainsim::calib {
 
+// Throws InputError naming `where` unless `prov` is an object whose fields calibrate reads (source,
+// device, driver, cuda, nccl, date, command; device_uuids) hold what it reads them as.
+void check_provenance(const nlohmann::json& prov, const std::string& where);
 // A run file: `samples` under `key` beside the provenance of this card (one GPU, its UUID).
 nlohmann::json table_run_json(const char* key, nlohmann::json samples, const gpu::DeviceInfo& device, const std::string& command,
                               const std::string& date);

@@ -1030,6 +1030,22 @@ TEST(Cli, CalibrateMergeOfTheRecordedRunsIsTheCommittedProfile) {
     EXPECT_EQ(r2.err.find("json.exception"), std::string::npos) << r2.err;
     EXPECT_FALSE(std::filesystem::exists(out));
   }
+  // Found by tools/fuzz_scenarios.py --target calibration: a provenance field of another type
+  // exited 1 with the JSON library's message; a value the merge keeps from the last run unmeasured
+  // (its NVLink rate) wrote a profile the planner refuses, with exit 0. Both exit 2, nothing written.
+  for (const auto& [edit, said] : std::vector<std::pair<std::function<void(nlohmann::json&)>, std::string>>{
+           {[](nlohmann::json& j) { j["provenance"]["source"] = 5; }, "provenance.source: expected a string"},
+           {[](nlohmann::json& j) { j["intra_node"]["link_GBps"] = 0; },
+            "merge: the merged profile: intra_node.link_GBps: expected a number in [0.001, 100000], found 0"}}) {
+    nlohmann::json broken = nlohmann::json::parse(std::ifstream(runs + "/2026-11-29-run1.json"));
+    edit(broken);
+    const std::string file = scratch("broken-run.json");
+    std::ofstream(file) << broken.dump();
+    const Outcome r2 = run("merge " + runs + "/2026-11-29-run2-gqa.json " + file + " --name h200-sxm --out " + out, kCalibrate);
+    EXPECT_EQ(r2.status, 2) << said;
+    EXPECT_NE(r2.err.find(said), std::string::npos) << r2.err;
+    EXPECT_FALSE(std::filesystem::exists(out));
+  }
 }
 
 TEST(Cli, ExportSpellsOutTheBatchArithmetic) {
