@@ -1007,6 +1007,15 @@ TEST(Cli, CalibrateMergeOfTheRecordedRunsIsTheCommittedProfile) {
   EXPECT_EQ(no_peaks.status, 2);
   EXPECT_NE(no_peaks.err.find("gpu.peak_tflops"), std::string::npos) << no_peaks.err;
   EXPECT_FALSE(std::filesystem::exists(out));
+  // The recorded run of 2026-11-29 edited by `edit`, merged after another run (so that its parts
+  // calibration does not measure are the ones kept); the broken file's path in `file`.
+  const std::string file = scratch("broken-run.json");
+  auto merge_broken = [&](const std::function<void(nlohmann::json&)>& edit) {
+    nlohmann::json broken = nlohmann::json::parse(std::ifstream(runs + "/2026-11-29-run1.json"));
+    edit(broken);
+    std::ofstream(file) << broken.dump();
+    return run("merge " + runs + "/2026-11-29-run2-gqa.json " + file + " --name h200-sxm --out " + out, kCalibrate);
+  };
   // A run with a malformed record: exit 2 naming the file and the record, nothing written.
   for (const auto& [edit, where] : std::vector<std::pair<std::function<void(nlohmann::json&)>, std::string>>{
            {[](nlohmann::json& j) { j["measurements"]["step_kernels"][0]["tokens"] = "x"; }, "measurements.step_kernels[0].tokens"},
@@ -1020,11 +1029,7 @@ TEST(Cli, CalibrateMergeOfTheRecordedRunsIsTheCommittedProfile) {
            {[](nlohmann::json& j) { j["measurements"]["step_kernels"][0]["heads"] = 0; }, "measurements.step_kernels[0].heads"},
            {[](nlohmann::json& j) { j["gpu"]["gemm_tflops"]["bf16"][2] = {1, 2}; }, "gpu.gemm_tflops.bf16[2]"},
            {[](nlohmann::json& j) { j["measurements"]["bandwidth"] = 5; }, "measurements.bandwidth"}}) {
-    nlohmann::json broken = nlohmann::json::parse(std::ifstream(runs + "/2026-11-29-run1.json"));
-    edit(broken);
-    const std::string file = scratch("broken-run.json");
-    std::ofstream(file) << broken.dump();
-    const Outcome r2 = run("merge " + runs + "/2026-11-29-run2-gqa.json " + file + " --name h200-sxm --out " + out, kCalibrate);
+    const Outcome r2 = merge_broken(edit);
     EXPECT_EQ(r2.status, 2) << where;
     EXPECT_NE(r2.err.find(file + ": " + where + ": "), std::string::npos) << r2.err;
     EXPECT_EQ(r2.err.find("json.exception"), std::string::npos) << r2.err;
@@ -1037,11 +1042,7 @@ TEST(Cli, CalibrateMergeOfTheRecordedRunsIsTheCommittedProfile) {
            {[](nlohmann::json& j) { j["provenance"]["source"] = 5; }, "provenance.source: expected a string"},
            {[](nlohmann::json& j) { j["intra_node"]["link_GBps"] = 0; },
             "merge: the merged profile: intra_node.link_GBps: expected a number in [0.001, 100000], found 0"}}) {
-    nlohmann::json broken = nlohmann::json::parse(std::ifstream(runs + "/2026-11-29-run1.json"));
-    edit(broken);
-    const std::string file = scratch("broken-run.json");
-    std::ofstream(file) << broken.dump();
-    const Outcome r2 = run("merge " + runs + "/2026-11-29-run2-gqa.json " + file + " --name h200-sxm --out " + out, kCalibrate);
+    const Outcome r2 = merge_broken(edit);
     EXPECT_EQ(r2.status, 2) << said;
     EXPECT_NE(r2.err.find(said), std::string::npos) << r2.err;
     EXPECT_FALSE(std::filesystem::exists(out));
