@@ -59,11 +59,7 @@ gpu::AttentionSample read_attention_sample(const json& a, const std::string& at)
     return a[key];
   };
   auto whole = [&](const char* key) { return json_integer(field(key), at + "." + key, 1); };
-  auto amount = [&](const char* key) {
-    const double v = json_number(field(key), at + "." + key, 0.0);
-    if (!(v > 0)) throw InputError(at + "." + key, "expected a positive number, found " + a[key].dump());
-    return v;
-  };
+  auto amount = [&](const char* key) { return json_positive(field(key), at + "." + key); };
   gpu::AttentionSample s{whole("batch"), whole("heads"), whole("seq"), whole("head_dim"),
                          amount("fwd_us"), amount("bwd_us"), amount("fwd_tflops"), amount("bwd_tflops")};
   s.kv_group = whole("kv_group");

@@ -57,7 +57,7 @@ gpu::KernelSample read_kernel_sample(const json& k, const std::string& at) {
   s.tokens = integer("tokens"), s.hidden = integer("hidden"), s.ffn = integer("ffn"), s.vocab = integer("vocab");
   s.heads = integer("heads"), s.seq = integer("seq"), s.kv_heads = integer("kv_heads");
   if (!k.contains("time_us")) throw InputError(at + ".time_us", "required field is missing");
-  s.time_us = json_number(k["time_us"], at + ".time_us", 1e-6, 1e12);
+  s.time_us = json_positive(k["time_us"], at + ".time_us");
   if (!is_memory_kernel(s.kernel)) throw InputError(at, "no step prices a kernel named \"" + s.kernel + "\"");
   if (s.tokens < 1) throw InputError(at + ".tokens", "must be positive (for adam: the parameters updated, in Mi)");
   if (s.kernel != "adam") {

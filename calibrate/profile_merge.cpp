@@ -33,12 +33,10 @@ void each_record(const json& arr, const std::string& path, Read read) {
   }
 }
 
-// A measured amount: a finite number above zero.
+// A record's measured amount (json_positive), named by its path.
 double positive(const json& record, const char* key, const std::string& at) {
   if (!record.contains(key)) throw InputError(at + "." + key, "required field is missing");
-  const double v = json_number(record[key], at + "." + key, 0.0);
-  if (!(v > 0)) throw InputError(at + "." + key, "expected a positive number, found " + record[key].dump());
-  return v;
+  return json_positive(record[key], at + "." + key);
 }
 
 const json& member(const json& obj, const char* key, const std::string& path) {
@@ -82,7 +80,7 @@ gpu::Measurements single_gpu_measurements(const json& p) {
       s.dtype = dtype;
       if (!r.is_array() || r.size() != 4) throw InputError(at, "expected [m, n, k, TFLOP/s], found " + json_excerpt(r));
       s.m = json_integer(r[0], at + "[0]", 1), s.n = json_integer(r[1], at + "[1]", 1), s.k = json_integer(r[2], at + "[2]", 1);
-      s.tflops = json_number(r[3], at + "[3]", 1e-3);
+      s.tflops = json_number(r[3], at + "[3]", 1e-3);  // the profile loader's least rate (models/hardware_profile.cpp)
       s.time_us = 2.0 * s.m * s.n * static_cast<double>(s.k) / (s.tflops * 1e6);
       m.gemm.push_back(s);
     });

@@ -44,6 +44,12 @@ double json_number(const json& v, const std::string& path, double min, double ma
   return d;
 }
 
+double json_positive(const json& v, const std::string& path) {
+  const double d = json_number(v, path, 0.0);
+  if (!(d > 0)) throw InputError(path, "expected a positive number, found " + v.dump());
+  return d;
+}
+
 int json_integer(const json& v, const std::string& path, int min, int max) {
   bool integral = v.is_number_integer() || v.is_number_unsigned();
   if (v.is_number_float()) {

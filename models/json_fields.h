@@ -48,6 +48,8 @@ std::string json_excerpt(const nlohmann::json& v);
 // file needs ("type must be number, but is string"), not the library's catalogue number.
 std::string json_error_text(const std::exception& e);
 double json_number(const nlohmann::json& v, const std::string& path, double min = -1e300, double max = 1e300);
+// A measured amount (a time, a size in bytes, a rate): a finite number above zero.
+double json_positive(const nlohmann::json& v, const std::string& path);
 int json_integer(const nlohmann::json& v, const std::string& path, int min = -2147483647, int max = 2147483647);
 std::string json_string(const nlohmann::json& v, const std::string& path);
 // Closest candidate by edit distance, or "" when none is close.
