@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "attention_table.h"
+#include "collective_sample.h"
 #include "input_error.h"
 #include "json_fields.h"
 #include "kernel_table.h"
@@ -100,10 +101,8 @@ gpu::Measurements single_gpu_measurements(const json& p) {
     m.attention.push_back(read_attention_sample(record, at));
   });
   each_record(raw.value("collectives", json::array()), "measurements.collectives", [&](const json& c, const std::string& at) {
-    if (c.value("gpus", 0) < 2)
-      m.collectives.push_back({c.at("collective").get<std::string>(), c.at("gpus").get<int>(), c.at("bytes").get<double>(),
-                               positive(c, "time_us", at), c.at("algbw_GBps").get<double>(), c.at("busbw_GBps").get<double>(),
-                               c.value("wrong", 0L)});
+    const gpu::CollectiveSample sample = read_collective_sample(c, at);
+    if (sample.gpus < 2) m.collectives.push_back(sample);
   });
   {
     const json kernels = raw.value("step_kernels", json::array());

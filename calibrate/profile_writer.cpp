@@ -9,6 +9,7 @@
 
 #include "alpha_beta_fit.h"
 #include "attention_table.h"
+#include "collective_sample.h"
 #include "hardware_profile.h"
 #include "input_error.h"
 #include "json_fields.h"
@@ -87,20 +88,13 @@ int refit_collectives(json& profile) {
   const json& all = profile["measurements"]["collectives"];
   if (!all.is_array()) throw InputError("measurements.collectives", "expected an array, found " + json_excerpt(all));
   for (std::size_t i = 0; i < all.size(); ++i) {
-    const json& c = all[i];
-    try {
-      const int gpus = c.at("gpus").get<int>();
-      if (gpus < 2) continue;
-      LinkTable& t = by[{c.at("collective").get<std::string>(), gpus}];
-      t.collective = c.at("collective").get<std::string>();
-      t.gpus = gpus;
-      t.source = "measured";
-      t.points.push_back({c.at("bytes").get<double>(), c.at("time_us").get<double>(), c.at("algbw_GBps").get<double>(),
-                          c.at("busbw_GBps").get<double>(), c.at("wrong").get<long>()});
-    } catch (const json::exception& e) {
-      throw InputError("measurements.collectives[" + std::to_string(i) + "]",
-                       "expected collective, gpus, bytes, time_us, algbw_GBps, busbw_GBps, wrong: " + json_error_text(e));
-    }
+    const gpu::CollectiveSample c = read_collective_sample(all[i], "measurements.collectives[" + std::to_string(i) + "]");
+    if (c.gpus < 2) continue;
+    LinkTable& t = by[{c.collective, c.gpus}];
+    t.collective = c.collective;
+    t.gpus = c.gpus;
+    t.source = "measured";
+    t.points.push_back({c.bytes, c.time_us, c.algbw_GBps, c.busbw_GBps, c.wrong});
   }
   std::vector<LinkTable> tables;
   for (auto& [k, t] : by) {
@@ -118,12 +112,14 @@ int refit_collectives(json& profile) {
   if (profile["measurements"].contains("across_nodes") &&
       profile["measurements"]["across_nodes"].value("provenance", json::object()).value("nodes", 0) > 1) {
     const json& a = profile["measurements"]["across_nodes"];
-    const json& src = a.contains("rail") && !a["rail"].empty() ? a["rail"] : a.at("world");
+    const char* key = a.contains("rail") && !a["rail"].empty() ? "rail" : "world";
+    const std::string list = std::string("measurements.across_nodes.") + key;
+    if (!a.contains(key)) throw InputError(list, "required field is missing");
+    const json& src = a[key];
+    if (!src.is_array()) throw InputError(list, "expected an array, found " + json_excerpt(src));
     std::vector<gpu::CollectiveSample> samples;
-    for (const auto& c : src)
-      samples.push_back({c.at("collective").get<std::string>(), c.at("gpus").get<int>(), c.at("bytes").get<double>(),
-                         c.at("time_us").get<double>(), c.at("algbw_GBps").get<double>(), c.at("busbw_GBps").get<double>(),
-                         c.at("wrong").get<long>()});
+    for (std::size_t i = 0; i < src.size(); ++i)
+      samples.push_back(read_collective_sample(src[i], list + "[" + std::to_string(i) + "]"));
     const auto inter = tables_from_measurements(samples);
     profile["inter_node"]["collectives"] = collective_fits_json(inter, profile["inter_node"].at("provenance"));
     n += static_cast<int>(inter.size());

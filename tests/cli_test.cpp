@@ -940,13 +940,21 @@ TEST(Cli, CalibrateRefitReproducesTheCommittedFits) {
   // A malformed record, or a collective measured at too few sizes to fit: exit 2 naming it, the
   // file left as it was (a fit that failed used to exit 1 without saying which collective).
   const nlohmann::json good = nlohmann::json::parse(std::ifstream(std::string(TRAINSIM_PROFILES) + "/h200-sxm.json"));
-  nlohmann::json typo = good, sparse = good;
+  nlohmann::json typo = good, sparse = good, half = good, negative = good, name = good;
   typo["measurements"]["collectives"][5]["time_us"] = "x";
+  // Read strictly: a fractional GPU count was read as its integer part, a negative size and a
+  // misspelt collective were fitted, each with exit 0.
+  half["measurements"]["collectives"][7]["gpus"] = 2.5;
+  negative["measurements"]["collectives"][9]["bytes"] = -8;
+  name["measurements"]["collectives"][3]["collective"] = "allreduce";
   nlohmann::json kept = nlohmann::json::array();
   for (const auto& c : sparse["measurements"]["collectives"])
     if (c["collective"] != "all_gather" || c["bytes"].get<double>() < 1000) kept.push_back(c);
   sparse["measurements"]["collectives"] = kept;
-  for (const auto& [doc, said] : {std::pair{typo, std::string("measurements.collectives[5]: ")},
+  for (const auto& [doc, said] : {std::pair{typo, std::string("measurements.collectives[5].time_us: ")},
+                                  std::pair{half, std::string("measurements.collectives[7].gpus: expected an integer")},
+                                  std::pair{negative, std::string("measurements.collectives[9].bytes: expected a number in")},
+                                  std::pair{name, std::string("measurements.collectives[3].collective: expected \"all_reduce\"")},
                                   std::pair{sparse, std::string("measurements.collectives: all_gather over 2 GPUs: fit needs at least two points")}}) {
     const std::string text = doc.dump();
     std::ofstream(copy) << text;
@@ -1028,7 +1036,10 @@ TEST(Cli, CalibrateMergeOfTheRecordedRunsIsTheCommittedProfile) {
            {[](nlohmann::json& j) { j["measurements"]["bandwidth"][0]["GBps"] = 0; }, "measurements.bandwidth[0].GBps"},
            {[](nlohmann::json& j) { j["measurements"]["step_kernels"][0]["heads"] = 0; }, "measurements.step_kernels[0].heads"},
            {[](nlohmann::json& j) { j["gpu"]["gemm_tflops"]["bf16"][2] = {1, 2}; }, "gpu.gemm_tflops.bf16[2]"},
-           {[](nlohmann::json& j) { j["measurements"]["bandwidth"] = 5; }, "measurements.bandwidth"}}) {
+           {[](nlohmann::json& j) { j["measurements"]["bandwidth"] = 5; }, "measurements.bandwidth"},
+           // A collective record, read strictly (a GPU count of 1.5 was kept as 1).
+           {[](nlohmann::json& j) { j["measurements"]["collectives"][3]["gpus"] = 1.5; }, "measurements.collectives[3].gpus"},
+           {[](nlohmann::json& j) { j["measurements"]["collectives"][4].erase("wrong"); }, "measurements.collectives[4].wrong"}}) {
     const Outcome r2 = merge_broken(edit);
     EXPECT_EQ(r2.status, 2) << where;
     EXPECT_NE(r2.err.find(file + ": " + where + ": "), std::string::npos) << r2.err;

@@ -10,14 +10,15 @@ sanitizer report, a run past the time limit, or an output file left by a failed 
 
     tools/fuzz_scenarios.py --planner build-asan/planner --cases 300 --seed 1
     tools/fuzz_scenarios.py --planner build-asan/planner --cases 300 --seed 1 --target profile
-    tools/fuzz_scenarios.py --calibrate build-asan/calibrate --cases 300 --seed 1 --target calibration
+    tools/fuzz_scenarios.py --calibrate build-asan/calibrate --planner build-asan/planner --cases 300 --seed 1 --target calibration
 
 With --target calibration, the input mutated is one of calibrate's: a recorded calibration run
 (`calibrate merge` of it with an intact run), a measured profile (`calibrate refit`, which rewrites
 it in place), a kernel-table or attention-table run (`calibrate kernel-table --into` or
 `attention-table --into` a copy of the H100's profile) or an nccl-tests log (`calibrate import-nccl-tests`; lines removed, repeated or with a field replaced).
 The same contract: exit 0, or exit 2 with a message and nothing written (an output file absent,
-a profile rewritten in place left byte for byte as it was).
+a profile rewritten in place left byte for byte as it was); and a profile written with exit 0
+must load in the planner (`planner simulate` of the one-GPU validation scenario on it exits 0).
 
 Findings are printed with the mutation and kept as files under --keep (default /tmp/fuzz-findings).
 The exit status is the number of findings, capped at 100.
@@ -139,7 +140,8 @@ def mutate_log(text, rng):
 
 def calibration_case(a, rng, tmp, case):
     """A mutated calibrate input and the command that reads it: (what, mutated text, source file,
-    argv, files that must not exist after exit 2, {file: text it must keep after exit 2})."""
+    argv, files that must not exist after exit 2, {file: text it must keep after exit 2}, the
+    profile it writes or None)."""
     runs = sorted(glob.glob(os.path.join(a.records, "h200-runs", "*.json")))
     job = rng.choice(["merge", "refit", "kernel-table", "attention-table", "import-nccl-tests"])
     out = os.path.join(tmp, f"out-{case}.json")
@@ -149,14 +151,14 @@ def calibration_case(a, rng, tmp, case):
         what, mutated = mutate(json.loads(text), text, rng)
         target = os.path.join(tmp, os.path.basename(src))
         open(target, "w").write(mutated)
-        return what, mutated, src, [a.calibrate, "merge", intact, target, "--name", "fuzz", "--out", out], [out], {}
+        return what, mutated, src, [a.calibrate, "merge", intact, target, "--name", "fuzz", "--out", out], [out], {}, out
     if job == "refit":
-        src = os.path.join(a.profiles, rng.choice(["h200-sxm.json", "h100-sxm.json"]))
+        src = os.path.join(a.profiles, rng.choice(["h200-sxm.json", "h100-sxm.json", "h200-socket-loopback.json"]))
         text = open(src).read()
         what, mutated = mutate(json.loads(text), text, rng)
         target = os.path.join(tmp, os.path.basename(src))
         open(target, "w").write(mutated)
-        return what, mutated, src, [a.calibrate, "refit", target], [], {target: mutated}
+        return what, mutated, src, [a.calibrate, "refit", target], [], {target: mutated}, target
     if job in ("kernel-table", "attention-table"):
         runs = {"kernel-table": os.path.join("2026-12-07-session-60-kernel-timing", "call1", "kernel-run-*.json"),
                 "attention-table": os.path.join("2026-12-07-session-58-attention-table", "h100-sxm-*run*.json")}
@@ -168,12 +170,29 @@ def calibration_case(a, rng, tmp, case):
         profile = os.path.join(tmp, "h100-sxm.json")
         kept = open(os.path.join(a.profiles, "h100-sxm.json")).read()
         open(profile, "w").write(kept)
-        return what, mutated, src, [a.calibrate, job, "--into", profile, run], [], {profile: kept}
+        return what, mutated, src, [a.calibrate, job, "--into", profile, run], [], {profile: kept}, profile
     src = rng.choice(sorted(glob.glob(os.path.join(a.records, "imported", "*.txt"))))
     what, mutated = mutate_log(open(src).read(), rng)
     log = os.path.join(tmp, os.path.basename(src))
     open(log, "w").write(mutated)
-    return what, mutated, src, [a.calibrate, "import-nccl-tests", log, "--out", out], [out], {}
+    return what, mutated, src, [a.calibrate, "import-nccl-tests", log, "--out", out], [out], {}, None
+
+
+def profile_load_problem(a, tmp, profile, env):
+    """Why the planner does not take `profile` (a path), or None: it simulates the one-GPU
+    validation scenario with the scenario's hardware set to that file."""
+    scen = json.load(open(os.path.join(os.path.dirname(a.scenarios), "validate-one-gpu.json")))
+    scen["hardware"] = os.path.abspath(profile)
+    path = os.path.join(tmp, "on-written-profile.json")
+    open(path, "w").write(json.dumps(scen))
+    try:
+        p = subprocess.run([a.planner, "--profiles", a.profiles, "simulate", path], capture_output=True,
+                           text=True, timeout=a.timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return "the profile written: planner simulate ran past the time limit"
+    if p.returncode != 0 or "runtime error:" in p.stderr or "Sanitizer" in p.stderr:
+        return f"the profile written does not load: planner simulate exit {p.returncode}: {p.stderr.strip()[-300:]}"
+    return None
 
 
 COMMANDS = {
@@ -219,9 +238,9 @@ def main():
             src = rng.choice(files)
             cmd = rng.choice(commands)
             out = os.path.join(tmp, "out-" + str(case))
-            absent, unchanged = [out], {}
+            absent, unchanged, written = [out], {}, None
             if a.target == "calibration":
-                what, mutated, src, argv, absent, unchanged = calibration_case(a, rng, tmp, case)
+                what, mutated, src, argv, absent, unchanged, written = calibration_case(a, rng, tmp, case)
                 cmd = argv[1]
             elif a.target == "scenario":
                 text = open(src).read()
@@ -259,6 +278,8 @@ def main():
                 problem = "a file rewritten by a failed run"
             elif rc == 2 and not err.strip():
                 problem = "exit 2 without a message"
+            elif rc == 0 and written:
+                problem = profile_load_problem(a, tmp, written, env)
             if a.verbose:
                 print(f"case {case}: {cmd} {os.path.basename(src)}: {what} -> {rc}: {err.strip()[:300]}")
             if problem:
