@@ -84,20 +84,13 @@ void set_intra_collectives(json& in, const std::vector<LinkTable>& tables, const
 
 int refit_collectives(json& profile) {
   if (!profile.contains("measurements") || !profile["measurements"].contains("collectives")) return 0;
-  std::map<std::pair<std::string, int>, LinkTable> by;
   const json& all = profile["measurements"]["collectives"];
   if (!all.is_array()) throw InputError("measurements.collectives", "expected an array, found " + json_excerpt(all));
-  for (std::size_t i = 0; i < all.size(); ++i) {
-    const gpu::CollectiveSample c = read_collective_sample(all[i], "measurements.collectives[" + std::to_string(i) + "]");
-    if (c.gpus < 2) continue;
-    LinkTable& t = by[{c.collective, c.gpus}];
-    t.collective = c.collective;
-    t.gpus = c.gpus;
-    t.source = "measured";
-    t.points.push_back({c.bytes, c.time_us, c.algbw_GBps, c.busbw_GBps, c.wrong});
-  }
+  std::vector<gpu::CollectiveSample> measured;
+  for (std::size_t i = 0; i < all.size(); ++i)
+    measured.push_back(read_collective_sample(all[i], "measurements.collectives[" + std::to_string(i) + "]"));
   std::vector<LinkTable> tables;
-  for (auto& [k, t] : by) {
+  for (auto& t : tables_from_measurements(measured)) {
     // Each table fits on its own first, so that one measured at too few sizes is named.
     try {
       collective_fits_json({t}, json::object());
