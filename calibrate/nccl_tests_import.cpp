@@ -41,6 +41,22 @@ void check_rank_count(const std::string& collective, int n, const LinkPoint& p, 
   throw InputError(where, buf);
 }
 
+// A row as nccl-tests prints it: a size in bytes from 0 (whole), a positive time, bandwidths from 0
+// and a count of wrong elements from 0, all finite. A row that is not is refused rather than
+// dropped from the fit or read as a rate.
+void check_point(const LinkPoint& p, double wrong, const std::string& where) {
+  auto bad = [&](const char* what, double v) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "expected %s, found %g", what, v);
+    throw InputError(where, buf);
+  };
+  if (!std::isfinite(p.bytes) || p.bytes < 0 || p.bytes != std::floor(p.bytes)) bad("a size of whole bytes from 0", p.bytes);
+  if (!std::isfinite(p.time_us) || !(p.time_us > 0)) bad("a positive time in microseconds", p.time_us);
+  if (!std::isfinite(p.algbw_GBps) || p.algbw_GBps < 0) bad("an algorithm bandwidth from 0", p.algbw_GBps);
+  if (!std::isfinite(p.busbw_GBps) || p.busbw_GBps < 0) bad("a bus bandwidth from 0", p.busbw_GBps);
+  if (!std::isfinite(wrong) || wrong < 0 || wrong != std::floor(wrong) || wrong > 1e15) bad("a count of wrong elements from 0", wrong);
+}
+
 }  // namespace
 
 std::vector<LinkTable> parse_nccl_tests_text(const std::string& text, const std::string& file) {
@@ -102,7 +118,9 @@ std::vector<LinkTable> parse_nccl_tests_text(const std::string& text, const std:
     p.time_us = num(5);
     p.algbw_GBps = num(6);
     p.busbw_GBps = num(7);
-    p.wrong = f[8] == "N/A" ? 0 : static_cast<long>(num(8));
+    const double wrong = f[8] == "N/A" ? 0 : num(8);
+    check_point(p, wrong, file + ":" + std::to_string(lineno));
+    p.wrong = static_cast<long>(wrong);
     check_rank_count(collective, n, p, file + ":" + std::to_string(lineno));
     cur->points.push_back(p);
   }
@@ -150,7 +168,9 @@ std::vector<LinkTable> parse_nccl_tests_json(const std::string& text, const std:
       if (o.contains(k) && !o[k].is_number()) throw InputError(where + ".out_of_place." + k, "expected a number");
     p.algbw_GBps = o.value("alg_bw", 0.0);
     p.busbw_GBps = o.value("bus_bw", 0.0);
-    if (o.contains("nwrong")) p.wrong = static_cast<long>(o["nwrong"].get<double>());
+    const double wrong = o.contains("nwrong") ? o["nwrong"].get<double>() : 0;
+    check_point(p, wrong, where);
+    p.wrong = static_cast<long>(wrong);
     check_rank_count(collective, n, p, where);
     t.points.push_back(p);
   }

@@ -135,6 +135,30 @@ TEST(NcclTestsImport, BadInputNamesFileAndLine) {
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("log.txt:3"), std::string::npos) << e.what();
   }
+  // A row nccl-tests could not have printed (a time not above 0 or not finite, a negative or
+  // fractional size, a negative bandwidth, a count of wrong elements that is not one) is refused
+  // with its line: it was dropped from the fit unsaid, or cast to an integer from NaN.
+  for (const std::string row : {" 1024 256 float sum -1 -1 0.1 0.1 0", " 1024 256 float sum -1 0 0.1 0.1 0",
+                                " 1024 256 float sum -1 nan 0.1 0.1 0", " 1024 256 float sum -1 inf 0.1 0.1 0",
+                                " -1024 256 float sum -1 5.0 0.1 0.1 0", " 1024.5 256 float sum -1 5.0 0.1 0.1 0",
+                                " 1024 256 float sum -1 5.0 -0.1 0.1 0", " 1024 256 float sum -1 5.0 0.1 nan 0",
+                                " 1024 256 float sum -1 5.0 0.1 0.1 nan", " 1024 256 float sum -1 5.0 0.1 0.1 -1",
+                                " 1024 256 float sum -1 5.0 0.1 0.1 99999999999999999999"}) {
+    try {
+      parse_nccl_tests_text("# Collective test starting: all_reduce_perf\n# nThread 1 nGpus 2\n" + row + "\n", "log.txt");
+      ADD_FAILURE() << "accepted: " << row;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("log.txt:3: expected "), std::string::npos) << e.what();
+    }
+  }
+  const std::string json_doc = R"({"args": ["all_reduce_perf"], "config": {"nthreads": 1, "ngpus": 2},
+                                   "results": [{"size": 1024, "out_of_place": {"time": 0, "alg_bw": 0.1, "bus_bw": 0.1}}]})";
+  try {
+    parse_nccl_tests_json(json_doc, "x.json");
+    ADD_FAILURE() << "a zero time accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("x.json: results[0]: expected a positive time"), std::string::npos) << e.what();
+  }
   EXPECT_THROW(parse_nccl_tests_text("nothing here\n", "empty.txt"), InputError);
   EXPECT_THROW(parse_nccl_tests_json("{\"version\": 2}", "x.json"), InputError);
   // A log whose rank lines were cut or repeated: its busbw / algbw (2(n-1)/n for all-reduce) says
