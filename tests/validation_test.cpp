@@ -179,7 +179,8 @@ TEST(Validation, H100OneGpuRunsWithItsMeasuredProfileAndWithTheCarryOverRule) {
   // card's own run joined after them (calibrate/records/2026-12-07-session-58-attention-table/,
   // call 2: they ran with the table of call 1's card alone); on a twenty-fourth, held out, the GPT
   // -run17 and the small GPT's -run16 (the same record, call 3); on a twenty-fifth, held out,
-  // Llama's -run17 (call 4).
+  // Llama's -run17 (call 4). The cards after those, each held out with its GPT, small GPT and
+  // Llama runs, are listed with their records in tests/validation/README.md.
   const HardwareProfile measured = load_hardware_profile("h100-sxm", kProfiles);
   std::ifstream ds(std::string(TRAINSIM_SOURCE_DIR) + "/calibrate/datasheets/h100-sxm.json");
   ASSERT_TRUE(ds);
