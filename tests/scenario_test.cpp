@@ -220,6 +220,17 @@ TEST(Scenario, LayoutOverridesFromTheCommandLine) {
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("did you mean \"tp\""), std::string::npos);
   }
+  // A short name as the result tables print it points to its key.
+  for (const auto& [typed, key] : std::vector<std::pair<std::string, std::string>>{
+           {"mb=2", "micro_batch"}, {"v=3", "vpp"}, {"z=1", "zero"}, {"sp=true", "sequence_parallel"}, {"bucket=50", "bucket_MB"}}) {
+    try {
+      apply_layout_overrides(Layout{}, typed, &dp_given);
+      ADD_FAILURE() << typed << " was accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("--layout " + typed + ": unknown layout key"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("(did you mean \"" + key + "\"?)"), std::string::npos) << e.what();
+    }
+  }
   EXPECT_THROW(apply_layout_overrides(Layout{}, "micro_batch=x", &dp_given), InputError);
   try {
     apply_layout_overrides(Layout{}, "tp=2,pp=2,tp=4", &dp_given);

@@ -29,6 +29,10 @@ int run_planner(int argc, char** argv, const Sharding& sharding);
 // 0 stands for "not given" inside, so a 0 or a negative count typed by hand is refused rather than
 // read as the default.
 const CLI::Range kCount(1, 1 << 20);
+
+const char* const kLayoutHelp =
+    "override layout keys, comma-separated: tp, pp, dp, vpp, micro_batch, zero, sequence_parallel, recompute, "
+    "bucket_MB, compression, schedule (e.g. tp=8,pp=4,micro_batch=2)";
 }
 
 #ifdef TRAINSIM_VALIDATE_IN
@@ -79,7 +83,7 @@ int run_planner(int argc, char** argv, const Sharding& sharding) {
 
   auto* sim = app.add_subcommand("simulate", "simulate the scenario's layout for one step");
   sim->add_option("scenario", opt.scenario, "scenario JSON file")->required();
-  sim->add_option("--layout", opt.layout_overrides, "override layout keys: tp=8,pp=4,micro_batch=2,...");
+  sim->add_option("--layout", opt.layout_overrides, kLayoutHelp);
   sim->add_option("--nodes", opt.nodes, "node count (default: the scenario's first)")->check(kCount);
   sim->add_option("--mode", opt.mode, "symmetric (one GPU per stage) or full (every GPU)")
       ->check(CLI::IsMember({"symmetric", "full"}));
@@ -92,7 +96,7 @@ int run_planner(int argc, char** argv, const Sharding& sharding) {
   auto* sweep = app.add_subcommand("sweep", "simulate the layout (dp derived) over node counts");
   sweep->add_option("scenario", opt.scenario, "scenario JSON file")->required();
   sweep->add_option("--nodes", opt.nodes_list, "comma-separated node counts")->delimiter(',')->check(kCount);
-  sweep->add_option("--layout", opt.layout_overrides, "override layout keys");
+  sweep->add_option("--layout", opt.layout_overrides, kLayoutHelp);
   sweep->add_option("--threads", opt.threads, "worker threads (default: all cores)")->check(kCount);
   sweep->add_flag("--json", opt.json, "print JSON");
 
@@ -114,13 +118,13 @@ int run_planner(int argc, char** argv, const Sharding& sharding) {
 
   auto* exp = app.add_subcommand("export", "Megatron-LM arguments, DeepSpeed config and a Slurm/torchrun command for the layout");
   exp->add_option("scenario", opt.scenario, "scenario JSON file")->required();
-  exp->add_option("--layout", opt.layout_overrides, "override layout keys");
+  exp->add_option("--layout", opt.layout_overrides, kLayoutHelp);
   exp->add_option("--nodes", opt.nodes, "node count (default: the scenario's first)")->check(kCount);
   exp->add_flag("--json", opt.json, "print JSON");
 
   auto* wif = app.add_subcommand("what-if", "the layout's step with each part of the hardware faster and slower: which one sets it");
   wif->add_option("scenario", opt.scenario, "scenario JSON file")->required();
-  wif->add_option("--layout", opt.layout_overrides, "override layout keys");
+  wif->add_option("--layout", opt.layout_overrides, kLayoutHelp);
   wif->add_option("--nodes", opt.nodes, "node count (default: the scenario's first)")->check(kCount);
   wif->add_option("--factor", opt.factor, "how many times faster, then slower, each part is made (above 1, at most 100; default 2)");
   wif->add_flag("--search", opt.search, "search the scenario's space again with each part changed, instead of keeping one layout");

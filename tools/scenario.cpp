@@ -529,7 +529,13 @@ Layout apply_layout_overrides(Layout l, const std::string& overrides, bool* dp_g
       const std::vector<std::string> keys = {"tp", "pp", "dp", "vpp", "micro_batch", "zero", "sequence_parallel",
                                              "recompute", "bucket_MB", "compression", "schedule"};
       std::string msg = "unknown layout key \"" + k + "\"";
-      const std::string near = closest_match(k, keys);
+      // The short names the result tables print a layout with ("v3 mb1 sp z1 100MB") are not
+      // nearest their keys by spelling.
+      static const std::vector<std::pair<std::string, std::string>> printed = {
+          {"v", "vpp"}, {"mb", "micro_batch"}, {"sp", "sequence_parallel"}, {"z", "zero"}, {"bucket", "bucket_MB"}};
+      std::string near = closest_match(k, keys);
+      for (const auto& [shown, key] : printed)
+        if (k == shown) near = key;
       if (!near.empty()) msg += " (did you mean \"" + near + "\"?)";
       throw InputError(where, msg);
     }
