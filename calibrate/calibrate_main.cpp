@@ -186,6 +186,7 @@ int run_table(const TableKind<Sample>& kind, const std::string& out, const std::
     runs.push_back(read_json(f));
     samples.push_back(kind.read_run(runs.back(), f));
   }
+  calib::check_runs_distinct(runs, run_files);
   json profile = read_json(into);
   calib::check_runs_match_profile(profile, into, runs, run_files);
   kind.set(profile, kind.merge(samples), runs, kind.rule(runs, run_files), command, today());
@@ -384,6 +385,7 @@ int main(int argc, char** argv) {
           throw InputError(f, e.what());
         }
       }
+      calib::check_runs_distinct(runs, merge_in);
       // The merged profile was measured when its newest run was (dates are ISO, so they sort as text).
       std::string measured;
       for (const json& r : runs) measured = std::max(measured, r["provenance"].value("date", std::string()));

@@ -40,6 +40,13 @@ const json& table_run_samples(const json& run, const char* key, const std::strin
   return run[key];
 }
 
+void check_runs_distinct(const std::vector<json>& runs, const std::vector<std::string>& run_paths) {
+  for (std::size_t j = 1; j < runs.size(); ++j)
+    for (std::size_t i = 0; i < j; ++i)
+      if (runs[i] == runs[j])
+        throw InputError(run_paths[j], "is the same run as " + run_paths[i] + " (given twice, the medians would count it twice)");
+}
+
 void check_runs_match_profile(const json& profile, const std::string& profile_path, const std::vector<json>& runs,
                               const std::vector<std::string>& run_paths) {
   if (!profile.is_object() || !profile.contains("provenance") || !profile["provenance"].is_object())

@@ -26,6 +26,9 @@ const nlohmann::json& table_run_samples(const nlohmann::json& run, const char* k
 // (a run of another part would carry that part's rates into the profile).
 void check_runs_match_profile(const nlohmann::json& profile, const std::string& profile_path, const std::vector<nlohmann::json>& runs,
                               const std::vector<std::string>& run_paths);
+// Throws InputError naming the later file if two runs are the same (one file given twice, or a
+// copy): the per-sample medians would count that run twice and the provenance list it twice.
+void check_runs_distinct(const std::vector<nlohmann::json>& runs, const std::vector<std::string>& run_paths);
 // The provenance of a table merged from runs: the first run's device, driver, CUDA and NCCL,
 // every run's card, the rule and command that wrote it, and each run's provenance in merged_from.
 nlohmann::json merged_table_provenance(const std::vector<nlohmann::json>& runs, const std::string& rule, const std::string& command,

@@ -749,6 +749,7 @@ TEST(Cli, CalibrateAttentionTableWritesAProfileOnlyFromGoodRuns) {
   nlohmann::json other_part = run_doc;
   other_part["provenance"]["device"] = "NVIDIA H200";
   const std::string h200_run = write_temp("h200-run.json", other_part.dump());
+  const std::string same_run = write_temp("same-attention-run.json", run_doc.dump());
   expect_calibrate_refuses({
            {"attention-table", "either --out"},
            {"attention-table --out a.json --into " + profile, "either --out"},
@@ -756,6 +757,8 @@ TEST(Cli, CalibrateAttentionTableWritesAProfileOnlyFromGoodRuns) {
            {"attention-table --into " + profile + " " + not_run, not_run},
            {"attention-table --into " + profile + " /nonexistent-run.json", "/nonexistent-run.json"},
            {"attention-table --into " + profile + " " + h200_run, "was measured on \"NVIDIA H200\""},
+           // One run given twice (a shell glob that overlaps): its medians would count it twice.
+           {"attention-table --into " + profile + " " + same_run + " " + same_run, same_run + ": is the same run as " + same_run},
        });
   std::ifstream after(profile);
   EXPECT_EQ(std::string((std::istreambuf_iterator<char>(after)), std::istreambuf_iterator<char>()), original);
@@ -827,6 +830,7 @@ TEST(Cli, CalibrateKernelTableWritesAProfileOnlyFromGoodRuns) {
            {"kernel-table --into " + profile + " --timing single " + good, "--timing"},
            {"kernel-table --into " + profile + " " + good + " " + evicted_run, evicted_run},
            {"kernel-table --into " + profile + " " + misspelt, "kernel_run[0]: no step prices a kernel named \"layer_norm\""},
+           {"kernel-table --into " + profile + " " + good + " " + good, good + ": is the same run as " + good},
        });
   std::ifstream after(profile);
   EXPECT_EQ(std::string((std::istreambuf_iterator<char>(after)), std::istreambuf_iterator<char>()), original);
@@ -1058,6 +1062,17 @@ TEST(Cli, CalibrateMergeOfTheRecordedRunsIsTheCommittedProfile) {
     EXPECT_NE(r2.err.find(said), std::string::npos) << r2.err;
     EXPECT_FALSE(std::filesystem::exists(out));
   }
+  // One run given twice, or a copy of it: the medians would count it twice and the provenance
+  // list it twice as if two runs agreed.
+  const std::string run1 = runs + "/2026-11-29-run1.json", copy = scratch("run1-copy.json");
+  std::filesystem::copy_file(run1, copy, std::filesystem::copy_options::overwrite_existing);
+  for (const std::string& again : {run1, copy}) {
+    const Outcome twice = run("merge " + run1 + " " + runs + "/2026-11-29-run2-gqa.json " + again + " --out " + out, kCalibrate);
+    EXPECT_EQ(twice.status, 2);
+    EXPECT_NE(twice.err.find(again + ": is the same run as " + run1), std::string::npos) << twice.err;
+    EXPECT_FALSE(std::filesystem::exists(out));
+  }
+  std::filesystem::remove(copy);
 }
 
 TEST(Cli, ExportSpellsOutTheBatchArithmetic) {
