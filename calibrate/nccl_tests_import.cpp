@@ -54,7 +54,8 @@ void check_point(const LinkPoint& p, double wrong, const std::string& where) {
   if (!std::isfinite(p.time_us) || !(p.time_us > 0)) bad("a positive time in microseconds", p.time_us);
   if (!std::isfinite(p.algbw_GBps) || p.algbw_GBps < 0) bad("an algorithm bandwidth from 0", p.algbw_GBps);
   if (!std::isfinite(p.busbw_GBps) || p.busbw_GBps < 0) bad("a bus bandwidth from 0", p.busbw_GBps);
-  if (!std::isfinite(wrong) || wrong < 0 || wrong != std::floor(wrong) || wrong > 1e15) bad("a count of wrong elements from 0", wrong);
+  // Below 2^53 a whole count is exact in a double and converts to a long.
+  if (!std::isfinite(wrong) || wrong < 0 || wrong != std::floor(wrong) || wrong >= 0x1p53) bad("a count of wrong elements from 0", wrong);
 }
 
 }  // namespace
